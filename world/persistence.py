@@ -1,0 +1,405 @@
+"""Saving a ``MemoryStore`` to one SQLite file and loading it back, exactly.
+
+File format (``FORMAT_VERSION`` 1), one SQLite database written by the standard library's sqlite3:
+
+* ``PRAGMA application_id`` = 0x4D454D47 ("MEMG") marks a memgym store, ``PRAGMA user_version`` holds
+  the format version (also in ``meta.format_version``);
+* ``meta(name, value)``: JSON values: ``format_version``, ``state_schema`` (the store's
+  ``_export_state()["schema"]``), ``meta`` (clock, counters, store config), ``extra`` (attached
+  components: rolling summaries), ``dim`` (embedding width), ``counts`` (rows per table) and
+  ``crc32`` (per-table CRC-32 of the stored bytes, so that a flipped byte inside a row, which SQLite
+  itself would not notice, is caught);
+* ``records(seq, id, kind, namespace, key, data)``: one JSON document per record, in export order;
+* ``edges(seq, src, dst, rel, weight)``: typed links and derived-from edges (cue edges are rebuilt);
+* ``actr(seq, id, data)``: ACT-R history per memory (JSON);
+* ``embeddings(seq, id, vec)``: one little-endian float32 blob per row.
+
+Saving: the whole state goes into a temporary file in the target's directory, in a single
+transaction, journal in memory (no WAL, no -journal file next to the store), ``secure_delete`` on,
+then the file is fsynced and renamed over the target (``os.replace``, atomic on POSIX and Windows).
+A crash leaves either the old file or the new one, never a mix; the bytes of a saved file hold only
+what the store held at that moment (an erased memory is gone from every file saved after the erase).
+
+Loading reads and checks everything before it builds the store: a missing file, a file that is not
+SQLite, a SQLite file that is not a memgym store, another format version, a truncated file, a row
+whose checksum does not match or a state the store rejects all raise ``StoreFileError`` naming the
+path and the problem; the caller never gets a half-loaded store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["StoreFileError", "save_store", "load_store", "FORMAT_VERSION", "APPLICATION_ID"]
+
+FORMAT_VERSION = 1
+APPLICATION_ID = 0x4D454D47  # "MEMG"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_TABLES = ("records", "edges", "actr", "embeddings")
+
+_SCHEMA = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE records (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, kind TEXT NOT NULL,
+                      namespace TEXT, key TEXT, data TEXT NOT NULL);
+CREATE TABLE edges (seq INTEGER PRIMARY KEY, src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT NOT NULL,
+                    weight);
+CREATE TABLE actr (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE embeddings (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, vec BLOB NOT NULL);
+"""
+
+
+class StoreFileError(Exception):
+    """A store file cannot be written or read. ``path`` and ``problem`` say which and why."""
+
+    def __init__(self, path: str | os.PathLike, problem: str) -> None:
+        self.path = os.fspath(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+# --------------------------------------------------------------------------------------------- #
+# helpers                                                                                       #
+# --------------------------------------------------------------------------------------------- #
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, set | frozenset):
+        return sorted(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, default=_json_default, ensure_ascii=False, separators=(",", ":"))
+
+
+def _edge_weight(weight: Any) -> int | float:
+    if isinstance(weight, bool | np.bool_):
+        return int(weight)
+    if isinstance(weight, int | np.integer):
+        return int(weight)
+    return float(weight)
+
+
+class _Crc:
+    """Running CRC-32 over the bytes of one table, fed row by row in ``seq`` order."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def feed(self, *parts: str | bytes) -> None:
+        for part in parts:
+            data = part if isinstance(part, bytes) else part.encode("utf-8")
+            self.value = zlib.crc32(len(data).to_bytes(8, "little"), self.value)
+            self.value = zlib.crc32(data, self.value)
+
+
+def _export(store: Any) -> dict:
+    from world.summary import export_summaries
+
+    state = store._export_state()
+    extra = dict(state.get("extra") or {})
+    summaries = export_summaries(store)
+    if summaries:
+        extra["summaries"] = summaries
+    state = dict(state)
+    state["extra"] = extra
+    return state
+
+
+# --------------------------------------------------------------------------------------------- #
+# save                                                                                          #
+# --------------------------------------------------------------------------------------------- #
+
+
+def save_store(store: Any, path: str | os.PathLike) -> Path:
+    """Write ``store`` to ``path`` atomically (temp file in the same directory, then rename).
+
+    Returns the path written. Raises ``StoreFileError`` if the directory does not exist or the state
+    cannot be written; an existing file at ``path`` is then left as it was."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise StoreFileError(path, f"cannot save: directory {os.fspath(directory)!r} does not exist")
+    if path.is_dir():
+        raise StoreFileError(path, "cannot save: the path is a directory")
+    try:
+        rows = _rows(_export(store))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise StoreFileError(path, f"cannot save: the store state is not serialisable ({exc})") from exc
+
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        _write_sqlite(tmp, rows)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.Error | OSError):
+            raise StoreFileError(path, f"cannot save: {exc}") from exc
+        raise
+    _fsync_dir(directory)
+    return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. Windows: directories cannot be opened
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _rows(state: dict) -> dict:
+    """Everything that goes into the file, serialised, with per-table CRCs and counts."""
+    crcs = {t: _Crc() for t in _TABLES}
+
+    records = []
+    for seq, rec in enumerate(state["records"]):
+        data = _dumps(rec)
+        rid, kind = str(rec["memory_id"] if "memory_id" in rec else rec["id"]), str(rec["kind"])
+        crcs["records"].feed(rid, kind, data)
+        ns, key = rec.get("namespace"), rec.get("key")
+        records.append((seq, rid, kind, None if ns is None else str(ns), None if key is None else str(key), data))
+
+    edges = []
+    for seq, (src, dst, rel, weight) in enumerate(state["edges"]):
+        w = _edge_weight(weight)
+        crcs["edges"].feed(str(src), str(dst), str(rel), repr(w))
+        edges.append((seq, str(src), str(dst), str(rel), w))
+
+    actr = []
+    for seq, (mid, entry) in enumerate(state["actr"].items()):
+        data = _dumps(entry)
+        crcs["actr"].feed(str(mid), data)
+        actr.append((seq, str(mid), data))
+
+    ids = [str(i) for i in state["embedding_ids"]]
+    matrix = np.asarray(state["embeddings"])
+    if matrix.ndim != 2 or matrix.shape[0] != len(ids):
+        raise ValueError(f"embeddings has shape {matrix.shape}, expected ({len(ids)}, d)")
+    matrix = np.ascontiguousarray(matrix, dtype="<f4")
+    embeddings = []
+    for seq, (mid, row) in enumerate(zip(ids, matrix)):
+        blob = row.tobytes()
+        crcs["embeddings"].feed(mid, blob)
+        embeddings.append((seq, mid, blob))
+
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "state_schema": state["schema"],
+        "meta": state["meta"],
+        "extra": state.get("extra") or {},
+        "dim": int(matrix.shape[1]),
+        "counts": {"records": len(records), "edges": len(edges), "actr": len(actr), "embeddings": len(embeddings)},
+    }
+    meta_rows = [(k, _dumps(v)) for k, v in meta.items()]
+    meta_crc = _Crc()
+    for k, v in meta_rows:
+        meta_crc.feed(k, v)
+    crc32 = {t: crcs[t].value for t in _TABLES}
+    crc32["meta"] = meta_crc.value
+    meta_rows.append(("crc32", _dumps(crc32)))
+    return {"meta": meta_rows, "records": records, "edges": edges,
+            "actr": actr, "embeddings": embeddings}
+
+
+def _write_sqlite(tmp: Path, rows: dict) -> None:
+    conn = sqlite3.connect(os.fspath(tmp), isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=MEMORY")  # no WAL, no -journal file beside the store
+        conn.execute("PRAGMA synchronous=OFF")  # we fsync once, after the commit, before the rename
+        conn.execute("PRAGMA secure_delete=ON")
+        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
+        conn.execute("BEGIN")
+        for statement in _SCHEMA.strip().split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.executemany("INSERT INTO meta VALUES (?, ?)", rows["meta"])
+        conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows["records"])
+        conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?)", rows["edges"])
+        conn.executemany("INSERT INTO actr VALUES (?, ?, ?)", rows["actr"])
+        conn.executemany("INSERT INTO embeddings VALUES (?, ?, ?)", rows["embeddings"])
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------------------------- #
+# load                                                                                          #
+# --------------------------------------------------------------------------------------------- #
+
+
+def load_store(path: str | os.PathLike, embedder: Any = None, *, summarizers: dict | None = None):
+    """Load a store saved by ``save_store``. ``embedder`` embeds texts written after the load (it
+    should be the one the store was built with; stored vectors are used as they are).
+    ``summarizers`` maps a namespace to the summarizer its rolling summary should keep using, for
+    summarizers that cannot be saved (an LLM client); extractive ones are restored from the file.
+
+    Raises ``StoreFileError`` (naming the path and the problem) for anything but a valid store file."""
+    from world.memory import MemoryStore
+    from world.summary import restore_summaries
+
+    path = Path(path)
+    state = _read_state(path)
+    extra = dict(state.get("extra") or {})
+    summary_states = extra.pop("summaries", None) or {}
+    state["extra"] = extra
+    try:
+        store = MemoryStore._from_state(state, embedder)
+        restore_summaries(store, summary_states, summarizers)
+    except StoreFileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure here means the file's contents are inconsistent
+        raise StoreFileError(path, f"inconsistent store contents: {type(exc).__name__}: {exc}") from exc
+    return store
+
+
+def _check_header(path: Path) -> None:
+    if not path.exists():
+        raise StoreFileError(path, "no such file")
+    if path.is_dir():
+        raise StoreFileError(path, "is a directory, not a store file")
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        header = fh.read(100)
+    if not header.startswith(_SQLITE_MAGIC):
+        if size == 0:
+            raise StoreFileError(path, "empty file, not a memgym store")
+        if _SQLITE_MAGIC.startswith(header):
+            raise StoreFileError(path, f"truncated: {size} bytes, shorter than a SQLite header")
+        raise StoreFileError(path, "not a SQLite database (bad header), so not a memgym store")
+    if len(header) < 100:
+        raise StoreFileError(path, f"truncated: {size} bytes, shorter than the 100-byte SQLite header")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    n_pages = int.from_bytes(header[28:32], "big")
+    change_counter = header[24:28]
+    valid_for = header[92:96]
+    if page_size < 512 or page_size & (page_size - 1):
+        raise StoreFileError(path, f"corrupted SQLite header (page size {page_size})")
+    if n_pages and change_counter == valid_for and size < n_pages * page_size:
+        raise StoreFileError(path, f"truncated: the header says {n_pages * page_size} bytes, the file has {size}")
+    if size % page_size:
+        raise StoreFileError(path, f"truncated or corrupted: size {size} is not a multiple of the page size "
+                                   f"{page_size}")
+
+
+def _read_state(path: Path) -> dict:
+    _check_header(path)
+    uri = Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise StoreFileError(path, f"cannot open as SQLite: {exc}") from exc
+    try:
+        return _read(conn, path)
+    except StoreFileError:
+        raise
+    except sqlite3.DatabaseError as exc:
+        raise StoreFileError(path, f"corrupted SQLite file: {exc}") from exc
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise StoreFileError(path, f"corrupted store contents: {type(exc).__name__}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def _read(conn: sqlite3.Connection, path: Path) -> dict:
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if app_id != APPLICATION_ID:
+        raise StoreFileError(path, f"a SQLite database but not a memgym store (application_id {app_id:#x}, "
+                                   f"expected {APPLICATION_ID:#x})")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version != FORMAT_VERSION:
+        raise StoreFileError(path, f"store file format version {version}; this memgym reads version "
+                                   f"{FORMAT_VERSION} only")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    missing = [t for t in ("meta", *_TABLES) if t not in tables]
+    if missing:
+        raise StoreFileError(path, f"corrupted store: missing table(s) {', '.join(missing)}")
+    meta_rows = conn.execute("SELECT name, value FROM meta ORDER BY rowid").fetchall()
+    meta = {name: json.loads(value) for name, value in meta_rows}
+    need = ("format_version", "state_schema", "meta", "extra", "dim", "counts", "crc32")
+    absent = [k for k in need if k not in meta]
+    if absent:
+        raise StoreFileError(path, f"corrupted store: meta lacks {', '.join(absent)}")
+    if meta["format_version"] != FORMAT_VERSION:
+        raise StoreFileError(path, f"store file format version {meta['format_version']}; this memgym reads "
+                                   f"version {FORMAT_VERSION} only")
+    meta_crc = _Crc()
+    for name, value in meta_rows:
+        if name != "crc32":
+            meta_crc.feed(name, value)
+    if not isinstance(meta["crc32"], dict) or meta_crc.value != meta["crc32"].get("meta"):
+        raise StoreFileError(path, "corrupted store: checksum mismatch in table meta")
+    crcs = {t: _Crc() for t in _TABLES}
+
+    records = []
+    for rid, kind, data in conn.execute("SELECT id, kind, data FROM records ORDER BY seq"):
+        crcs["records"].feed(rid, kind, data)
+        records.append(json.loads(data))
+    edges = []
+    for src, dst, rel, weight in conn.execute("SELECT src, dst, rel, weight FROM edges ORDER BY seq"):
+        crcs["edges"].feed(src, dst, rel, repr(weight))
+        edges.append([src, dst, rel, weight])
+    actr = {}
+    for mid, data in conn.execute("SELECT id, data FROM actr ORDER BY seq"):
+        crcs["actr"].feed(mid, data)
+        actr[mid] = json.loads(data)
+    dim = int(meta["dim"])
+    ids: list[str] = []
+    blobs: list[bytes] = []
+    for mid, blob in conn.execute("SELECT id, vec FROM embeddings ORDER BY seq"):
+        if not isinstance(blob, bytes) or len(blob) != 4 * dim:
+            raise StoreFileError(path, f"corrupted store: embedding of {mid!r} has {len(blob)} bytes, "
+                                       f"expected {4 * dim}")
+        crcs["embeddings"].feed(mid, blob)
+        ids.append(mid)
+        blobs.append(blob)
+
+    counts = {"records": len(records), "edges": len(edges), "actr": len(actr), "embeddings": len(ids)}
+    for table in _TABLES:
+        if counts[table] != meta["counts"].get(table):
+            raise StoreFileError(path, f"corrupted store: table {table} has {counts[table]} rows, "
+                                       f"the file says {meta['counts'].get(table)}")
+        if crcs[table].value != meta["crc32"].get(table):
+            raise StoreFileError(path, f"corrupted store: checksum mismatch in table {table}")
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim).astype(np.float32)
+    return {
+        "schema": meta["state_schema"],
+        "meta": meta["meta"],
+        "records": records,
+        "edges": edges,
+        "actr": actr,
+        "embedding_ids": ids,
+        "embeddings": matrix,
+        "extra": meta["extra"],
+    }

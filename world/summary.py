@@ -1,0 +1,531 @@
+"""Rolling summaries: a short-term window of recent turns kept verbatim, older turns folded into a
+running summary that lives in the store as a retrievable semantic memory.
+
+The idea is seed 002's ``ConversationMemory`` (keep the last turns verbatim, fold the overflow into
+a summary). What changed, because the seed got it wrong for a memory store:
+
+* the summarizer is a protocol with the previous summary and the new turns as separate arguments
+  (``summarize(previous_summary, turns) -> str``), not one pre-rendered prompt string, so a
+  deterministic extractive summarizer and an LLM one are interchangeable;
+* the default summarizer is deterministic and extractive, and every summary is held to a character
+  budget (the seed's summary could grow without bound);
+* the summary is a semantic memory (``tier="inference"``, confidence < 0.8, ``evidence`` = the ids of
+  every turn it folded, one version chain under its key) instead of a private string, so it is
+  retrieved, explained and versioned like any other memory;
+* the summary remembers which turns went into which fold, so when a turn is erased (the right to be
+  forgotten) the summary is rebuilt from the remaining turns and no erased word survives in it;
+* its state exports to / imports from JSON, so a saved store keeps its summaries;
+* bad arguments and a summarizer that returns something other than ``str`` raise a clear error,
+  and a failing summarizer leaves the window and the summary unchanged.
+
+Usage::
+
+    store = MemoryStore()
+    rolling = summaries(store, "alice", max_turns=6, keep_recent=4)   # get-or-create, one per namespace
+    rolling.add_turn("Alice moved to Lisbon in May.", step=3)          # written as an episode
+    rolling.text          # the running summary ("" until the first fold)
+    rolling.window        # the verbatim turns, oldest first
+    rolling.build_messages("where does Alice live?")                  # summary + window + query
+
+``RollingSummary(store, namespace, ...)`` works too; ``summaries()`` keeps one instance per namespace
+on the store so that persistence (``world.persistence``) saves and restores it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "Summarizer",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "RollingSummary",
+    "Turn",
+    "summaries",
+    "export_summaries",
+    "restore_summaries",
+    "SUMMARY_KEY_PREFIX",
+]
+
+#: Key of a namespace's summary memory is ``SUMMARY_KEY_PREFIX + namespace``.
+SUMMARY_KEY_PREFIX = "summary/"
+#: Version of the JSON state written by ``RollingSummary.export_state``.
+STATE_VERSION = 1
+#: Name of the attribute under which a store keeps its rolling summaries (namespace -> RollingSummary).
+_REGISTRY_ATTR = "_rolling_summaries"
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_SPACES = re.compile(r"\s+")
+
+
+# --------------------------------------------------------------------------------------------- #
+# Summarizers                                                                                   #
+# --------------------------------------------------------------------------------------------- #
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Folds new turns into a running summary. Must be deterministic for seeded runs."""
+
+    def summarize(self, previous_summary: str, turns: Sequence[str]) -> str: ...
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split on sentence-final punctuation followed by space, and on newlines; drop empty parts."""
+    return [s.strip() for s in _SENTENCE_SPLIT.split(text or "") if s.strip()]
+
+
+def _clip(text: str, max_chars: int) -> str:
+    """Cut ``text`` to at most ``max_chars`` characters, at a word boundary when there is one."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > 0 else cut).rstrip()
+
+
+def _default_scorer():
+    from world.importance import ImportanceScorer
+
+    return ImportanceScorer()
+
+
+def _score(scorer: Any, text: str) -> float:
+    if hasattr(scorer, "score"):
+        return float(scorer.score(text))
+    return float(scorer(text))
+
+
+class ExtractiveSummarizer:
+    """Deterministic extractive summarizer: keeps the most important sentences within a budget.
+
+    The candidates are the sentences of the previous summary followed by the sentences of the new
+    turns, in order; exact repeats (case and whitespace folded) keep their first occurrence. Each is
+    scored by the importance scorer (``world.importance.ImportanceScorer`` unless one is given) and
+    picked greedily by score, ties going to the later sentence (newer information wins), skipping any
+    that would overflow ``max_chars``; a sentence longer than the budget is clipped at a word
+    boundary. The kept sentences are returned in their original order, one per line, so the result
+    never exceeds ``max_chars`` and re-splits into the same sentences.
+    """
+
+    name = "extractive"
+
+    def __init__(self, max_chars: int = 800, scorer: Any = None) -> None:
+        if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
+            raise ValueError(f"ExtractiveSummarizer: max_chars must be an int >= 1, got {max_chars!r}")
+        self.max_chars = max_chars
+        self.scorer = scorer if scorer is not None else _default_scorer()
+
+    def summarize(self, previous_summary: str, turns: Sequence[str]) -> str:
+        candidates: list[str] = []
+        seen: set[str] = set()
+        for text in [previous_summary, *turns]:
+            for sentence in split_sentences(text):
+                sentence = _clip(sentence, self.max_chars)
+                norm = _SPACES.sub(" ", sentence.casefold())
+                if norm in seen:
+                    continue
+                seen.add(norm)
+                candidates.append(sentence)
+        scores = [_score(self.scorer, s) for s in candidates]
+        order = sorted(range(len(candidates)), key=lambda i: (-scores[i], -i))
+        chosen: list[int] = []
+        used = 0
+        for i in order:
+            cost = len(candidates[i]) + (1 if chosen else 0)  # one "\n" between sentences
+            if used + cost <= self.max_chars:
+                chosen.append(i)
+                used += cost
+        return "\n".join(candidates[i] for i in sorted(chosen))
+
+    def config(self) -> dict:
+        return {"name": self.name, "max_chars": self.max_chars}
+
+
+class LLMSummarizer:
+    """Adapter for a language model: ``complete(prompt) -> str`` is any callable (an API client, a
+    local model). The prompt carries the previous summary and the new turns; the answer is stripped
+    and clipped to ``max_chars``. Determinism is the callable's business (use temperature 0)."""
+
+    name = "llm"
+
+    def __init__(self, complete: Callable[[str], str], max_chars: int = 800,
+                 instruction: str = "Update the summary of the conversation so far with the new turns. "
+                                    "Keep names, facts, dates and changes; drop chit-chat.") -> None:
+        if not callable(complete):
+            raise TypeError(f"LLMSummarizer: complete must be callable, got {type(complete).__name__}")
+        if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
+            raise ValueError(f"LLMSummarizer: max_chars must be an int >= 1, got {max_chars!r}")
+        self.complete = complete
+        self.max_chars = max_chars
+        self.instruction = instruction
+
+    def prompt(self, previous_summary: str, turns: Sequence[str]) -> str:
+        parts = [self.instruction, f"At most {self.max_chars} characters."]
+        if previous_summary:
+            parts.append(f"Previous summary:\n{previous_summary}")
+        parts.append("New turns:\n" + "\n".join(f"- {t}" for t in turns))
+        return "\n\n".join(parts)
+
+    def summarize(self, previous_summary: str, turns: Sequence[str]) -> str:
+        out = self.complete(self.prompt(previous_summary, turns))
+        if not isinstance(out, str):
+            raise TypeError(f"LLMSummarizer: the completion function returned {type(out).__name__}, expected str")
+        return _clip(out.strip(), self.max_chars)
+
+    def config(self) -> dict:
+        return {"name": self.name, "max_chars": self.max_chars}
+
+
+def _summarizer_config(summarizer: Any) -> dict:
+    if hasattr(summarizer, "config"):
+        return dict(summarizer.config())
+    return {"name": type(summarizer).__name__}
+
+
+def _summarizer_from_config(config: dict) -> Summarizer | None:
+    if config.get("name") == ExtractiveSummarizer.name:
+        return ExtractiveSummarizer(max_chars=int(config.get("max_chars", 800)))
+    return None
+
+
+# --------------------------------------------------------------------------------------------- #
+# Rolling summary                                                                               #
+# --------------------------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One verbatim turn: the memory it was written as, its text and the step it happened at."""
+
+    memory_id: str
+    text: str
+    step: int
+
+    def to_json(self) -> list:
+        return [self.memory_id, self.text, self.step]
+
+    @classmethod
+    def from_json(cls, row: Sequence) -> Turn:
+        memory_id, text, step = row
+        return cls(str(memory_id), str(text), int(step))
+
+
+def _erased_ids(report: Any) -> set[str]:
+    """Every memory id an ``ErasureReport`` says was removed, whatever the kind."""
+    ids: set[str] = set()
+    for attr in ("erased_ids", "removed_ids", "memory_ids"):
+        value = getattr(report, attr, None)
+        if value:
+            ids.update(value)
+    removed = getattr(report, "removed", None)
+    if isinstance(removed, dict):
+        for value in removed.values():
+            if isinstance(value, list | tuple | set | frozenset):
+                ids.update(v for v in value if isinstance(v, str))
+    for attr in ("episodic", "semantic", "summaries"):
+        value = getattr(report, attr, None)
+        if isinstance(value, list | tuple | set | frozenset):
+            ids.update(v for v in value if isinstance(v, str))
+    return ids
+
+
+class RollingSummary:
+    """Seed 002's window + running summary, as a part of a ``MemoryStore`` namespace.
+
+    Every turn is written to the store as an episodic memory (``add_turn``) or taken from one
+    already written (``add_memory``). When the window holds more than ``max_turns`` turns, all but
+    the ``keep_recent`` newest are folded: ``text = summarizer.summarize(text, folded_texts)`` and
+    the summary memory is (re)written with ``write_semantic(key="summary/<namespace>",
+    tier="inference", confidence=confidence, evidence=<ids of every turn folded so far>,
+    derived_from=<those still live>)``, which supersedes the previous version.
+
+    Erasure: the instance registers an erase hook on the store. When an erasure removes a turn it
+    folded or holds in its window, that turn's text is dropped from its state, the summary is
+    recomputed fold by fold from the remaining turns (same folds, same order, so the result is what
+    the summary would have been had the turn never existed), summary versions that still carry the
+    erased turn in their evidence are removed, and the rebuilt summary is written as the new version.
+    Erasing the summary memory itself forgets the folded history (it is not rebuilt). ``forget`` and
+    decay sweeps do not change the summary: compressing turns that leave the store is its purpose.
+    """
+
+    def __init__(self, store: Any, namespace: str | None = None, *, max_turns: int = 6,
+                 keep_recent: int = 4, summarizer: Summarizer | None = None, confidence: float = 0.6,
+                 source: str | None = None, register: bool = True) -> None:
+        for name, value, low in (("max_turns", max_turns, 1), ("keep_recent", keep_recent, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"RollingSummary: {name} must be an int >= {low}, got {value!r}")
+        if keep_recent > max_turns:
+            raise ValueError(f"RollingSummary: keep_recent ({keep_recent}) must be <= max_turns ({max_turns})")
+        if not (isinstance(confidence, int | float) and 0.0 <= confidence < 0.8):
+            raise ValueError(f"RollingSummary: confidence must be in [0, 0.8) (a summary is an inference), "
+                             f"got {confidence!r}")
+        if summarizer is None:
+            summarizer = ExtractiveSummarizer()
+        if not callable(getattr(summarizer, "summarize", None)):
+            raise TypeError(f"RollingSummary: summarizer must have summarize(previous_summary, turns), "
+                            f"got {type(summarizer).__name__}")
+        self.store = store
+        self.namespace = namespace if namespace is not None else _default_namespace(store)
+        self.max_turns = max_turns
+        self.keep_recent = keep_recent
+        self.summarizer = summarizer
+        self.confidence = float(confidence)
+        self.key = SUMMARY_KEY_PREFIX + self.namespace
+        self.source = source if source is not None else f"summarizer:{_summarizer_config(summarizer)['name']}"
+        self.text = ""
+        self.memory_id: str | None = None
+        self._window: list[Turn] = []
+        self._folds: list[list[Turn]] = []
+        self._versions: list[str] = []  # ids of every summary memory written, oldest first
+        if register:
+            registry = _registry(store)
+            if self.namespace in registry:
+                raise ValueError(f"RollingSummary: namespace {self.namespace!r} already has a rolling summary; "
+                                 f"use summaries(store, {self.namespace!r}) to get it")
+            registry[self.namespace] = self
+        store.add_erase_hook(self._on_erase)
+
+    # -- reading ------------------------------------------------------------------------------ #
+
+    @property
+    def window(self) -> list[Turn]:
+        """The verbatim turns, oldest first."""
+        return list(self._window)
+
+    @property
+    def folded(self) -> list[Turn]:
+        """Every turn folded into the summary so far, oldest first."""
+        return [t for fold in self._folds for t in fold]
+
+    @property
+    def memory(self):
+        """The live summary memory, or None (no fold yet, or it was forgotten/swept)."""
+        return self.store.get(self.memory_id) if self.memory_id is not None else None
+
+    def build_messages(self, new_query: str | None = None) -> list[tuple[str, str]]:
+        """(role, text) pairs: the summary as a system message, the window, then the query."""
+        messages: list[tuple[str, str]] = []
+        if self.text:
+            messages.append(("system", f"Summary of the earlier conversation:\n{self.text}"))
+        messages.extend(("turn", t.text) for t in self._window)
+        if new_query is not None:
+            messages.append(("user", new_query))
+        return messages
+
+    # -- writing ------------------------------------------------------------------------------ #
+
+    def add_turn(self, text: str, step: int | None = None, **write_kwargs: Any):
+        """Write ``text`` as an episode in this namespace, add it to the window, fold if needed.
+
+        Returns the record ``write_episode`` returned (the existing one on a duplicate)."""
+        if not isinstance(text, str):
+            raise TypeError(f"RollingSummary.add_turn: text must be str, got {type(text).__name__}")
+        step = self.store.current_step if step is None else int(step)
+        write_kwargs.setdefault("namespace", self.namespace)
+        record = self.store.write_episode(step, text, **write_kwargs)
+        self._push(Turn(record.memory_id, text, step))
+        return record
+
+    def add_memory(self, memory_id: str, step: int | None = None) -> None:
+        """Add an already stored memory of this namespace as the next turn."""
+        record = self.store.get(memory_id)
+        if record is None:
+            raise KeyError(f"RollingSummary.add_memory: no live memory {memory_id!r}")
+        ns = getattr(record, "namespace", self.namespace)
+        if ns != self.namespace:
+            raise ValueError(f"RollingSummary.add_memory: {memory_id!r} is in namespace {ns!r}, "
+                             f"this summary serves {self.namespace!r}")
+        step = self.store.current_step if step is None else int(step)
+        self._push(Turn(memory_id, record.content, step))
+
+    def _push(self, turn: Turn) -> None:
+        window = [*self._window, turn]
+        if len(window) > self.max_turns:
+            cut = len(window) - self.keep_recent
+            fold, keep = window[:cut], window[cut:]
+            new_text = self._summarize(self.text, fold)  # may raise: nothing has changed yet
+            self._window = keep
+            self._folds.append(fold)
+            self.text = new_text
+            self._write(turn.step)
+        else:
+            self._window = window
+
+    def fold_now(self, step: int | None = None) -> bool:
+        """Fold every turn of the window except the ``keep_recent`` newest, whatever its length.
+
+        Returns True if anything was folded."""
+        cut = len(self._window) - self.keep_recent
+        if cut <= 0:
+            return False
+        fold = self._window[:cut]
+        new_text = self._summarize(self.text, fold)
+        self._window = self._window[cut:]
+        self._folds.append(fold)
+        self.text = new_text
+        self._write(self.store.current_step if step is None else int(step))
+        return True
+
+    def _summarize(self, previous: str, turns: list[Turn]) -> str:
+        out = self.summarizer.summarize(previous, [t.text for t in turns])
+        if not isinstance(out, str):
+            raise TypeError(f"RollingSummary: {type(self.summarizer).__name__}.summarize returned "
+                            f"{type(out).__name__}, expected str")
+        return out.strip()
+
+    def _write(self, step: int) -> None:
+        """Write the current text as the newest version of the summary memory."""
+        if not self.text:
+            self.memory_id = None
+            return
+        evidence = [t.memory_id for t in self.folded]
+        evidence = list(dict.fromkeys(evidence))
+        live = [m for m in evidence if self.store.get(m) is not None]
+        record = self.store.write_semantic(
+            step, self.text, live, key=self.key, tier="inference", confidence=self.confidence,
+            source=self.source, evidence=evidence, namespace=self.namespace)
+        self.memory_id = record.memory_id
+        if record.memory_id not in self._versions:
+            self._versions.append(record.memory_id)
+
+    # -- erasure ------------------------------------------------------------------------------ #
+
+    def _on_erase(self, report: Any) -> None:
+        erased = _erased_ids(report)
+        if not erased:
+            return
+        turn_hit = any(t.memory_id in erased for t in [*self.folded, *self._window])
+        summary_hit = any(v in erased for v in self._versions)
+        self._window = [t for t in self._window if t.memory_id not in erased]
+        self._versions = [v for v in self._versions if v not in erased]
+        if self.memory_id in erased:
+            self.memory_id = None
+        if not turn_hit:
+            if summary_hit:
+                # The summary itself was the target: forget the history it was built from too,
+                # so that it is not rebuilt behind the user's back.
+                self._folds = []
+                self.text = ""
+                self._drop_stale_versions(None)
+            return
+        folds = [[t for t in fold if t.memory_id not in erased] for fold in self._folds]
+        self._folds = [f for f in folds if f]
+        text = ""
+        for fold in self._folds:
+            text = self._summarize(text, fold)
+        self._drop_stale_versions(erased)
+        self.text = text
+        self._write(self.store.current_step)
+
+    def _drop_stale_versions(self, erased: set[str] | None) -> None:
+        """Forget summary versions still in the store whose evidence names an erased turn (all of
+        them when ``erased`` is None). The store's own cascade normally removed them already."""
+        keep = []
+        for mid in self._versions:
+            record = self.store.get(mid)
+            if record is None:
+                continue
+            evidence = set(getattr(record, "evidence", None) or ())
+            if erased is None or evidence & erased:
+                self.store.forget(mid)
+            else:
+                keep.append(mid)
+        self._versions = keep
+        if self.memory_id is not None and self.memory_id not in keep:
+            self.memory_id = None
+
+    # -- state -------------------------------------------------------------------------------- #
+
+    def export_state(self) -> dict:
+        """JSON-able state (what persistence stores under ``state["extra"]["summaries"]``)."""
+        return {
+            "version": STATE_VERSION,
+            "namespace": self.namespace,
+            "max_turns": self.max_turns,
+            "keep_recent": self.keep_recent,
+            "confidence": self.confidence,
+            "source": self.source,
+            "summarizer": _summarizer_config(self.summarizer),
+            "text": self.text,
+            "memory_id": self.memory_id,
+            "versions": list(self._versions),
+            "window": [t.to_json() for t in self._window],
+            "folds": [[t.to_json() for t in fold] for fold in self._folds],
+        }
+
+    @classmethod
+    def from_state(cls, store: Any, state: dict, summarizer: Summarizer | None = None,
+                   register: bool = True) -> RollingSummary:
+        """Rebuild from ``export_state()``. An extractive summarizer is recreated from its config;
+        any other kind must be passed as ``summarizer`` (the extractive default is used otherwise)."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            version = state.get("version") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"RollingSummary.from_state: state version {version!r}, expected {STATE_VERSION}")
+        if summarizer is None:
+            summarizer = _summarizer_from_config(state.get("summarizer", {})) or ExtractiveSummarizer()
+        obj = cls(store, state["namespace"], max_turns=int(state["max_turns"]),
+                  keep_recent=int(state["keep_recent"]), summarizer=summarizer,
+                  confidence=float(state["confidence"]), source=state["source"], register=register)
+        obj.text = str(state["text"])
+        obj.memory_id = state["memory_id"]
+        obj._versions = [str(v) for v in state["versions"]]
+        obj._window = [Turn.from_json(r) for r in state["window"]]
+        obj._folds = [[Turn.from_json(r) for r in fold] for fold in state["folds"]]
+        return obj
+
+    def __repr__(self) -> str:
+        return (f"RollingSummary(namespace={self.namespace!r}, window={len(self._window)}, "
+                f"folded={sum(len(f) for f in self._folds)}, chars={len(self.text)})")
+
+
+# --------------------------------------------------------------------------------------------- #
+# Registry on the store (one rolling summary per namespace)                                     #
+# --------------------------------------------------------------------------------------------- #
+
+
+def _default_namespace(store: Any) -> str:
+    for attr in ("default_namespace", "namespace_name", "_namespace"):
+        value = getattr(store, attr, None)
+        if isinstance(value, str):
+            return value
+    return "default"
+
+
+def _registry(store: Any) -> dict[str, RollingSummary]:
+    registry = getattr(store, _REGISTRY_ATTR, None)
+    if registry is None:
+        registry = {}
+        setattr(store, _REGISTRY_ATTR, registry)
+    return registry
+
+
+def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> RollingSummary:
+    """The rolling summary of ``namespace`` on ``store``, created with ``kwargs`` on first use."""
+    ns = namespace if namespace is not None else _default_namespace(store)
+    registry = _registry(store)
+    if ns not in registry:
+        RollingSummary(store, ns, **kwargs)
+    elif kwargs:
+        existing = registry[ns]
+        for name, value in kwargs.items():
+            if name != "summarizer" and getattr(existing, name, value) != value:
+                raise ValueError(f"summaries: namespace {ns!r} already has a rolling summary with "
+                                 f"{name}={getattr(existing, name)!r}, asked for {value!r}")
+    return registry[ns]
+
+
+def export_summaries(store: Any) -> dict:
+    """``{namespace: state}`` of every rolling summary attached to ``store``, namespaces sorted."""
+    registry = getattr(store, _REGISTRY_ATTR, None) or {}
+    return {ns: registry[ns].export_state() for ns in sorted(registry)}
+
+
+def restore_summaries(store: Any, states: dict, summarizers: dict | None = None) -> None:
+    """Attach the rolling summaries of ``export_summaries`` to a (freshly loaded) store."""
+    summarizers = summarizers or {}
+    for ns in sorted(states):
+        RollingSummary.from_state(store, states[ns], summarizer=summarizers.get(ns))
