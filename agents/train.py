@@ -1,0 +1,799 @@
+"""`memgym train`: learn a memory-management policy with Stable-Baselines3 / sb3-contrib.
+
+One YAML recipe (agents/train_config.py, configs/train/*.yaml) fixes the env, the algorithm and its
+hyper-parameters, the number of parallel envs, the step budget and the evaluation schedule. A run
+folder then holds everything needed to inspect, resume and reproduce the run:
+
+| file | what |
+| --- | --- |
+| `config.yaml` | the resolved recipe (after `--quick` and command-line overrides) plus seed and versions |
+| `seeds.json` | training seed rule, validation seeds, test seeds (three disjoint sets) |
+| `evaluations.csv` | one row per evaluation on the validation seeds: steps, return, accuracy, ... |
+| `evaluations.npz` | SB3's own record of the same evaluations |
+| `tb/` | TensorBoard logs (`tensorboard --logdir runs/`) |
+| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json`, what `--resume` continues from |
+| `baselines.json` | every baseline agent on the validation seeds (the reference lines of the curve) |
+| `model.zip`, `model.json` | the final policy, and what is needed to load it (algorithm, action wrapper) |
+| `learning_curve.png` | validation return and accuracy against steps, with the best heuristic's level |
+| `test_eval.json`, `summary.md` | the final test through `agents.bench.evaluate` on the benchmark's seeds |
+
+Determinism: the seed fixes Python, NumPy and torch (`set_random_seed`, one torch thread), the
+policy initialisation and every world the envs generate (each training episode resets the world
+with an explicit seed from a fixed schedule), so the same seed gives the same evaluation numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import yaml
+
+from agents.train_config import (
+    TEST_SEED_START,
+    TRAIN_SEED_LIMIT,
+    TrainConfig,
+    TrainConfigError,
+    algorithm_class,
+)
+
+__all__ = ["train", "add_arguments", "run", "TrainResult", "train_seed", "SeedSchedule", "load_model"]
+
+CHECKPOINT_DIR = "checkpoints"
+EVAL_CSV_FIELDS = ("timesteps", "wall_time_s", "mean_return", "std_return", "mean_accuracy", "mean_length",
+                   "episodes", "seeds")
+_STOP_REASON_INTERRUPT = "interrupted"
+_STOP_REASON_LIMIT = "stop_after"
+
+
+# ----------------------------------------------------------------------------------------- seeds
+def train_seed(run_seed: int, worker: int, episode: int, n_envs: int) -> int:
+    """World seed of training episode `episode` in worker `worker`: a fixed schedule in [0, 9_000).
+
+    Worker `w` of `n` walks the seeds `base + w, base + w + n, base + w + 2n, ...` (mod 9_000), with
+    `base = 1_000 * run_seed`, so episodes never repeat within 9,000 episodes and never touch the
+    validation seeds [9_000, 10_000) or the benchmark's test seeds (>= 10_000).
+    """
+    return (1_000 * run_seed + worker + episode * n_envs) % TRAIN_SEED_LIMIT
+
+
+class SeedSchedule(gym.Wrapper):
+    """Every `reset` seeds the world from a fixed schedule, whatever seed the caller passes.
+
+    SB3 re-seeds vector envs on its own (`VecEnv.seed`) and resets them without a seed after each
+    episode; this wrapper makes the sequence of worlds a function of the schedule alone:
+    `seed_for(episode_index)` gives the seed of each episode. `restart_seeds()` rewinds to the first
+    one (the evaluation callback calls it before each evaluation, so that every evaluation sees the
+    same worlds).
+    """
+
+    def __init__(self, env: gym.Env, seed_for: Callable[[int], int], start_episode: int = 0):
+        super().__init__(env)
+        self._seed_for = seed_for
+        self._start = int(start_episode)
+        self.episode = int(start_episode)
+        self.last_seed: int | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.last_seed = int(self._seed_for(self.episode))
+        self.episode += 1
+        return self.env.reset(seed=self.last_seed, options=options)
+
+    def restart_seeds(self) -> None:
+        self.episode = self._start
+
+    def episodes_started(self) -> int:
+        return self.episode
+
+
+class _SeedList:
+    """Picklable `seed_for` over a list (cycled)."""
+
+    def __init__(self, seeds: Sequence[int]):
+        self.seeds = [int(s) for s in seeds]
+
+    def __call__(self, episode: int) -> int:
+        return self.seeds[episode % len(self.seeds)]
+
+
+class _TrainSeeds:
+    """Picklable `seed_for` of worker `worker` following `train_seed`."""
+
+    def __init__(self, run_seed: int, worker: int, n_envs: int):
+        self.run_seed, self.worker, self.n_envs = run_seed, worker, n_envs
+
+    def __call__(self, episode: int) -> int:
+        return train_seed(self.run_seed, self.worker, episode, self.n_envs)
+
+
+# ----------------------------------------------------------------------------------------- envs
+class _EnvFactory:
+    """Picklable env constructor for DummyVecEnv / SubprocVecEnv workers."""
+
+    def __init__(self, cfg: TrainConfig, seed_for: Callable[[int], int], start_episode: int = 0,
+                 ignore_sigint: bool = False):
+        self.env_id = cfg.env_id
+        self.overrides = dict(cfg.env_overrides)
+        self.flatten = cfg.algo == "dqn"
+        self.seed_for = seed_for
+        self.start_episode = start_episode
+        self.ignore_sigint = ignore_sigint
+
+    def __call__(self):
+        if self.ignore_sigint:
+            # Ctrl-C goes to the whole process group; the main process handles it (saves, then closes
+            # the workers), so the workers must not die first.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        from stable_baselines3.common.monitor import Monitor
+
+        env = make_env(self.env_id, self.overrides, flatten=self.flatten)
+        env = SeedSchedule(env, self.seed_for, self.start_episode)
+        return Monitor(env)
+
+
+def make_env(env_id: str, overrides: dict[str, Any] | None = None, *, flatten: bool = False):
+    """`gym.make(env_id, **overrides)` after registering memgym's ids, with `FlattenAction` for DQN."""
+    if env_id.startswith("MemGym/"):
+        import envs  # noqa: F401  (registers the MemGym ids)
+
+    try:
+        env = gym.make(env_id, **(overrides or {}))
+    except gym.error.Error as err:
+        known = sorted(k for k in gym.registry if k.startswith("MemGym/"))
+        raise TrainConfigError(f"key 'env.id': cannot make {env_id!r} ({err}); registered ids: {', '.join(known)}") \
+            from err
+    if flatten:
+        from envs.wrappers import FlattenAction
+
+        env = FlattenAction(env)
+    return env
+
+
+def _vec_env(factories: list, subprocess: bool):
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    if subprocess:
+        return SubprocVecEnv(factories)
+    return DummyVecEnv(factories)
+
+
+# ----------------------------------------------------------------------------------------- callbacks
+def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_seed: int, t0: float):
+    from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, EvalCallback
+
+    if cfg.algo == "maskable_ppo":
+        from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback as _EvalBase
+    else:
+        _EvalBase = EvalCallback
+
+    n_envs = cfg.n_envs
+
+    class EpisodeCounter(BaseCallback):
+        """Counts finished training episodes per worker (the seed schedule's position, for resuming)."""
+
+        def __init__(self, start: list[int]):
+            super().__init__()
+            self.started = list(start)  # episodes started per worker, as the workers count them
+
+        def _on_step(self) -> bool:
+            for i, done in enumerate(self.locals["dones"]):
+                if done:
+                    self.started[i] += 1
+            return True
+
+    class HeldOutEval(_EvalBase):
+        """(Maskable)EvalCallback on the validation seeds, triggered by the step count (so a resumed run
+        keeps the schedule), recording accuracy from the episode's final `info["metrics"]` and one CSV
+        row per evaluation."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, eval_freq=1, verbose=0, **kwargs)
+            self.next_eval = (start_steps // cfg.eval.freq + 1) * cfg.eval.freq
+            self.rows: list[dict] = []
+            self._episode_infos: list[dict] = []
+
+        def _log_success_callback(self, locals_, globals_) -> None:
+            super()._log_success_callback(locals_, globals_)
+            if locals_["done"]:
+                self._episode_infos.append(dict(locals_["info"]))
+
+        def evaluate_now(self) -> bool:
+            self.eval_env.env_method("restart_seeds")
+            self._episode_infos = []
+            self.n_calls = 0  # the parent evaluates when n_calls % eval_freq == 0 (eval_freq = 1)
+            keep_going = super()._on_step()
+            rewards = np.asarray(self.evaluations_results[-1], dtype=float)
+            lengths = np.asarray(self.evaluations_length[-1], dtype=float)
+            accs = [_accuracy_from_info(info) for info in self._episode_infos]
+            accs = [a for a in accs if a is not None]
+            row = {
+                "timesteps": int(self.num_timesteps),
+                "wall_time_s": round(time.perf_counter() - t0, 2),
+                "mean_return": float(rewards.mean()),
+                "std_return": float(rewards.std()),
+                "mean_accuracy": float(np.mean(accs)) if accs else float("nan"),
+                "mean_length": float(lengths.mean()),
+                "episodes": int(len(rewards)),
+                "seeds": " ".join(str(s) for s in cfg.eval.seeds),
+            }
+            self.rows.append(row)
+            _append_eval_row(run_dir / "evaluations.csv", row)
+            self.logger.record("eval/mean_accuracy", row["mean_accuracy"])
+            _say(f"eval @ {row['timesteps']:>8d} steps: return {row['mean_return']:8.3f} "
+                 f"+/- {row['std_return']:.3f}, accuracy {row['mean_accuracy']:.3f}")
+            return keep_going
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next_eval:
+                while self.next_eval <= self.num_timesteps:
+                    self.next_eval += cfg.eval.freq
+                return self.evaluate_now()
+            return True
+
+    class Checkpoint(CheckpointCallback):
+        """CheckpointCallback triggered by the step count, saving the seed schedule's position too."""
+
+        def __init__(self, counter: EpisodeCounter):
+            super().__init__(save_freq=1, save_path=str(run_dir / CHECKPOINT_DIR), name_prefix="model")
+            self.counter = counter
+            self.next_save = (start_steps // cfg.checkpoint_freq + 1) * cfg.checkpoint_freq
+
+        def save_now(self, reason: str = "schedule") -> Path:
+            path = Path(self._checkpoint_path(extension="zip"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.model.save(path)
+            if cfg.algo == "dqn" and getattr(self.model, "replay_buffer", None) is not None:
+                self.model.save_replay_buffer(path.with_name(f"replay_buffer_{self.num_timesteps}_steps.pkl"))
+            state = {
+                "timesteps": int(self.num_timesteps),
+                "episodes_started": list(self.counter.started),
+                "reason": reason,
+                "run_seed": run_seed,
+                "wall_time_s": round(time.perf_counter() - t0, 2),
+            }
+            (path.parent / f"state_{self.num_timesteps}.json").write_text(json.dumps(state, indent=2))
+            return path
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next_save:
+                while self.next_save <= self.num_timesteps:
+                    self.next_save += cfg.checkpoint_freq
+                self.save_now()
+            return True
+
+    class StopAfter(BaseCallback):
+        def __init__(self, limit: int | None):
+            super().__init__()
+            self.limit = limit
+            self.hit = False
+
+        def _on_step(self) -> bool:
+            if self.limit is not None and self.num_timesteps >= self.limit:
+                self.hit = True
+                return False
+            return True
+
+    return EpisodeCounter, HeldOutEval, Checkpoint, StopAfter, n_envs
+
+
+def _accuracy_from_info(info: dict) -> float | None:
+    metrics = info.get("metrics")
+    if isinstance(metrics, dict) and metrics.get("accuracy") is not None:
+        value = float(metrics["accuracy"])
+        return value if math.isfinite(value) else None
+    return None
+
+
+def _append_eval_row(path: Path, row: dict) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=EVAL_CSV_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def read_evaluations(path: str | Path) -> list[dict]:
+    """Rows of `evaluations.csv` with numeric fields parsed."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    with path.open() as fh:
+        for row in csv.DictReader(fh):
+            out: dict[str, Any] = dict(row)
+            for key in ("timesteps", "episodes"):
+                out[key] = int(row[key])
+            for key in ("wall_time_s", "mean_return", "std_return", "mean_accuracy", "mean_length"):
+                out[key] = float(row[key])
+            rows.append(out)
+    return rows
+
+
+def _truncate_evaluations(path: Path, max_steps: int) -> None:
+    rows = [r for r in read_evaluations(path) if r["timesteps"] <= max_steps]
+    if path.exists():
+        path.unlink()
+    for row in rows:
+        _append_eval_row(path, {k: row[k] for k in EVAL_CSV_FIELDS})
+
+
+def _say(msg: str) -> None:
+    try:
+        from tqdm import tqdm
+
+        tqdm.write(msg, file=sys.stderr)
+    except ImportError:  # pragma: no cover - tqdm is in the train extra
+        print(msg, file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------- results
+@dataclasses.dataclass
+class TrainResult:
+    run_dir: Path
+    model_path: Path | None  # None when the session stopped early (resume to finish)
+    timesteps: int
+    finished: bool
+    stop_reason: str | None  # None, "interrupted" or "stop_after"
+    wall_time_s: float
+    evaluations: list[dict]
+    summary: dict | None
+
+
+def latest_checkpoint(run_dir: str | Path) -> tuple[Path, dict] | None:
+    """The checkpoint with the most steps in `run_dir/checkpoints`, with its state (or None)."""
+    ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
+    best: tuple[int, Path] | None = None
+    for path in ckpt_dir.glob("model_*_steps.zip"):
+        try:
+            steps = int(path.stem.split("_")[-2])
+        except ValueError:
+            continue
+        if (ckpt_dir / f"state_{steps}.json").exists() and (best is None or steps > best[0]):
+            best = (steps, path)
+    if best is None:
+        return None
+    state = json.loads((ckpt_dir / f"state_{best[0]}.json").read_text())
+    return best[1], state
+
+
+def load_model(path: str | Path, *, device: str = "cpu"):
+    """Load a trained model; its algorithm comes from the `model.json` written next to it (or the run's
+    `config.yaml`), falling back to MaskablePPO."""
+    path = Path(path)
+    meta = model_meta(path)
+    cls = algorithm_class(meta.get("algo", "maskable_ppo"))
+    return cls.load(path, device=device)
+
+
+def model_meta(path: str | Path) -> dict:
+    """What a loader needs to know about a saved model: algorithm, action wrapper, env."""
+    path = Path(path)
+    for candidate in (path.with_suffix(".json"), path.parent / "model.json", path.parent.parent / "model.json"):
+        if candidate.exists():
+            return json.loads(candidate.read_text())
+    for candidate in (path.parent / "config.yaml", path.parent.parent / "config.yaml"):
+        if candidate.exists():
+            data = yaml.safe_load(candidate.read_text()) or {}
+            algo = data.get("algo", "maskable_ppo")
+            return {"algo": algo, "flatten_action": algo == "dqn", "env": data.get("env", {})}
+    return {"algo": "maskable_ppo", "flatten_action": False}
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0]}
+    for mod in ("numpy", "torch", "gymnasium", "stable_baselines3", "sb3_contrib"):
+        try:
+            out[mod] = str(__import__(mod).__version__)
+        except Exception:  # pragma: no cover - informational only
+            out[mod] = "n/a"
+    return out
+
+
+def _build_model(cfg: TrainConfig, env, seed: int, run_dir: Path):
+    import torch
+
+    cls = algorithm_class(cfg.algo)
+    policy_kwargs = dict(cfg.policy_kwargs)
+    if "activation_fn" in policy_kwargs:
+        policy_kwargs["activation_fn"] = {
+            "tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU,
+            "leaky_relu": torch.nn.LeakyReLU, "gelu": torch.nn.GELU,
+        }[policy_kwargs["activation_fn"]]
+    try:
+        return cls(cfg.policy, env, seed=seed, tensorboard_log=str(run_dir / "tb"), verbose=0,
+                   device=cfg.device, policy_kwargs=policy_kwargs or None, **cfg.hyperparams)
+    except TypeError as err:
+        raise TrainConfigError(f"key 'hyperparams' of {cfg.algo}: {err}") from err
+
+
+# ----------------------------------------------------------------------------------------- bench glue
+def _bench():
+    from agents import bench
+
+    return bench
+
+
+def _bench_env(cfg: TrainConfig):
+    """What agents.bench.evaluate accepts for the env: the id, or (with overrides) the id and overrides."""
+    if not cfg.env_overrides:
+        return cfg.env_id
+    return {"id": cfg.env_id, "overrides": dict(cfg.env_overrides)}
+
+
+def _row_return(row: dict) -> float:
+    for key in ("return", "episode_return", "total_reward"):
+        if key in row:
+            return float(row[key])
+    raise KeyError(f"bench row has no return field: {sorted(row)}")
+
+
+def _row_accuracy(row: dict) -> float:
+    if "accuracy" in row and row["accuracy"] is not None:
+        return float(row["accuracy"])
+    metrics = row.get("metrics") or {}
+    return float(metrics.get("accuracy", float("nan")))
+
+
+def evaluate_agents(agents: Sequence[str], cfg: TrainConfig, seeds: Sequence[int]) -> dict[str, list[dict]]:
+    """Episodes of each agent on `seeds` through agents.bench.evaluate (the `memgym bench` path)."""
+    bench = _bench()
+    env = _bench_env(cfg)
+    return {name: list(bench.evaluate(name, env, list(seeds))) for name in agents}
+
+
+def summarise(episodes: dict[str, list[dict]]) -> dict[str, dict]:
+    """Per agent: mean return, accuracy, normalised score (0 = random, 1 = oracle) with a 95% CI."""
+    bench = _bench()
+    out: dict[str, dict] = {}
+    means = {name: float(np.mean([_row_return(r) for r in rows])) for name, rows in episodes.items() if rows}
+    for name, rows in episodes.items():
+        if not rows:
+            continue
+        returns = np.array([_row_return(r) for r in rows], dtype=float)
+        accs = np.array([_row_accuracy(r) for r in rows], dtype=float)
+        entry: dict[str, Any] = {
+            "episodes": len(rows),
+            "mean_return": float(returns.mean()),
+            "return_ci": [float(x) for x in bench.bootstrap_ci(returns)],
+            "mean_accuracy": float(np.nanmean(accs)) if np.isfinite(accs).any() else float("nan"),
+        }
+        if "random" in means and "oracle" in means:
+            norm = np.array([bench.normalised_score(v, means["random"], means["oracle"]) for v in returns])
+            entry["normalised"] = float(norm.mean())
+            entry["normalised_ci"] = [float(x) for x in bench.bootstrap_ci(norm)]
+        out[name] = entry
+    return out
+
+
+def best_heuristic(summary: dict[str, dict], exclude: Sequence[str] = ("random", "oracle")) -> str | None:
+    names = [n for n in summary if n not in exclude and not n.startswith("sb3:")]
+    if not names:
+        return None
+    return max(names, key=lambda n: summary[n]["mean_return"])
+
+
+def summary_table(summary: dict[str, dict]) -> str:
+    """A Markdown table, best first."""
+    lines = ["| agent | episodes | mean return [95% CI] | accuracy | normalised [95% CI] |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for name, s in sorted(summary.items(), key=lambda kv: -kv[1]["mean_return"]):
+        lo, hi = s["return_ci"]
+        norm = "n/a"
+        if "normalised" in s:
+            nlo, nhi = s["normalised_ci"]
+            norm = f"{s['normalised']:.3f} [{nlo:.3f}, {nhi:.3f}]"
+        lines.append(f"| {name} | {s['episodes']} | {s['mean_return']:.3f} [{lo:.3f}, {hi:.3f}] | "
+                     f"{s['mean_accuracy']:.3f} | {norm} |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------- plot
+def plot_learning_curve(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """`learning_curve.png`: validation return and accuracy against steps, baselines as lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    out = Path(out) if out else run_dir / "learning_curve.png"
+    rows = read_evaluations(run_dir / "evaluations.csv")
+    baselines = {}
+    if (run_dir / "baselines.json").exists():
+        baselines = json.loads((run_dir / "baselines.json").read_text()).get("summary", {})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    steps = np.array([r["timesteps"] for r in rows])
+    for ax, key, label in ((axes[0], "mean_return", "validation return"),
+                           (axes[1], "mean_accuracy", "validation accuracy")):
+        if rows:
+            values = np.array([r[key] for r in rows])
+            ax.plot(steps, values, marker="o", color="tab:blue", label="learned policy")
+            if key == "mean_return":
+                std = np.array([r["std_return"] for r in rows])
+                ax.fill_between(steps, values - std, values + std, color="tab:blue", alpha=0.15)
+        base_key = "mean_return" if key == "mean_return" else "mean_accuracy"
+        best = best_heuristic(baselines)
+        if best is not None:
+            ax.axhline(baselines[best][base_key], color="tab:red", ls="--", label=f"best heuristic ({best})")
+        for name, style in (("oracle", ("tab:green", ":")), ("random", ("grey", ":"))):
+            if name in baselines:
+                ax.axhline(baselines[name][base_key], color=style[0], ls=style[1], label=name)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc="best")
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").exists() else {}
+    fig.suptitle(f"{cfg.get('env', {}).get('id', '')} - {cfg.get('algo', '')} seed {cfg.get('seed', '')}")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- train
+def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | None = None, quick: bool = False,
+          resume: bool = False, *, n_envs: int | None = None, total_steps: int | None = None,
+          stop_after: int | None = None, progress_bar: bool | None = None,
+          test_eval: bool = True) -> TrainResult:
+    """Train one policy; returns where everything went.
+
+    `config_path`: YAML recipe (ignored on `resume`: the run folder's `config.yaml` is used).
+    `seed`: training seed (any int >= 0). `out_dir`: the run folder (default `runs/<name>_s<seed>`).
+    `quick`: merge the recipe's `quick:` section (a few thousand steps). `resume`: continue from the run
+    folder's latest checkpoint. `stop_after`: stop this session after that many total steps, saving a
+    checkpoint, as Ctrl-C does (the run stays resumable). `test_eval`: run the final test on the
+    benchmark's seeds.
+    """
+    if seed < 0:
+        raise TrainConfigError(f"seed must be >= 0, got {seed}")
+    if resume:
+        if out_dir is None:
+            raise TrainConfigError("--resume needs --out: the run folder to continue")
+        run_dir = Path(out_dir)
+        if not (run_dir / "config.yaml").exists():
+            raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder)")
+        stored = yaml.safe_load((run_dir / "config.yaml").read_text())
+        seed = int(stored.pop("seed"))
+        stored.pop("versions", None)
+        stored.pop("quick", None)
+        cfg = TrainConfig.from_dict(stored)
+    else:
+        if config_path is None:
+            raise TrainConfigError("a config is required: --config configs/train/<name>.yaml")
+        cfg = TrainConfig.from_yaml(config_path, quick=quick)
+        changes = {}
+        if n_envs is not None:
+            changes["n_envs"] = n_envs
+        if total_steps is not None:
+            changes["total_steps"] = total_steps
+        if changes:
+            cfg = cfg.replace(**changes)
+        run_dir = Path(out_dir) if out_dir is not None else Path("runs") / f"{cfg.name or 'run'}_s{seed}"
+        if (run_dir / "config.yaml").exists() or (run_dir / CHECKPOINT_DIR).exists():
+            raise TrainConfigError(f"run folder {run_dir} already holds a run: pass --resume to continue it, "
+                                   "or choose another --out")
+    if progress_bar is not None:
+        cfg.progress_bar = progress_bar
+    if quick and not resume:
+        cfg.progress_bar = cfg.progress_bar and sys.stderr.isatty()
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    import torch
+    from stable_baselines3.common.utils import set_random_seed
+
+    torch.set_num_threads(1)
+    set_random_seed(seed)
+
+    # -- run folder: resolved config and seeds
+    resolved = cfg.to_dict() | {"seed": seed, "quick": bool(quick), "versions": _versions()}
+    test_seeds = list(range(TEST_SEED_START, TEST_SEED_START + cfg.eval.test_episodes))
+    if not resume:
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+        seeds_doc = {
+            "train": {"rule": "seed(worker w, episode j) = (1000 * run_seed + w + j * n_envs) mod 9000",
+                      "run_seed": seed, "n_envs": cfg.n_envs, "pool": [0, TRAIN_SEED_LIMIT],
+                      "first": [[train_seed(seed, w, j, cfg.n_envs) for j in range(5)] for w in range(cfg.n_envs)]},
+            "validation": cfg.eval.seeds,
+            "test": test_seeds,
+        }
+        assert not set(range(*seeds_doc["train"]["pool"])) & (set(cfg.eval.seeds) | set(test_seeds))
+        (run_dir / "seeds.json").write_text(json.dumps(seeds_doc, indent=2))
+
+    # -- resume point
+    start_steps, started = 0, [0] * cfg.n_envs
+    ckpt = latest_checkpoint(run_dir) if resume else None
+    if resume and ckpt is None:
+        raise TrainConfigError(f"cannot resume: no checkpoint in {run_dir / CHECKPOINT_DIR}")
+    if ckpt is not None:
+        start_steps = int(ckpt[1]["timesteps"])
+        started = [int(x) for x in ckpt[1]["episodes_started"]]
+        _truncate_evaluations(run_dir / "evaluations.csv", start_steps)
+        _say(f"resuming {run_dir} from {ckpt[0].name} ({start_steps} steps)")
+
+    # -- envs
+    use_subproc = cfg.n_envs > 1
+    factories = [
+        _EnvFactory(cfg, _TrainSeeds(seed, w, cfg.n_envs), start_episode=started[w], ignore_sigint=use_subproc)
+        for w in range(cfg.n_envs)
+    ]
+    train_env = _vec_env(factories, use_subproc)
+    eval_env = _vec_env([_EnvFactory(cfg, _SeedList(cfg.eval.seeds))], False)
+
+    # -- reference levels on the validation seeds
+    if not (run_dir / "baselines.json").exists():
+        base_eps = evaluate_agents(cfg.eval.baselines, cfg, cfg.eval.seeds) if cfg.eval.baselines else {}
+        (run_dir / "baselines.json").write_text(json.dumps(
+            {"seeds": cfg.eval.seeds, "summary": summarise(base_eps) if base_eps else {}}, indent=2))
+
+    # -- model
+    t0 = time.perf_counter()
+    if ckpt is not None:
+        model = algorithm_class(cfg.algo).load(ckpt[0], env=train_env, device=cfg.device,
+                                               tensorboard_log=str(run_dir / "tb"))
+        replay = ckpt[0].with_name(f"replay_buffer_{start_steps}_steps.pkl")
+        if cfg.algo == "dqn" and replay.exists():
+            model.load_replay_buffer(replay)
+        model.set_random_seed(seed + start_steps)
+        t0 -= float(ckpt[1].get("wall_time_s", 0.0))
+    else:
+        model = _build_model(cfg, train_env, seed, run_dir)
+
+    EpisodeCounter, HeldOutEval, Checkpoint, StopAfter, _ = _callbacks(cfg, run_dir, eval_env, start_steps, seed, t0)
+    counter = EpisodeCounter(started)
+    evaluator = HeldOutEval(eval_env, n_eval_episodes=cfg.eval.episodes, log_path=str(run_dir),
+                            deterministic=cfg.eval.deterministic, warn=False)
+    if ckpt is not None and (run_dir / "evaluations.npz").exists():
+        npz = np.load(run_dir / "evaluations.npz")
+        keep = [i for i, t in enumerate(npz["timesteps"]) if t <= start_steps]
+        evaluator.evaluations_timesteps = [int(npz["timesteps"][i]) for i in keep]
+        evaluator.evaluations_results = [list(npz["results"][i]) for i in keep]
+        evaluator.evaluations_length = [list(npz["ep_lengths"][i]) for i in keep]
+    checkpointer = Checkpoint(counter)
+    stopper = StopAfter(stop_after)
+    from stable_baselines3.common.callbacks import CallbackList
+
+    callbacks = CallbackList([counter, checkpointer, evaluator, stopper])
+
+    # -- learn
+    stop_reason: str | None = None
+    remaining = max(cfg.total_steps - start_steps, 0)
+    old_term = _on_sigterm(_raise_interrupt)  # `kill` / a scheduler's preemption saves like Ctrl-C
+    try:
+        if remaining > 0:
+            model.learn(total_timesteps=remaining, callback=callbacks, progress_bar=cfg.progress_bar,
+                        reset_num_timesteps=ckpt is None, tb_log_name="run")
+        if stopper.hit and model.num_timesteps < cfg.total_steps:
+            stop_reason = _STOP_REASON_LIMIT
+    except KeyboardInterrupt:
+        stop_reason = _STOP_REASON_INTERRUPT
+        _say("interrupted: saving a checkpoint before exiting ...")
+    finally:
+        _on_sigterm(old_term)
+        if stop_reason is not None:
+            path = checkpointer.save_now(reason=stop_reason)
+            _say(f"saved {path} ({model.num_timesteps} steps); continue with --resume --out {run_dir}")
+        for env in (train_env, eval_env):
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - workers may already be gone after Ctrl-C
+                pass
+
+    wall = time.perf_counter() - t0
+    if stop_reason is not None:
+        return TrainResult(run_dir, None, int(model.num_timesteps), False, stop_reason, wall,
+                           read_evaluations(run_dir / "evaluations.csv"), None)
+
+    # -- final artefacts
+    if not evaluator.rows or evaluator.rows[-1]["timesteps"] != model.num_timesteps:
+        # the curve always ends with the final policy
+        evaluator.eval_env = _vec_env([_EnvFactory(cfg, _SeedList(cfg.eval.seeds))], False)
+        evaluator.evaluate_now()
+        evaluator.eval_env.close()
+    model_path = run_dir / "model.zip"
+    model.save(model_path)
+    meta = {"algo": cfg.algo, "policy": cfg.policy, "flatten_action": cfg.algo == "dqn",
+            "env": {"id": cfg.env_id, "overrides": cfg.env_overrides}, "seed": seed,
+            "timesteps": int(model.num_timesteps), "train_wall_time_s": round(wall, 1)}
+    (run_dir / "model.json").write_text(json.dumps(meta, indent=2))
+    plot_learning_curve(run_dir)
+
+    summary = None
+    if test_eval:
+        agent_name = f"sb3:{model_path}"
+        episodes = evaluate_agents([agent_name, *cfg.eval.baselines], cfg, test_seeds)
+        summary = summarise(episodes)
+        (run_dir / "test_eval.json").write_text(json.dumps(
+            {"seeds": test_seeds, "episodes": episodes, "summary": summary}, indent=2, default=_json_default))
+        best = best_heuristic(summary)
+        text = [f"# {cfg.name or cfg.env_id}: seed {seed}, {model.num_timesteps} steps, "
+                f"{wall / 60:.1f} min of training", "",
+                f"Test seeds {test_seeds[0]}..{test_seeds[-1]} ({len(test_seeds)} episodes per agent) on {cfg.env_id}.",
+                "", summary_table(summary), ""]
+        if best is not None:
+            mine, theirs = summary[agent_name], summary[best]
+            key = "normalised" if "normalised" in mine else "mean_return"
+            verdict = "beats" if mine[key] > theirs[key] else "does not beat"
+            text.append(f"The learned policy {verdict} the best heuristic ({best}): {key} "
+                        f"{mine[key]:.3f} vs {theirs[key]:.3f}.")
+        (run_dir / "summary.md").write_text("\n".join(text) + "\n")
+        _say("\n".join(text))
+    return TrainResult(run_dir, model_path, int(model.num_timesteps), True, None, wall,
+                       read_evaluations(run_dir / "evaluations.csv"), summary)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _on_sigterm(handler):
+    """Install `handler` for SIGTERM (main thread only); returns the previous handler."""
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, TypeError):  # not the main thread, or no previous Python-level handler
+        return None
+
+
+def _json_default(obj: Any):
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return str(obj)
+
+
+# ----------------------------------------------------------------------------------------- CLI
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Arguments of `memgym train` (agents/cli.py calls this on its subparser)."""
+    parser.add_argument("--config", "-c", help="training recipe, e.g. configs/train/life_easy.yaml "
+                        "(not needed with --resume)")
+    parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>)")
+    parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
+    parser.add_argument("--total-steps", type=int, help="override total_steps of the config")
+    parser.add_argument("--stop-after", type=int, help="stop this session at that many steps (resumable)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-test", action="store_true", help="skip the final test on the benchmark seeds")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of `memgym train`; returns the exit code (130 after Ctrl-C, checkpoint saved)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        result = train(args.config, seed=args.seed, out_dir=args.out, quick=args.quick, resume=args.resume,
+                       n_envs=args.n_envs, total_steps=args.total_steps, stop_after=args.stop_after,
+                       progress_bar=False if args.no_progress else None, test_eval=not args.no_test)
+    except TrainConfigError as err:
+        print(f"memgym train: error: {err}", file=sys.stderr)
+        return 2
+    if result.stop_reason == _STOP_REASON_INTERRUPT:
+        return 130
+    print(f"run folder: {result.run_dir} ({result.timesteps} steps, {result.wall_time_s / 60:.1f} min)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="memgym train", description="Train a memory-management policy.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,313 @@
+"""The YAML schema of `memgym train`: a validated, typed record of one training recipe.
+
+A recipe names the environment (an id from `envs` plus keyword overrides for the env), the algorithm
+and its hyper-parameters, how many environments run in parallel, how long to train, how often to
+evaluate on held-out seeds, and which baselines give the reference level on the learning curve. A
+`quick:` section holds overrides merged on top for `--quick` runs (the form the tests use).
+
+Every error names the offending key (dotted path) and the allowed values, and nothing is silently
+dropped: an unknown key is an error, not a warning.
+
+Seeds (see docs/train.md):
+- training episodes draw their world seeds from `[0, TRAIN_SEED_LIMIT)` (9,000 seeds);
+- validation seeds (the evaluation callback and the learning curve) are `[9_000, 10_000)`;
+- test seeds are the benchmark's held-out `EVAL_SEEDS`, from 10,000 on (agents.bench, DESIGN.md).
+The three sets are disjoint, and the run folder records all of them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn")
+POLICIES = ("MultiInputPolicy", "MlpPolicy")
+ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu")
+
+TRAIN_SEED_LIMIT = 9_000  # training world seeds are in [0, TRAIN_SEED_LIMIT)
+VALIDATION_SEED_START = 9_000  # validation seeds are in [9_000, 10_000)
+TEST_SEED_START = 10_000  # the benchmark's held-out seeds (agents.bench.EVAL_SEEDS)
+
+DEFAULT_BASELINES = (
+    "random",
+    "oracle",
+    "write_all",
+    "fifo",
+    "importance",
+    "versioned",
+    "mem0",
+    "generative_agents",
+    "actr_rehearsal",
+)
+
+
+class TrainConfigError(ValueError):
+    """A training config is invalid; the message names the key and the allowed values."""
+
+
+@dataclasses.dataclass
+class EvalSettings:
+    """Periodic evaluation during training (validation seeds) and the final test (benchmark seeds)."""
+
+    freq: int = 10_000  # environment steps between two evaluations (summed over the envs)
+    episodes: int = 10  # validation episodes per evaluation: seeds seed_start .. seed_start+episodes-1
+    seed_start: int = VALIDATION_SEED_START
+    deterministic: bool = True
+    test_episodes: int = 30  # final evaluation through agents.bench.evaluate on EVAL_SEEDS
+    baselines: tuple[str, ...] = DEFAULT_BASELINES  # agents whose level the curve and the summary show
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.seed_start, self.seed_start + self.episodes))
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """One training recipe. Build with `TrainConfig.from_yaml(path, quick=...)` or `from_dict`."""
+
+    env_id: str
+    env_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    algo: str = "maskable_ppo"
+    policy: str = "MultiInputPolicy"
+    hyperparams: dict[str, Any] = dataclasses.field(default_factory=dict)
+    policy_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    n_envs: int = 2
+    total_steps: int = 100_000
+    checkpoint_freq: int = 20_000  # environment steps between checkpoints
+    eval: EvalSettings = dataclasses.field(default_factory=EvalSettings)
+    progress_bar: bool = True
+    device: str = "cpu"
+    name: str = ""
+
+    # ----------------------------------------------------------------------------- loading
+    @classmethod
+    def from_yaml(cls, path: str | Path, *, quick: bool = False) -> TrainConfig:
+        path = Path(path)
+        if not path.exists():
+            raise TrainConfigError(f"training config not found: {path}")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise TrainConfigError(f"{path}: not valid YAML: {err}") from err
+        if not isinstance(data, Mapping):
+            raise TrainConfigError(f"{path}: the top level must be a mapping, got {type(data).__name__}")
+        data = dict(data)
+        data.setdefault("name", path.stem)
+        try:
+            return cls.from_dict(data, quick=quick)
+        except TrainConfigError as err:
+            raise TrainConfigError(f"{path}: {err}") from None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, quick: bool = False) -> TrainConfig:
+        data = copy.deepcopy(dict(data))
+        quick_section = data.pop("quick", None)
+        if quick_section is not None and not isinstance(quick_section, Mapping):
+            raise TrainConfigError(f"key 'quick' must be a mapping of overrides, got {quick_section!r}")
+        if quick:
+            data = _deep_merge(data, dict(quick_section or {}))
+            data.setdefault("n_envs", 1)
+        _check_keys(data, _TOP_KEYS, "")
+        env = data.get("env")
+        if isinstance(env, str):
+            env = {"id": env}
+        if not isinstance(env, Mapping):
+            raise TrainConfigError("key 'env' is required: a mapping with 'id' (e.g. MemGym/Life-Easy-v0) "
+                                   "and optional 'overrides'")
+        _check_keys(env, ("id", "overrides"), "env.")
+        env_id = env.get("id")
+        if not isinstance(env_id, str) or not env_id:
+            raise TrainConfigError(f"key 'env.id' must be an env id string such as MemGym/Life-Easy-v0, got {env_id!r}")
+        overrides = _mapping(env.get("overrides", {}) or {}, "env.overrides")
+
+        algo = data.get("algo", "maskable_ppo")
+        if algo not in ALGORITHMS:
+            raise TrainConfigError(f"key 'algo' must be one of {', '.join(ALGORITHMS)}; got {algo!r}")
+        policy = data.get("policy", "MultiInputPolicy")
+        if policy not in POLICIES:
+            raise TrainConfigError(f"key 'policy' must be one of {', '.join(POLICIES)}; got {policy!r}")
+        hyper = _mapping(data.get("hyperparams", {}) or {}, "hyperparams")
+        for bad in ("env", "policy", "policy_kwargs", "seed", "tensorboard_log", "verbose", "device"):
+            if bad in hyper:
+                raise TrainConfigError(f"key 'hyperparams.{bad}' is set by the pipeline, not the config; remove it")
+        policy_kwargs = _mapping(data.get("policy_kwargs", {}) or {}, "policy_kwargs")
+        act = policy_kwargs.get("activation_fn")
+        if act is not None and act not in ACTIVATIONS:
+            raise TrainConfigError(f"key 'policy_kwargs.activation_fn' must be one of {', '.join(ACTIVATIONS)}; "
+                                   f"got {act!r}")
+        net_arch = policy_kwargs.get("net_arch")
+        if net_arch is not None and not _valid_net_arch(net_arch):
+            raise TrainConfigError("key 'policy_kwargs.net_arch' must be a list of positive ints or a mapping "
+                                   f"{{pi: [...], vf: [...]}} (qf for dqn); got {net_arch!r}")
+
+        ev = _mapping(data.get("eval", {}) or {}, "eval")
+        _check_keys(ev, tuple(f.name for f in dataclasses.fields(EvalSettings)), "eval.")
+        baselines = ev.get("baselines", DEFAULT_BASELINES)
+        if not isinstance(baselines, list | tuple) or not all(isinstance(b, str) for b in baselines):
+            raise TrainConfigError(f"key 'eval.baselines' must be a list of agent names; got {baselines!r}")
+        eval_settings = EvalSettings(
+            freq=_int(ev.get("freq", 10_000), "eval.freq", minimum=1),
+            episodes=_int(ev.get("episodes", 10), "eval.episodes", minimum=1),
+            seed_start=_int(ev.get("seed_start", VALIDATION_SEED_START), "eval.seed_start", minimum=0),
+            deterministic=_bool(ev.get("deterministic", True), "eval.deterministic"),
+            test_episodes=_int(ev.get("test_episodes", 30), "eval.test_episodes", minimum=1),
+            baselines=tuple(baselines),
+        )
+        lo, hi = eval_settings.seed_start, eval_settings.seed_start + eval_settings.episodes
+        if lo < TRAIN_SEED_LIMIT:
+            raise TrainConfigError(f"key 'eval.seed_start' must be >= {TRAIN_SEED_LIMIT} so that validation seeds "
+                                   f"stay disjoint from the training seeds [0, {TRAIN_SEED_LIMIT}); got {lo}")
+        if lo < TEST_SEED_START < hi or (lo >= TEST_SEED_START):
+            raise TrainConfigError(f"key 'eval.seed_start'/'eval.episodes': validation seeds [{lo}, {hi}) must stay "
+                                   f"below the benchmark's test seeds (from {TEST_SEED_START})")
+
+        cfg = cls(
+            env_id=env_id,
+            env_overrides=dict(overrides),
+            algo=algo,
+            policy=policy,
+            hyperparams=dict(hyper),
+            policy_kwargs=dict(policy_kwargs),
+            n_envs=_int(data.get("n_envs", 2), "n_envs", minimum=1),
+            total_steps=_int(data.get("total_steps", 100_000), "total_steps", minimum=1),
+            checkpoint_freq=_int(data.get("checkpoint_freq", 20_000), "checkpoint_freq", minimum=1),
+            eval=eval_settings,
+            progress_bar=_bool(data.get("progress_bar", True), "progress_bar"),
+            device=str(data.get("device", "cpu")),
+            name=str(data.get("name", "") or ""),
+        )
+        cfg.check_hyperparams()
+        return cfg
+
+    def check_hyperparams(self) -> None:
+        """Names of `hyperparams` must be constructor arguments of the chosen algorithm."""
+        allowed = _algo_arguments(self.algo)
+        if allowed is None:  # SB3 not installed: checked again when the model is built
+            return
+        for key in self.hyperparams:
+            if key not in allowed:
+                raise TrainConfigError(f"key 'hyperparams.{key}' is not an argument of {self.algo}; allowed: "
+                                       f"{', '.join(sorted(allowed))}")
+
+    # ----------------------------------------------------------------------------- output
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "env": {"id": self.env_id, "overrides": dict(self.env_overrides)},
+            "algo": self.algo,
+            "policy": self.policy,
+            "hyperparams": dict(self.hyperparams),
+            "policy_kwargs": copy.deepcopy(self.policy_kwargs),
+            "n_envs": self.n_envs,
+            "total_steps": self.total_steps,
+            "checkpoint_freq": self.checkpoint_freq,
+            "eval": {
+                "freq": self.eval.freq,
+                "episodes": self.eval.episodes,
+                "seed_start": self.eval.seed_start,
+                "deterministic": self.eval.deterministic,
+                "test_episodes": self.eval.test_episodes,
+                "baselines": list(self.eval.baselines),
+            },
+            "progress_bar": self.progress_bar,
+            "device": self.device,
+        }
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with top-level fields changed, validated again (e.g. `n_envs`, `total_steps`)."""
+        data = self.to_dict()
+        for key, value in changes.items():
+            if key not in _TOP_KEYS:
+                raise TrainConfigError(f"unknown key {key!r}; allowed: {', '.join(_TOP_KEYS)}")
+            data[key] = value
+        return TrainConfig.from_dict(data)
+
+
+_TOP_KEYS = ("name", "env", "algo", "policy", "hyperparams", "policy_kwargs", "n_envs", "total_steps",
+             "checkpoint_freq", "eval", "progress_bar", "device")
+
+
+def _deep_merge(base: dict, extra: Mapping) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _deep_merge(dict(out[key]), value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _check_keys(data: Mapping, allowed: tuple[str, ...], prefix: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise TrainConfigError(f"unknown key '{prefix}{key}'; allowed: {', '.join(prefix + a for a in allowed)}")
+
+
+def _mapping(value: Any, key: str) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise TrainConfigError(f"key '{key}' must be a mapping, got {value!r}")
+    for k in value:
+        if not isinstance(k, str):
+            raise TrainConfigError(f"key '{key}' must have string keys, got {k!r}")
+    return value
+
+
+def _int(value: Any, key: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise TrainConfigError(f"key '{key}' must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise TrainConfigError(f"key '{key}' must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise TrainConfigError(f"key '{key}' must be true or false, got {value!r}")
+    return value
+
+
+def _valid_net_arch(net_arch: Any) -> bool:
+    def ints(x: Any) -> bool:
+        return isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in x)
+
+    if isinstance(net_arch, Mapping):
+        return set(net_arch) <= {"pi", "vf", "qf"} and all(ints(v) for v in net_arch.values())
+    return ints(net_arch)
+
+
+def _algo_arguments(algo: str) -> set[str] | None:
+    import inspect
+
+    try:
+        cls = algorithm_class(algo)
+    except ImportError:
+        return None
+    params = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs", "args"}
+    return params - {"env", "policy", "policy_kwargs", "seed", "tensorboard_log", "verbose", "device",
+                     "_init_setup_model"}
+
+
+def algorithm_class(algo: str):
+    """The SB3 class for an algorithm name (imports SB3 lazily)."""
+    if algo == "maskable_ppo":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO
+    if algo == "ppo":
+        from stable_baselines3 import PPO
+
+        return PPO
+    if algo == "a2c":
+        from stable_baselines3 import A2C
+
+        return A2C
+    if algo == "dqn":
+        from stable_baselines3 import DQN
+
+        return DQN
+    raise TrainConfigError(f"key 'algo' must be one of {', '.join(ALGORITHMS)}; got {algo!r}")
