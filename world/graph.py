@@ -1,0 +1,250 @@
+"""The associative graph: int-indexed nodes and typed, weighted directed edges in numpy arrays.
+
+Nodes are named (memory ids, cue nodes) and carry a kind ("episodic", "semantic", "cue"). There is
+at most one edge per ordered pair (networkx DiGraph semantics), with a relation name and a weight.
+Node and edge slots are recycled through free lists.
+
+For Personalized PageRank the graph keeps a cached transition matrix (scipy CSR) that is rebuilt,
+vectorised, from the edge arrays only after the graph changed. Its rows are in a canonical order
+(node names sorted), so two graphs with the same nodes and edges give bit-identical PPR scores
+whatever order they were built in (this is what makes a saved-and-loaded store answer exactly as the
+original). `to_networkx()` builds a read-only networkx view on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+
+from world.ppr import TransitionMatrix, personalized_pagerank, transition_matrix
+
+__all__ = ["AssocGraph"]
+
+
+class AssocGraph:
+    def __init__(self) -> None:
+        self._idx: dict[str, int] = {}
+        self._names: list[str | None] = []
+        self._kinds: list[str | None] = []
+        self._free_nodes: list[int] = []
+        # per node: neighbour index -> edge slot
+        self._out: list[dict[int, int]] = []
+        self._in: list[dict[int, int]] = []
+        cap = 64
+        self._esrc = np.zeros(cap, dtype=np.int64)
+        self._edst = np.zeros(cap, dtype=np.int64)
+        self._ew = np.zeros(cap, dtype=np.float64)
+        self._erel = np.zeros(cap, dtype=np.int16)
+        self._ealive = np.zeros(cap, dtype=bool)
+        self._ehi = 0
+        self._free_edges: list[int] = []
+        self._rels: list[str] = []
+        self._rel_code: dict[str, int] = {}
+        self._n_edges = 0
+        self.version = 0
+        self._cache: tuple[int, TransitionMatrix, np.ndarray] | None = None
+
+    # ------------------------------------------------------------------ nodes
+    def __contains__(self, name: object) -> bool:
+        return name in self._idx
+
+    has_node = __contains__
+
+    def __len__(self) -> int:
+        return len(self._idx)
+
+    def number_of_nodes(self) -> int:
+        return len(self._idx)
+
+    def number_of_edges(self) -> int:
+        return self._n_edges
+
+    def index(self, name: str) -> int:
+        return self._idx[name]
+
+    def kind(self, name: str) -> str:
+        return self._kinds[self._idx[name]]  # type: ignore[return-value]
+
+    def nodes(self, kind: str | None = None) -> list[str]:
+        return [n for n, i in self._idx.items() if kind is None or self._kinds[i] == kind]
+
+    def add_node(self, name: str, kind: str) -> int:
+        i = self._idx.get(name)
+        if i is not None:
+            self._kinds[i] = kind
+            return i
+        if self._free_nodes:
+            i = self._free_nodes.pop()
+            self._names[i] = name
+            self._kinds[i] = kind
+        else:
+            i = len(self._names)
+            self._names.append(name)
+            self._kinds.append(kind)
+            self._out.append({})
+            self._in.append({})
+        self._idx[name] = i
+        self.version += 1
+        return i
+
+    def remove_node(self, name: str) -> int:
+        """Remove a node and all its edges; returns the number of edges removed."""
+        i = self._idx.pop(name, None)
+        if i is None:
+            return 0
+        removed = 0
+        for j, slot in list(self._out[i].items()):
+            self._drop_edge_slot(slot)
+            self._in[j].pop(i, None)
+            removed += 1
+        for j, slot in list(self._in[i].items()):
+            if j == i:
+                continue
+            self._drop_edge_slot(slot)
+            self._out[j].pop(i, None)
+            removed += 1
+        self._out[i] = {}
+        self._in[i] = {}
+        self._names[i] = None
+        self._kinds[i] = None
+        self._free_nodes.append(i)
+        self.version += 1
+        return removed
+
+    def degree(self, name: str) -> int:
+        i = self._idx[name]
+        return len(self._out[i]) + len(self._in[i])
+
+    # ------------------------------------------------------------------ edges
+    def _drop_edge_slot(self, slot: int) -> None:
+        self._ealive[slot] = False
+        self._free_edges.append(slot)
+        self._n_edges -= 1
+
+    def _grow_edges(self) -> None:
+        cap = len(self._esrc) * 2
+        for attr in ("_esrc", "_edst", "_ew", "_erel", "_ealive"):
+            old = getattr(self, attr)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, attr, new)
+
+    def add_edge(self, src: str, dst: str, rel: str, weight: float = 1.0) -> None:
+        """Add (or overwrite the relation / weight of) the edge src -> dst. Both nodes must exist."""
+        s, d = self._idx[src], self._idx[dst]
+        code = self._rel_code.get(rel)
+        if code is None:
+            code = len(self._rels)
+            self._rels.append(rel)
+            self._rel_code[rel] = code
+        slot = self._out[s].get(d)
+        if slot is None:
+            if self._free_edges:
+                slot = self._free_edges.pop()
+            else:
+                if self._ehi == len(self._esrc):
+                    self._grow_edges()
+                slot = self._ehi
+                self._ehi += 1
+            self._out[s][d] = slot
+            self._in[d][s] = slot
+            self._esrc[slot] = s
+            self._edst[slot] = d
+            self._ealive[slot] = True
+            self._n_edges += 1
+        self._ew[slot] = float(weight)
+        self._erel[slot] = code
+        self.version += 1
+
+    def remove_edge(self, src: str, dst: str) -> bool:
+        s, d = self._idx.get(src), self._idx.get(dst)
+        if s is None or d is None or d not in self._out[s]:
+            return False
+        slot = self._out[s].pop(d)
+        self._in[d].pop(s, None)
+        self._drop_edge_slot(slot)
+        self.version += 1
+        return True
+
+    def edge(self, src: str, dst: str) -> tuple[str, float] | None:
+        s, d = self._idx.get(src), self._idx.get(dst)
+        if s is None or d is None:
+            return None
+        slot = self._out[s].get(d)
+        if slot is None:
+            return None
+        return self._rels[self._erel[slot]], float(self._ew[slot])
+
+    def has_edge(self, src: str, dst: str) -> bool:
+        return self.edge(src, dst) is not None
+
+    def out_edges(self, name: str) -> list[tuple[str, str, float]]:
+        """[(dst, rel, weight)] of a node's outgoing edges."""
+        i = self._idx[name]
+        return [(self._names[j], self._rels[self._erel[s]], float(self._ew[s])) for j, s in self._out[i].items()]  # type: ignore[misc]
+
+    def in_edges(self, name: str) -> list[tuple[str, str, float]]:
+        """[(src, rel, weight)] of a node's incoming edges."""
+        i = self._idx[name]
+        return [(self._names[j], self._rels[self._erel[s]], float(self._ew[s])) for j, s in self._in[i].items()]  # type: ignore[misc]
+
+    def edges(self) -> Iterator[tuple[str, str, str, float]]:
+        """All edges as (src, dst, rel, weight), in canonical (sorted) order."""
+        for name in sorted(self._idx):
+            i = self._idx[name]
+            rows = [(self._names[j], self._rels[self._erel[s]], float(self._ew[s])) for j, s in self._out[i].items()]
+            for dst, rel, w in sorted(rows):
+                yield name, dst, rel, w  # type: ignore[misc]
+
+    # ------------------------------------------------------------------ PPR
+    def transition(self) -> tuple[TransitionMatrix, np.ndarray]:
+        """Cached (TransitionMatrix, pos) with pos[node index] = row in the matrix (-1 if dead)."""
+        if self._cache is not None and self._cache[0] == self.version:
+            return self._cache[1], self._cache[2]
+        names = sorted(self._idx)
+        order = np.fromiter((self._idx[n] for n in names), dtype=np.int64, count=len(names))
+        pos = np.full(len(self._names), -1, dtype=np.int64)
+        pos[order] = np.arange(len(order), dtype=np.int64)
+        alive = self._ealive[: self._ehi]
+        rows = pos[self._esrc[: self._ehi][alive]]
+        cols = pos[self._edst[: self._ehi][alive]]
+        data = self._ew[: self._ehi][alive]
+        n = len(order)
+        adj = sp.csr_matrix((data, (rows, cols)), shape=(n, n))
+        adj.sort_indices()
+        tm = transition_matrix(adj)
+        self._cache = (self.version, tm, pos)
+        return tm, pos
+
+    def ppr(
+        self,
+        seeds: Iterable[str],
+        alpha: float = 0.85,
+        max_iter: int = 100,
+        tol: float = 1.0e-6,
+        fallback: str = "solve",
+    ) -> tuple[np.ndarray, np.ndarray, str]:
+        """PPR with uniform personalisation over `seeds` (existing node names).
+
+        Returns (scores by matrix row, pos, method). Raises ValueError if no seed is in the graph.
+        """
+        tm, pos = self.transition()
+        idx = [self._idx[s] for s in seeds if s in self._idx]
+        if not idx:
+            raise ValueError("personalized PageRank needs at least one seed node present in the graph")
+        p = np.zeros(tm.n)
+        p[pos[np.asarray(idx, dtype=np.int64)]] = 1.0
+        x, method = personalized_pagerank(tm, p, alpha=alpha, max_iter=max_iter, tol=tol, fallback=fallback)
+        return x, pos, method
+
+    # ------------------------------------------------------------------ views
+    def to_networkx(self, graph: nx.DiGraph | None = None) -> nx.DiGraph:
+        g = graph if graph is not None else nx.DiGraph()
+        for name in sorted(self._idx):
+            g.add_node(name, kind=self._kinds[self._idx[name]])
+        for src, dst, rel, w in self.edges():
+            g.add_edge(src, dst, rel=rel, weight=w)
+        return g

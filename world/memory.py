@@ -1,0 +1,1294 @@
+"""The memory store: episodic + semantic memories, associative graph, PPR retrieval, ACT-R decay.
+
+Implements seed 001's `MemoryStore` (public names kept) with seed 000's deduplication and importance
+scoring and seed 003's versioned facts (keys, tiers, confidence, supersession, explain, hard
+erasure). Design and the list of seed bugs fixed: docs/store.md.
+
+Layout for speed: every namespace is a partition (`_Space`) with its own contiguous float32
+embedding matrix (rows recycled through a free list), ACT-R arrays, importance / tier arrays and its
+own associative graph. A query is one mat-vec, one vectorised ACT-R evaluation and one PPR power
+iteration on a cached CSR matrix. Namespaces share nothing that enters a score, so a query in one
+namespace is bit-identical whatever the other namespaces hold.
+
+Query score (seed 001's formula, default weights):
+
+    score = alpha_sim * cos(q, m) + alpha_ppr * 10 * PPR(m) + alpha_actr * 0.1 * B(m) + 0.1 * importance(m)
+
+then tier rules: superseded versions never rank; an `inference` memory with confidence c scores
+score - (1 - c) * |score| (its score moves towards -inf by the fraction 1 - c, whatever its sign).
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from itertools import islice
+from typing import Any, ClassVar
+
+import networkx as nx
+import numpy as np
+
+from world.actr import ActRRecord, hybrid_base_level_batch
+from world.cues import extract_cues
+from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature
+from world.embedding import CachedEmbedder, HashingEmbedder
+from world.graph import AssocGraph
+from world.importance import ImportanceScorer, Scorer
+
+__all__ = [
+    "MemoryStore",
+    "EpisodicMemory",
+    "SemanticMemory",
+    "RelationType",
+    "ActRRecord",
+    "WriteReport",
+    "ErasureReport",
+    "NamespaceView",
+    "TIERS",
+    "INFERENCE_MAX_CONFIDENCE",
+    "STATE_SCHEMA",
+]
+
+TIERS = ("fact", "preference", "inference")
+INFERENCE_MAX_CONFIDENCE = 0.8
+STATE_SCHEMA = 1
+ALL_NAMESPACES = "*"
+
+_CUE = "cue::"
+_DERIVED = "derived_from"
+_CONSOLIDATED = "consolidated_into"
+_STRUCTURAL = frozenset({_DERIVED, _CONSOLIDATED, "has_cue", "cue_of"})
+
+
+class RelationType(str, Enum):
+    """Typed links between memories (a str enum: RelationType.SUPPORTS == "supports")."""
+
+    CONTRADICTS = "contradicts"
+    SUPPORTS = "supports"
+    FOLLOWS = "follows"
+    REFERENCES = "references"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_TYPED = frozenset(r.value for r in RelationType)
+
+
+# --------------------------------------------------------------------------- records
+@dataclass
+class EpisodicMemory:
+    memory_id: str
+    step: int
+    content: str
+    cues: list[str] = field(default_factory=list)
+    importance: float = 0.5
+    links: list[str] = field(default_factory=list)
+    key: str | None = None
+    tier: str = "fact"
+    confidence: float = 1.0
+    source: str | None = None
+    evidence: list[str] = field(default_factory=list)
+    written_at: int | None = None
+    superseded_at: int | None = None
+    namespace: str = "default"
+
+    kind: ClassVar[str] = "episodic"
+
+    def __post_init__(self) -> None:
+        if self.written_at is None:
+            self.written_at = self.step
+
+    @property
+    def active(self) -> bool:
+        return self.superseded_at is None
+
+    @property
+    def text(self) -> str:
+        return self.content
+
+
+@dataclass
+class SemanticMemory:
+    memory_id: str
+    rule: str
+    derived_from: list[str]
+    created_step: int
+    applications: int = 0
+    cues: list[str] = field(default_factory=list)
+    importance: float = 0.6
+    links: list[str] = field(default_factory=list)
+    key: str | None = None
+    tier: str = "inference"
+    confidence: float = 0.7
+    source: str | None = None
+    evidence: list[str] = field(default_factory=list)
+    written_at: int | None = None
+    superseded_at: int | None = None
+    namespace: str = "default"
+
+    kind: ClassVar[str] = "semantic"
+
+    def __post_init__(self) -> None:
+        if self.written_at is None:
+            self.written_at = self.created_step
+
+    @property
+    def content(self) -> str:
+        return self.rule
+
+    @property
+    def text(self) -> str:
+        return self.rule
+
+    @property
+    def step(self) -> int:
+        return self.created_step
+
+    @property
+    def active(self) -> bool:
+        return self.superseded_at is None
+
+
+Record = EpisodicMemory | SemanticMemory
+
+
+@dataclass
+class WriteReport:
+    status: str  # "written" | "duplicate" | "superseded"
+    memory_id: str
+    duplicate_of: str | None = None
+    superseded: str | None = None
+    rule: str | None = None  # which dedup rule fired on a duplicate
+
+
+@dataclass
+class ErasureReport:
+    """What `erase` removed, by kind. Holds ids, counts and content fingerprints, never content."""
+
+    target: dict[str, Any]
+    episodic: list[str] = field(default_factory=list)
+    semantic: list[str] = field(default_factory=list)
+    cascaded: list[str] = field(default_factory=list)  # removed because their evidence was erased
+    keys: list[str] = field(default_factory=list)  # version chains removed entirely
+    cue_nodes: list[str] = field(default_factory=list)
+    edges: int = 0
+    embedding_rows: int = 0
+    cache_entries: int = 0
+    fingerprints: list[str] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # filled by erase hooks (e.g. summaries rebuilt)
+
+    @property
+    def removed_ids(self) -> list[str]:
+        return self.episodic + self.semantic
+
+    @property
+    def total(self) -> int:
+        return len(self.episodic) + len(self.semantic)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- partition
+class _Space:
+    """One namespace: its rows, arrays, graph, key chains and dedup indexes."""
+
+    def __init__(self, name: str, dim: int, k: int, embed_window: int | None) -> None:
+        self.name = name
+        self.dim = dim
+        self.k = k
+        cap = 16
+        self.emb = np.zeros((cap, dim), dtype=np.float32)
+        self.alive = np.zeros(cap, dtype=bool)
+        self.active = np.zeros(cap, dtype=bool)
+        self.is_sem = np.zeros(cap, dtype=bool)
+        self.importance = np.zeros(cap, dtype=np.float64)
+        self.conf_w = np.ones(cap, dtype=np.float64)
+        self.a_created = np.zeros(cap, dtype=np.float64)
+        self.a_n = np.zeros(cap, dtype=np.int64)
+        self.a_recent = np.full((cap, k), np.nan, dtype=np.float64)
+        self.gnode = np.full(cap, -1, dtype=np.int64)
+        self.slot_id: list[str | None] = [None] * cap
+        self.hi = 0
+        self.free: list[int] = []
+        self.graph = AssocGraph()
+        self.order: dict[str, int] = {}  # id -> slot, write order
+        self.version = 0
+        self._view: tuple[int, list[str], np.ndarray] | None = None
+        self.fp: dict[str, list[str]] = {}  # fingerprint -> active ids
+        self.chains: dict[str, list[str]] = {}  # key -> ids, oldest first
+        self.sigs: dict[str, TextSignature] = {}
+        self.recent_slots: deque[int] = deque(maxlen=embed_window) if embed_window else deque()
+        self.embed_window = embed_window
+
+    @property
+    def capacity(self) -> int:
+        return len(self.alive)
+
+    def _grow(self) -> None:
+        cap = self.capacity * 2
+
+        def grow(arr: np.ndarray, fill) -> np.ndarray:
+            new = np.full((cap,) + arr.shape[1:], fill, dtype=arr.dtype)
+            new[: len(arr)] = arr
+            return new
+
+        self.emb = grow(self.emb, 0.0)
+        self.alive = grow(self.alive, False)
+        self.active = grow(self.active, False)
+        self.is_sem = grow(self.is_sem, False)
+        self.importance = grow(self.importance, 0.0)
+        self.conf_w = grow(self.conf_w, 1.0)
+        self.a_created = grow(self.a_created, 0.0)
+        self.a_n = grow(self.a_n, 0)
+        self.a_recent = grow(self.a_recent, np.nan)
+        self.gnode = grow(self.gnode, -1)
+        self.slot_id.extend([None] * (cap - len(self.slot_id)))
+
+    def alloc(self, slot: int | None = None) -> int:
+        if slot is not None:  # restoring a saved layout
+            while slot >= self.capacity:
+                self._grow()
+            self.hi = max(self.hi, slot + 1)
+            return slot
+        if self.free:
+            return self.free.pop()
+        if self.hi == self.capacity:
+            self._grow()
+        self.hi += 1
+        return self.hi - 1
+
+    def view(self) -> tuple[list[str], np.ndarray]:
+        """(ids in write order, their slots), cached until the space changes."""
+        if self._view is None or self._view[0] != self.version:
+            ids = list(self.order)
+            slots = np.fromiter(self.order.values(), dtype=np.int64, count=len(ids))
+            self._view = (self.version, ids, slots)
+        return self._view[1], self._view[2]
+
+    def active_version(self, key: str, records: Mapping[str, Record]) -> Record | None:
+        for mid in reversed(self.chains.get(key, ())):
+            rec = records[mid]
+            if rec.active:
+                return rec
+        return None
+
+
+def _cue_node(cue: str) -> str:
+    return _CUE + cue
+
+
+def _check_tier(tier: str, confidence: float) -> None:
+    if tier not in TIERS:
+        raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
+    if not isinstance(confidence, (int, float)) or not 0.0 <= float(confidence) <= 1.0:
+        raise ValueError(f"confidence must be a number in [0, 1], got {confidence!r}")
+    if tier == "inference" and confidence >= INFERENCE_MAX_CONFIDENCE:
+        raise ValueError(
+            f"confidence: an 'inference' must have confidence < {INFERENCE_MAX_CONFIDENCE}, got {confidence!r}"
+        )
+
+
+# --------------------------------------------------------------------------- store
+class MemoryStore:
+    """Unified episodic + semantic store with HippoRAG-style retrieval and ACT-R forgetting.
+
+    Arguments: `embedder` (default: cached `HashingEmbedder(256)`), `forget_threshold` (sweep drops
+    memories with B + importance below it), `decay` (ACT-R d), `actr_k` (presentations kept exact in
+    Petrov's hybrid), `dedup` (True / False / a `DedupConfig`), `importance_scorer` (used when a
+    write passes importance=None), `namespace` (the default namespace).
+    """
+
+    def __init__(
+        self,
+        embedder=None,
+        forget_threshold: float = -5.0,
+        *,
+        decay: float = 0.5,
+        actr_k: int = 8,
+        dedup: bool | DedupConfig = True,
+        importance_scorer: Scorer | None = None,
+        namespace: str = "default",
+        max_cues: int = 8,
+        ppr_alpha: float = 0.85,
+        ppr_max_iter: int = 100,
+        ppr_tol: float = 1.0e-6,
+        ppr_fallback: str = "solve",
+        embed_window: int | None = 512,
+    ) -> None:
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"decay must be in (0, 1), got {decay!r}")
+        if not isinstance(actr_k, int) or actr_k < 1:
+            raise ValueError(f"actr_k must be an int >= 1, got {actr_k!r}")
+        if ppr_fallback not in ("solve", "raise"):
+            raise ValueError(f"ppr_fallback must be 'solve' or 'raise', got {ppr_fallback!r}")
+        if not isinstance(namespace, str) or not namespace or namespace == ALL_NAMESPACES:
+            raise ValueError(f"namespace must be a non-empty string other than '*', got {namespace!r}")
+        self.embedder = embedder if embedder is not None else CachedEmbedder(HashingEmbedder(256))
+        self.forget_threshold = float(forget_threshold)
+        self.decay = float(decay)
+        self.actr_k = actr_k
+        if dedup is True:
+            self.dedup_config: DedupConfig | None = DedupConfig()
+        elif dedup is False or dedup is None:
+            self.dedup_config = None
+        elif isinstance(dedup, DedupConfig):
+            self.dedup_config = dedup
+        else:
+            raise ValueError(f"dedup must be True, False or a DedupConfig, got {dedup!r}")
+        self.importance_scorer: Scorer = importance_scorer if importance_scorer is not None else ImportanceScorer()
+        self.default_namespace = namespace
+        self.max_cues = max_cues
+        self.ppr_alpha = ppr_alpha
+        self.ppr_max_iter = ppr_max_iter
+        self.ppr_tol = ppr_tol
+        self.ppr_fallback = ppr_fallback
+        self.embed_window = embed_window
+        self.current_step = 0
+        self._episodic: dict[str, EpisodicMemory] = {}
+        self._semantic: dict[str, SemanticMemory] = {}
+        self._records: dict[str, Record] = {}
+        self._loc: dict[str, tuple[_Space, int]] = {}
+        self._spaces: dict[str, _Space] = {}
+        self._counters = {"ep": 0, "sem": 0}
+        self._dim: int | None = getattr(self.embedder, "dim", None)
+        self._erase_hooks: list[Callable[[ErasureReport], Any]] = []
+        self._graph_view: tuple[tuple, nx.DiGraph] | None = None
+        self.counters = {"ppr_power": 0, "ppr_solve": 0, "duplicates": 0, "superseded": 0, "swept": 0, "erased": 0}
+        self.last_write: WriteReport | None = None
+        self.last_ppr_method: str | None = None
+        #: JSON-able state of attached components (e.g. rolling summaries); exported under "extra".
+        self.extra_state: dict[str, Any] = {}
+        #: attached components with to_state() -> JSON-able / from_state(state); exported under "extra".
+        self.extras: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ clock and basics
+    def tick(self, step: int) -> None:
+        self.current_step = step
+
+    @property
+    def episodic(self) -> Mapping[str, EpisodicMemory]:
+        return types.MappingProxyType(self._episodic)
+
+    @property
+    def semantic(self) -> Mapping[str, SemanticMemory]:
+        return types.MappingProxyType(self._semantic)
+
+    @property
+    def actr(self) -> dict[str, ActRRecord]:
+        """ACT-R state of every live memory, as ActRRecord snapshots."""
+        out = {}
+        for mid, (space, slot) in self._loc.items():
+            n = int(space.a_n[slot])
+            recent = [float(t) for t in space.a_recent[slot] if not math.isnan(t)]
+            out[mid] = ActRRecord(
+                created_step=int(space.a_created[slot]), decay_rate=self.decay, k=self.actr_k, n=n, recent=recent
+            )
+        return out
+
+    def get(self, memory_id: str) -> Record | None:
+        return self._records.get(memory_id)
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def namespaces(self) -> list[str]:
+        return [n for n, s in self._spaces.items() if s.order]
+
+    def namespace(self, name: str) -> NamespaceView:
+        if not isinstance(name, str) or not name or name == ALL_NAMESPACES:
+            raise ValueError(f"namespace must be a non-empty string other than '*', got {name!r}")
+        return NamespaceView(self, name)
+
+    def _ns(self, namespace: str | None) -> str:
+        if namespace is None:
+            return self.default_namespace
+        if not isinstance(namespace, str) or not namespace or namespace == ALL_NAMESPACES:
+            raise ValueError(f"namespace must be a non-empty string other than '*', got {namespace!r}")
+        return namespace
+
+    def _space(self, name: str, create: bool = False) -> _Space | None:
+        space = self._spaces.get(name)
+        if space is None and create:
+            if self._dim is None:
+                self._dim = int(self.embed("dimension probe").shape[0])
+            space = _Space(name, self._dim, self.actr_k, self.embed_window)
+            self._spaces[name] = space
+        return space
+
+    # ------------------------------------------------------------------ embedding helpers
+    def embed(self, text: str) -> np.ndarray:
+        """Unit float32 embedding of `text` through the embedder (and its cache)."""
+        vec = np.asarray(self.embedder.encode(text), dtype=np.float32).ravel()
+        norm = float(np.linalg.norm(vec))
+        if norm > 0 and abs(norm - 1.0) > 1e-4:
+            vec = vec / norm
+        if self._dim is None:
+            self._dim = int(vec.shape[0])
+        elif vec.shape[0] != self._dim:
+            raise ValueError(f"embedder returned dimension {vec.shape[0]}, store uses {self._dim}")
+        return vec
+
+    def similarities(self, vec: np.ndarray, ids: Iterable[str] | None = None, namespace: str | None = None):
+        """(ids, cosine similarities) of `vec` against live memories: one mat-vec.
+
+        ids=None: every live memory of the namespace (write order). Otherwise the given ids
+        (KeyError on an unknown id).
+        """
+        vec = np.asarray(vec, dtype=np.float32)
+        if ids is None:
+            space = self._space(self._ns(namespace))
+            if space is None or not space.order:
+                return [], np.zeros(0, dtype=np.float64)
+            id_list, slots = space.view()
+            sims = space.emb[: space.hi] @ vec
+            return list(id_list), sims[slots].astype(np.float64)
+        id_list = list(ids)
+        out = np.empty(len(id_list), dtype=np.float64)
+        groups: dict[int, tuple[_Space, list[int], list[int]]] = {}
+        for pos, mid in enumerate(id_list):
+            try:
+                space, slot = self._loc[mid]
+            except KeyError:
+                raise KeyError(f"unknown memory id {mid!r}") from None
+            g = groups.setdefault(id(space), (space, [], []))
+            g[1].append(pos)
+            g[2].append(slot)
+        for space, positions, slots in groups.values():
+            out[positions] = (space.emb[np.asarray(slots)] @ vec).astype(np.float64)
+        return id_list, out
+
+    def activations(self, ids: Iterable[str]) -> np.ndarray:
+        """ACT-R base-level activation (Petrov hybrid, exact for n <= k) at current_step."""
+        id_list = list(ids)
+        out = np.empty(len(id_list), dtype=np.float64)
+        groups: dict[int, tuple[_Space, list[int], list[int]]] = {}
+        for pos, mid in enumerate(id_list):
+            try:
+                space, slot = self._loc[mid]
+            except KeyError:
+                raise KeyError(f"unknown memory id {mid!r}") from None
+            g = groups.setdefault(id(space), (space, [], []))
+            g[1].append(pos)
+            g[2].append(slot)
+        for space, positions, slots in groups.values():
+            s = np.asarray(slots, dtype=np.int64)
+            out[positions] = self._activation_rows(space, s)
+        return out
+
+    def _activation_rows(self, space: _Space, slots: np.ndarray) -> np.ndarray:
+        return hybrid_base_level_batch(
+            float(self.current_step), space.a_created[slots], space.a_n[slots], space.a_recent[slots], d=self.decay
+        )
+
+    def link_count(self, memory_id: str) -> int:
+        """Typed links (not cue / provenance edges) touching the memory, both directions."""
+        space, _ = self._locate(memory_id)
+        n = 0
+        for _, rel, _w in space.graph.out_edges(memory_id):
+            n += rel in _TYPED
+        for _, rel, _w in space.graph.in_edges(memory_id):
+            n += rel in _TYPED
+        return n
+
+    def recent_ids(self, n: int, namespace: str | None = None, active_only: bool = False) -> list[str]:
+        """The n most recently written live ids of the namespace, newest first."""
+        space = self._space(self._ns(namespace))
+        if space is None or n <= 0:
+            return []
+        if not active_only:
+            return list(islice(reversed(space.order), n))
+        out = []
+        for mid in reversed(space.order):
+            if self._records[mid].active:
+                out.append(mid)
+                if len(out) == n:
+                    break
+        return out
+
+    def _locate(self, memory_id: str) -> tuple[_Space, int]:
+        try:
+            return self._loc[memory_id]
+        except KeyError:
+            raise KeyError(f"unknown memory id {memory_id!r}") from None
+
+    # ------------------------------------------------------------------ write
+    def _next_id(self, kind: str) -> str:
+        self._counters[kind] += 1
+        return f"{kind}_{self._counters[kind]:06d}"
+
+    def _importance(self, importance: float | None, text: str) -> float:
+        if importance is None:
+            return float(self.importance_scorer.score(text))
+        if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not math.isfinite(importance):
+            raise ValueError(f"importance must be a finite number >= 0 or None, got {importance!r}")
+        if importance < 0:
+            raise ValueError(f"importance must be >= 0, got {importance!r}")
+        return float(importance)
+
+    def _find_duplicate(self, space: _Space, sig: TextSignature, vec: np.ndarray, semantic: bool) -> tuple[str, str] | None:
+        cfg = self.dedup_config
+        if cfg is None:
+            return None
+        for mid in space.fp.get(sig.fp, ()):
+            if (self._records[mid].kind == "semantic") == semantic:
+                return mid, "fingerprint"
+        if not space.order:
+            return None
+        if space.embed_window:
+            cand = np.fromiter(space.recent_slots, dtype=np.int64, count=len(space.recent_slots))[::-1]
+        else:
+            _, slots = space.view()
+            cand = slots[::-1]
+        if len(cand) == 0:
+            return None
+        keep = space.alive[cand] & space.active[cand] & (space.is_sem[cand] == semantic)
+        cand = cand[keep]
+        # dict.fromkeys: a recycled slot may sit twice in the window
+        cand = np.fromiter(dict.fromkeys(cand.tolist()), dtype=np.int64)
+        for slot in cand[: cfg.window]:
+            mid = space.slot_id[slot]
+            rule = duplicate_rule(sig, space.sigs[mid], cfg)
+            if rule is not None:
+                return mid, rule
+        if len(cand):
+            sims = space.emb[cand] @ vec
+            for j in np.argsort(-sims, kind="stable"):
+                if sims[j] < cfg.embed_threshold:
+                    break
+                mid = space.slot_id[cand[j]]
+                if embedding_duplicate(sig, space.sigs[mid], float(sims[j]), cfg):
+                    return mid, "embedding"
+        return None
+
+    def write_episode(
+        self,
+        step: int,
+        content: str,
+        cues: list[str] | None = None,
+        importance: float | None = 0.5,
+        *,
+        key: str | None = None,
+        tier: str = "fact",
+        confidence: float = 1.0,
+        source: str | None = None,
+        evidence: Iterable[str] | None = None,
+        namespace: str | None = None,
+    ) -> EpisodicMemory:
+        """Store an episode; on a duplicate nothing is stored and the existing record is returned.
+
+        `store.last_write` tells what happened. A `key` with an active version of other content is
+        superseded by this write; the same content under the key is a duplicate. Unkeyed writes go
+        through the dedup rules (docs/store.md). importance=None asks the importance scorer.
+        """
+        return self._write("ep", step, content, cues, importance, key, tier, confidence, source, evidence, namespace, None)
+
+    def write_semantic(
+        self,
+        step: int,
+        rule: str,
+        derived_from: Iterable[str],
+        *,
+        key: str | None = None,
+        tier: str = "inference",
+        confidence: float = 0.7,
+        source: str | None = None,
+        evidence: Iterable[str] | None = None,
+        namespace: str | None = None,
+        cues: list[str] | None = None,
+        importance: float | None = 0.6,
+    ) -> SemanticMemory:
+        """Store a consolidated rule derived from other memories (REFLECT).
+
+        `derived_from` ids that are live get derived_from / consolidated_into edges; ids that are not
+        live are kept in the list (provenance) without edges; an id living in another namespace is an
+        error. `evidence` defaults to `derived_from`.
+        """
+        if isinstance(derived_from, str):
+            raise TypeError("derived_from must be a list of memory ids, not a string")
+        derived = list(derived_from)
+        return self._write("sem", step, rule, cues, importance, key, tier, confidence, source, evidence, namespace, derived)  # type: ignore[return-value]
+
+    def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived):
+        field_name = "content" if kind == "ep" else "rule"
+        if not isinstance(content, str) or not content.strip():
+            raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise ValueError(f"step must be an int, got {step!r}")
+        step = int(step)
+        _check_tier(tier, confidence)
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ValueError(f"key must be a non-empty string or None, got {key!r}")
+        if cues is not None and (isinstance(cues, str) or not all(isinstance(c, str) for c in cues)):
+            raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
+        imp = self._importance(importance, content)
+        ns = self._ns(namespace)
+        semantic = kind == "sem"
+        evidence_list = list(evidence) if evidence is not None else (list(derived) if semantic else [])
+        if semantic:
+            for mid in derived:
+                rec = self._records.get(mid)
+                if rec is not None and rec.namespace != ns:
+                    raise ValueError(
+                        f"derived_from: {mid!r} lives in namespace {rec.namespace!r}, not {ns!r}"
+                    )
+        sig = signature(content)
+        vec = self.embed(content)
+        space = self._space(ns, create=True)
+        to_supersede: Record | None = None
+        if key is not None:
+            current = space.active_version(key, self._records)
+            if current is not None:
+                if current.kind == ("semantic" if semantic else "episodic") and space.sigs[current.memory_id].fp == sig.fp:
+                    return self._report_duplicate(current, "key")
+                to_supersede = current
+        else:
+            dup = self._find_duplicate(space, sig, vec, semantic)
+            if dup is not None:
+                return self._report_duplicate(self._records[dup[0]], dup[1])
+        mid = self._next_id(kind)
+        cue_list = list(cues) if cues is not None else extract_cues(content, self.max_cues)
+        common = dict(
+            cues=cue_list, importance=imp, key=key, tier=tier, confidence=float(confidence), source=source,
+            evidence=evidence_list, written_at=step, namespace=ns,
+        )
+        if semantic:
+            rec: Record = SemanticMemory(memory_id=mid, rule=content, derived_from=derived, created_step=step, **common)
+        else:
+            rec = EpisodicMemory(memory_id=mid, step=step, content=content, **common)
+        self._insert(space, rec, vec, sig)
+        if to_supersede is not None:
+            self._mark_superseded(space, to_supersede, step)
+            self.counters["superseded"] += 1
+            self.last_write = WriteReport("superseded", mid, superseded=to_supersede.memory_id)
+        else:
+            self.last_write = WriteReport("written", mid)
+        return rec
+
+    def _report_duplicate(self, existing: Record, rule: str) -> Record:
+        self.counters["duplicates"] += 1
+        self.last_write = WriteReport("duplicate", existing.memory_id, duplicate_of=existing.memory_id, rule=rule)
+        return existing
+
+    def _insert(self, space: _Space, rec: Record, vec: np.ndarray, sig: TextSignature,
+                actr: tuple[float, int, list[float]] | None = None, slot: int | None = None) -> None:
+        mid = rec.memory_id
+        slot = space.alloc(slot)
+        space.emb[slot] = vec
+        space.alive[slot] = True
+        space.active[slot] = rec.superseded_at is None
+        space.is_sem[slot] = rec.kind == "semantic"
+        space.importance[slot] = rec.importance
+        space.conf_w[slot] = rec.confidence if rec.tier == "inference" else 1.0
+        if actr is None:
+            actr = (float(rec.written_at), 1, [float(rec.written_at)])
+        space.a_created[slot] = actr[0]
+        space.a_n[slot] = actr[1]
+        space.a_recent[slot] = np.nan
+        recent = actr[2][-self.actr_k:]
+        space.a_recent[slot, : len(recent)] = recent
+        space.slot_id[slot] = mid
+        space.order[mid] = slot
+        space.recent_slots.append(slot)
+        space.sigs[mid] = sig
+        if rec.active:
+            space.fp.setdefault(sig.fp, []).append(mid)
+        if rec.key is not None:
+            space.chains.setdefault(rec.key, []).append(mid)
+        space.version += 1
+        g = space.graph
+        space.gnode[slot] = g.add_node(mid, rec.kind)
+        for cue in rec.cues:
+            node = _cue_node(cue)
+            if node not in g:
+                g.add_node(node, "cue")
+            g.add_edge(mid, node, "has_cue", 1.0)
+            g.add_edge(node, mid, "cue_of", 1.0)
+        if rec.kind == "semantic":
+            for src in rec.derived_from:  # type: ignore[union-attr]
+                if src in g and src != mid and src in self._records:
+                    g.add_edge(mid, src, _DERIVED, 1.0)
+                    g.add_edge(src, mid, _CONSOLIDATED, 0.5)
+            self._semantic[mid] = rec  # type: ignore[assignment]
+        else:
+            self._episodic[mid] = rec  # type: ignore[assignment]
+        self._records[mid] = rec
+        self._loc[mid] = (space, slot)
+
+    def _mark_superseded(self, space: _Space, rec: Record, step: int) -> None:
+        rec.superseded_at = step
+        _, slot = self._loc[rec.memory_id]
+        space.active[slot] = False
+        fp = space.sigs[rec.memory_id].fp
+        ids = space.fp.get(fp)
+        if ids and rec.memory_id in ids:
+            ids.remove(rec.memory_id)
+            if not ids:
+                del space.fp[fp]
+        space.version += 1
+
+    # ------------------------------------------------------------------ link / forget / sweep
+    def link(self, a: str, b: str, relation: RelationType | str) -> bool:
+        """Add a typed link a -> b. False if either is not a live memory, a == b, they live in
+        different namespaces, or a provenance edge (derived_from / consolidated_into) already joins them."""
+        rel = relation.value if isinstance(relation, RelationType) else relation
+        if rel not in _TYPED:
+            raise ValueError(f"relation must be one of {sorted(_TYPED)}, got {relation!r}")
+        ra, rb = self._records.get(a), self._records.get(b)
+        if ra is None or rb is None or a == b or ra.namespace != rb.namespace:
+            return False
+        space = self._loc[a][0]
+        existing = space.graph.edge(a, b)
+        if existing is not None and existing[0] not in _TYPED:
+            return False
+        space.graph.add_edge(a, b, rel, 1.0)
+        if b not in ra.links:
+            ra.links.append(b)
+        return True
+
+    def forget(self, memory_id: str) -> bool:
+        """Remove one memory and every trace of it (graph node and edges, cue nodes left without
+        memories, embedding row, ACT-R state, key chain entry, dedup indexes)."""
+        if memory_id not in self._records:
+            return False
+        self._remove(memory_id)
+        return True
+
+    def _remove(self, memory_id: str) -> tuple[int, list[str]]:
+        """Remove a record; returns (edges removed, cue nodes removed)."""
+        rec = self._records.pop(memory_id)
+        space, slot = self._loc.pop(memory_id)
+        g = space.graph
+        for src, rel, _w in g.in_edges(memory_id):
+            if rel in _TYPED:
+                other = self._records.get(src)
+                if other is not None and memory_id in other.links:
+                    other.links.remove(memory_id)
+        cue_nodes = [n for n, rel, _w in g.out_edges(memory_id) if rel == "has_cue"]
+        edges = g.remove_node(memory_id)
+        removed_cues = []
+        for node in cue_nodes:
+            if node in g and g.degree(node) == 0:
+                g.remove_node(node)
+                removed_cues.append(node)
+        space.emb[slot] = 0.0
+        space.alive[slot] = False
+        space.active[slot] = False
+        space.is_sem[slot] = False
+        space.importance[slot] = 0.0
+        space.conf_w[slot] = 1.0
+        space.a_created[slot] = 0.0
+        space.a_n[slot] = 0
+        space.a_recent[slot] = np.nan
+        space.gnode[slot] = -1
+        space.slot_id[slot] = None
+        space.free.append(slot)
+        del space.order[memory_id]
+        sig = space.sigs.pop(memory_id)
+        ids = space.fp.get(sig.fp)
+        if ids and memory_id in ids:
+            ids.remove(memory_id)
+            if not ids:
+                del space.fp[sig.fp]
+        if rec.key is not None:
+            chain = space.chains.get(rec.key)
+            if chain is not None and memory_id in chain:
+                chain.remove(memory_id)
+                if not chain:
+                    del space.chains[rec.key]
+        space.version += 1
+        if rec.kind == "semantic":
+            del self._semantic[memory_id]
+        else:
+            del self._episodic[memory_id]
+        return edges, removed_cues
+
+    def sweep_decayed(self, namespace: str | None = None) -> list[str]:
+        """Drop every memory (episodic and semantic) with B + importance < forget_threshold.
+
+        namespace=None sweeps every namespace. Returns the dropped ids (write order per namespace).
+        """
+        spaces = list(self._spaces.values()) if namespace is None else [self._spaces.get(self._ns(namespace))]
+        dropped: list[str] = []
+        for space in spaces:
+            if space is None or not space.order:
+                continue
+            ids, slots = space.view()
+            act = self._activation_rows(space, slots) + space.importance[slots]
+            for j in np.flatnonzero(act < self.forget_threshold):
+                dropped.append(ids[j])
+        for mid in dropped:
+            self._remove(mid)
+        self.counters["swept"] += len(dropped)
+        return dropped
+
+    # ------------------------------------------------------------------ retrieval
+    def query(self, query_text: str, cues: list[str] | None = None, top_k: int = 5, alpha_ppr: float = 0.5,
+              alpha_sim: float = 0.35, alpha_actr: float = 0.15, *, namespace: str | None = None,
+              bump: bool = True) -> list[Record]:
+        """Top-k memories of the namespace by PPR + similarity + ACT-R (see module docstring).
+
+        bump=True records a retrieval (ACT-R presentation at current_step, importance +0.02 up to
+        1.0 for episodes, applications +1 for semantic memories) for each returned memory.
+        """
+        return [r for r, _ in self.query_scored(query_text, cues, top_k, alpha_ppr, alpha_sim, alpha_actr,
+                                                namespace=namespace, bump=bump)]
+
+    def query_scored(self, query_text: str, cues: list[str] | None = None, top_k: int = 5, alpha_ppr: float = 0.5,
+                     alpha_sim: float = 0.35, alpha_actr: float = 0.15, *, namespace: str | None = None,
+                     bump: bool = True) -> list[tuple[Record, float]]:
+        """Like `query`, with each memory's final score."""
+        if not isinstance(query_text, str):
+            raise ValueError(f"query_text must be a string, got {query_text!r}")
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
+            raise ValueError(f"top_k must be an int >= 0, got {top_k!r}")
+        space = self._space(self._ns(namespace))
+        if space is None or not space.order or top_k == 0:
+            return []
+        ids, slots = space.view()
+        mask = space.active[slots]
+        if not mask.any():
+            return []
+        scores = self._scores(space, ids, slots, query_text, cues, alpha_ppr, alpha_sim, alpha_actr)
+        scores = np.where(mask, scores, -np.inf)
+        n_ok = int(mask.sum())
+        k = min(int(top_k), n_ok)
+        if k < len(scores):
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            cand = np.flatnonzero(scores >= kth)
+        else:
+            cand = np.arange(len(scores))
+        # highest score first; ties broken by write order (earlier first)
+        cand = cand[np.lexsort((cand, -scores[cand]))][:k]
+        out = [(self._records[ids[j]], float(scores[j])) for j in cand]
+        if bump:
+            for j in cand:
+                self._bump(space, int(slots[j]), self._records[ids[j]])
+        return out
+
+    def _scores(self, space: _Space, ids: list[str], slots: np.ndarray, query_text: str, cues,
+                alpha_ppr: float, alpha_sim: float, alpha_actr: float) -> np.ndarray:
+        qvec = self.embed(query_text)
+        sims = (space.emb[: space.hi] @ qvec)[slots].astype(np.float64)
+        query_cues = cues if cues else extract_cues(query_text, self.max_cues)
+        seeds = [_cue_node(c) for c in query_cues if _cue_node(c) in space.graph]
+        if seeds and alpha_ppr != 0.0:
+            x, pos, method = space.graph.ppr(
+                seeds, alpha=self.ppr_alpha, max_iter=self.ppr_max_iter, tol=self.ppr_tol, fallback=self.ppr_fallback
+            )
+            self.counters["ppr_" + method] += 1
+            self.last_ppr_method = method
+            ppr = x[pos[space.gnode[slots]]]
+        else:
+            self.last_ppr_method = None
+            ppr = np.zeros(len(slots))
+        act = self._activation_rows(space, slots)
+        score = alpha_sim * sims + alpha_ppr * ppr * 10.0 + alpha_actr * act * 0.1 + 0.1 * space.importance[slots]
+        conf = space.conf_w[slots]
+        return score - (1.0 - conf) * np.abs(score)
+
+    def _bump(self, space: _Space, slot: int, rec: Record) -> None:
+        t = float(self.current_step)
+        space.a_n[slot] += 1
+        row = space.a_recent[slot]
+        empty = np.flatnonzero(np.isnan(row))
+        if len(empty):
+            row[empty[0]] = t
+        else:
+            row[:-1] = row[1:]
+            row[-1] = t
+        if rec.kind == "episodic":
+            if rec.importance < 1.0:  # seed: min(1.0, imp + 0.02); never lowers importance > 1
+                rec.importance = min(1.0, rec.importance + 0.02)
+                space.importance[slot] = rec.importance
+        else:
+            rec.applications += 1  # type: ignore[union-attr]
+
+    # ------------------------------------------------------------------ versions
+    def supersede(self, memory_id: str, new_content: str, step: int, **write_kwargs) -> Record:
+        """Write a new version of the memory `memory_id` (an agent's UPDATE).
+
+        The target's key is reused; a target without a key gets the fresh key "chain:<memory_id>"
+        (shared by the whole chain). Tier, confidence, source, importance and evidence are inherited
+        unless given. Same content -> duplicate (the target is returned, last_write says so).
+        """
+        rec = self._records.get(memory_id)
+        if rec is None:
+            raise KeyError(f"unknown memory id {memory_id!r}")
+        if not rec.active:
+            raise ValueError(f"memory {memory_id!r} is superseded; supersede the active version of key {rec.key!r}")
+        allowed = {"tier", "confidence", "source", "evidence", "importance", "cues", "derived_from"}
+        unknown = set(write_kwargs) - allowed
+        if unknown:
+            raise TypeError(f"supersede() got unexpected keyword arguments {sorted(unknown)}; allowed: {sorted(allowed)}")
+        space, _ = self._loc[memory_id]
+        if not isinstance(new_content, str) or not new_content.strip():
+            raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
+        if signature(new_content).fp == space.sigs[memory_id].fp:
+            return self._report_duplicate(rec, "key")
+        if rec.key is None:
+            key = f"chain:{memory_id}"
+            rec.key = key
+            space.chains.setdefault(key, []).append(memory_id)
+        kw = dict(
+            key=rec.key,
+            tier=write_kwargs.get("tier", rec.tier),
+            confidence=write_kwargs.get("confidence", rec.confidence),
+            source=write_kwargs.get("source", rec.source),
+            evidence=write_kwargs.get("evidence", list(rec.evidence)),
+            namespace=rec.namespace,
+        )
+        if rec.kind == "semantic":
+            return self.write_semantic(step, new_content, write_kwargs.get("derived_from", list(rec.derived_from)),  # type: ignore[union-attr]
+                                       cues=write_kwargs.get("cues"), importance=write_kwargs.get("importance", rec.importance), **kw)
+        return self.write_episode(step, new_content, write_kwargs.get("cues"), write_kwargs.get("importance", rec.importance), **kw)
+
+    def versions(self, key: str, namespace: str | None = None) -> list[Record]:
+        """The version chain of `key`, oldest first."""
+        space = self._space(self._ns(namespace))
+        if space is None:
+            return []
+        return [self._records[m] for m in space.chains.get(key, ())]
+
+    def value_at(self, key: str, step: int, namespace: str | None = None) -> Record | None:
+        """The version that was valid at `step` (written_at <= step < superseded_at), or None."""
+        best = None
+        for rec in self.versions(key, namespace):
+            if rec.written_at <= step and (rec.superseded_at is None or rec.superseded_at > step):
+                best = rec
+        return best
+
+    def explain(self, key: str, namespace: str | None = None) -> str:
+        """Readable history of a key: one line per version."""
+        chain = self.versions(key, namespace)
+        if not chain:
+            return f"{key}: no record"
+        lines = [f"{key}: {len(chain)} version(s)"]
+        for rec in chain:
+            until = "now (active)" if rec.active else f"step {rec.superseded_at} (superseded)"
+            lines.append(
+                f"  [{rec.memory_id}] steps {rec.written_at} .. {until}: {rec.content!r} "
+                f"(tier={rec.tier}, confidence={rec.confidence:.2f}, source={rec.source or 'unknown'})"
+            )
+        return "\n".join(lines)
+
+    def conflicts(self, namespace: str | None = None) -> list[str]:
+        """Keys with more than one active version (an audit: empty unless the store is corrupted).
+
+        namespace=None audits every namespace.
+        """
+        spaces = self._spaces.values() if namespace is None else [self._spaces.get(self._ns(namespace))]
+        out = []
+        for space in spaces:
+            if space is None:
+                continue
+            for key, chain in space.chains.items():
+                if sum(1 for m in chain if self._records[m].active) > 1:
+                    out.append(key)
+        return sorted(set(out))
+
+    # ------------------------------------------------------------------ erasure
+    def add_erase_hook(self, fn: Callable[[ErasureReport], Any]) -> None:
+        """Register fn(report), called after every erase (e.g. rolling summaries rebuild)."""
+        if not callable(fn):
+            raise TypeError("erase hook must be callable")
+        self._erase_hooks.append(fn)
+
+    def _subject_match(self, rec: Record, subject: str) -> bool:
+        s = subject.lower()
+        if rec.key is not None:
+            k = rec.key.lower()
+            if k == s or k.startswith(s + "/"):
+                return True
+        if s in rec.cues:
+            return True
+        words = " " + " ".join(signature(rec.content).words) + " "
+        target = " " + " ".join(signature(subject).words) + " "
+        return target.strip() != "" and target in words
+
+    def erase(self, key: str | None = None, memory_id: str | None = None, subject: str | None = None, *,
+              namespace: str | None = None) -> ErasureReport:
+        """Hard erasure (right to be forgotten), with the full cascade.
+
+        Targets: `memory_id` (with its whole version chain), `key` (the chain), `subject` (records whose
+        key owner is the subject, whose cues hold it, or whose text mentions it as words, plus their
+        chains). key / subject look in `namespace` (None: the default namespace, "*": all).
+        Cascade: records whose evidence / derived_from hold an erased id (transitively), graph nodes and
+        edges, cue nodes left without memories, embedding rows (zeroed, freed), embedder cache entries
+        (the erased texts and, on subject erasure, cached texts mentioning the subject). Then erase hooks run.
+        An unknown memory_id / key erases nothing (empty report).
+        """
+        if key is None and memory_id is None and subject is None:
+            raise ValueError("erase needs at least one of key=, memory_id=, subject=")
+        if namespace == ALL_NAMESPACES:
+            spaces = list(self._spaces.values())
+        else:
+            sp_ = self._spaces.get(self._ns(namespace))
+            spaces = [sp_] if sp_ is not None else []
+        report = ErasureReport(target={"key": key, "memory_id": memory_id, "subject": subject, "namespace": namespace})
+        targets: dict[str, None] = {}
+
+        def add_chain(rec: Record) -> None:
+            targets[rec.memory_id] = None
+            if rec.key is not None:
+                space = self._loc[rec.memory_id][0]
+                for m in space.chains.get(rec.key, ()):
+                    targets[m] = None
+
+        if memory_id is not None and memory_id in self._records:
+            add_chain(self._records[memory_id])
+        for space in spaces:
+            if key is not None:
+                for m in list(space.chains.get(key, ())):
+                    add_chain(self._records[m])
+            if subject is not None:
+                for m in list(space.order):
+                    if self._subject_match(self._records[m], subject):
+                        add_chain(self._records[m])
+        direct = set(targets)
+        # cascade through evidence / derived_from, to a fixed point
+        changed = True
+        while changed:
+            changed = False
+            erased_ns = {self._records[m].namespace for m in targets}
+            for ns in erased_ns:
+                for m in self._spaces[ns].order:
+                    if m in targets:
+                        continue
+                    rec = self._records[m]
+                    refs = set(rec.evidence)
+                    if rec.kind == "semantic":
+                        refs.update(rec.derived_from)  # type: ignore[union-attr]
+                    if refs & targets.keys():
+                        targets[m] = None
+                        changed = True
+        keys_before = {(r.namespace, r.key) for r in (self._records[m] for m in targets) if r.key is not None}
+        texts = []
+        namespaces = set()
+        for m in targets:
+            rec = self._records[m]
+            texts.append(rec.content)
+            namespaces.add(rec.namespace)
+            space = self._loc[m][0]
+            report.fingerprints.append(space.sigs[m].fp)
+            (report.semantic if rec.kind == "semantic" else report.episodic).append(m)
+            if m not in direct:
+                report.cascaded.append(m)
+            edges, cues = self._remove(m)
+            report.edges += edges
+            report.cue_nodes.extend(cues)
+            report.embedding_rows += 1
+        for ns, k in sorted(keys_before):
+            if k not in self._spaces[ns].chains:
+                report.keys.append(k)
+        report.namespaces = sorted(namespaces)
+        drop = getattr(self.embedder, "drop", None)
+        if callable(drop):
+            report.cache_entries += sum(bool(drop(t)) for t in dict.fromkeys(texts))
+        drop_matching = getattr(self.embedder, "drop_matching", None)
+        if callable(drop_matching):
+            needles = [t for t in dict.fromkeys(texts) if t.strip()]
+            if subject is not None and subject.strip():
+                needles.append(subject)
+            low = [n.lower() for n in needles]
+            if low:
+                report.cache_entries += drop_matching(lambda text: any(n in text.lower() for n in low))
+        self._graph_view = None
+        self.counters["erased"] += report.total
+        for fn in list(self._erase_hooks):
+            fn(report)
+        return report
+
+    # ------------------------------------------------------------------ views and stats
+    @property
+    def graph(self) -> nx.DiGraph:
+        """Read-only (frozen) networkx view of the associative graph of every namespace, always current.
+
+        Cue nodes are "cue::<cue>" in the default namespace and "cue::<namespace>::<cue>" elsewhere.
+        """
+        sig = tuple((name, id(s.graph), s.graph.version) for name, s in self._spaces.items())
+        if self._graph_view is not None and self._graph_view[0] == sig:
+            return self._graph_view[1]
+        g = nx.DiGraph()
+        for name, space in self._spaces.items():
+            sg = space.graph
+            rename = (lambda n: n) if name == self.default_namespace else (
+                lambda n, _p=f"{_CUE}{name}::": _p + n[len(_CUE):] if n.startswith(_CUE) else n)
+            for node in sorted(sg.nodes()):
+                g.add_node(rename(node), kind=sg.kind(node), namespace=name)
+            for src, dst, rel, w in sg.edges():
+                g.add_edge(rename(src), rename(dst), rel=rel, weight=w)
+        g = nx.freeze(g)
+        self._graph_view = (sig, g)
+        return g
+
+    def namespace_graph(self, namespace: str | None = None) -> AssocGraph | None:
+        """The namespace's own AssocGraph (what PPR runs on)."""
+        space = self._space(self._ns(namespace))
+        return space.graph if space is not None else None
+
+    def stats(self, namespace: str | None = None) -> dict[str, int]:
+        """Counts; namespace=None covers the whole store."""
+        if namespace is None:
+            spaces = list(self._spaces.values())
+            recs = self._records.values()
+        else:
+            sp_ = self._spaces.get(self._ns(namespace))
+            spaces = [sp_] if sp_ is not None else []
+            recs = [self._records[m] for s in spaces for m in s.order]
+        recs = list(recs)
+        n_sem = sum(1 for r in recs if r.kind == "semantic")
+        return {
+            "episodic": len(recs) - n_sem,
+            "semantic": n_sem,
+            "graph_nodes": sum(s.graph.number_of_nodes() for s in spaces),
+            "graph_edges": sum(s.graph.number_of_edges() for s in spaces),
+            "cue_nodes": sum(len(s.graph.nodes("cue")) for s in spaces),
+            "active": sum(1 for r in recs if r.active),
+            "superseded": sum(1 for r in recs if not r.active),
+            "keys": sum(len(s.chains) for s in spaces),
+            "namespaces": sum(1 for s in spaces if s.order),
+            "embedding_rows": sum(int(s.alive.sum()) for s in spaces),
+            "embedding_capacity": sum(s.capacity for s in spaces),
+        }
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(episodic={len(self._episodic)}, semantic={len(self._semantic)}, step={self.current_step})"
+
+
+# --------------------------------------------------------------------------- namespaced view
+class NamespaceView:
+    """The store seen from one namespace: same methods, every call scoped to `name`."""
+
+    def __init__(self, store: MemoryStore, name: str) -> None:
+        self.store = store
+        self.name = name
+
+    @property
+    def current_step(self) -> int:
+        return self.store.current_step
+
+    def tick(self, step: int) -> None:
+        self.store.tick(step)
+
+    def _own(self, memory_id: str) -> bool:
+        rec = self.store.get(memory_id)
+        return rec is not None and rec.namespace == self.name
+
+    def write_episode(self, step, content, cues=None, importance=0.5, **kw) -> EpisodicMemory:
+        kw.pop("namespace", None)
+        return self.store.write_episode(step, content, cues, importance, namespace=self.name, **kw)
+
+    def write_semantic(self, step, rule, derived_from, **kw) -> SemanticMemory:
+        kw.pop("namespace", None)
+        return self.store.write_semantic(step, rule, derived_from, namespace=self.name, **kw)
+
+    @property
+    def last_write(self) -> WriteReport | None:
+        return self.store.last_write
+
+    def link(self, a, b, relation) -> bool:
+        return self._own(a) and self._own(b) and self.store.link(a, b, relation)
+
+    def forget(self, memory_id: str) -> bool:
+        return self._own(memory_id) and self.store.forget(memory_id)
+
+    def sweep_decayed(self) -> list[str]:
+        return self.store.sweep_decayed(namespace=self.name)
+
+    def query(self, query_text, cues=None, top_k=5, alpha_ppr=0.5, alpha_sim=0.35, alpha_actr=0.15, *, bump=True):
+        return self.store.query(query_text, cues, top_k, alpha_ppr, alpha_sim, alpha_actr, namespace=self.name, bump=bump)
+
+    def query_scored(self, query_text, cues=None, top_k=5, alpha_ppr=0.5, alpha_sim=0.35, alpha_actr=0.15, *, bump=True):
+        return self.store.query_scored(query_text, cues, top_k, alpha_ppr, alpha_sim, alpha_actr,
+                                       namespace=self.name, bump=bump)
+
+    def supersede(self, memory_id, new_content, step, **kw):
+        if not self._own(memory_id):
+            raise KeyError(f"unknown memory id {memory_id!r} in namespace {self.name!r}")
+        return self.store.supersede(memory_id, new_content, step, **kw)
+
+    def versions(self, key):
+        return self.store.versions(key, namespace=self.name)
+
+    def value_at(self, key, step):
+        return self.store.value_at(key, step, namespace=self.name)
+
+    def explain(self, key):
+        return self.store.explain(key, namespace=self.name)
+
+    def conflicts(self):
+        return self.store.conflicts(namespace=self.name)
+
+    def erase(self, key=None, memory_id=None, subject=None) -> ErasureReport:
+        if memory_id is not None and not self._own(memory_id):
+            memory_id = "\x00not-here"  # ids of other namespaces are invisible here
+        return self.store.erase(key=key, memory_id=memory_id, subject=subject, namespace=self.name)
+
+    def get(self, memory_id):
+        return self.store.get(memory_id) if self._own(memory_id) else None
+
+    def __contains__(self, memory_id) -> bool:
+        return self._own(memory_id)
+
+    def __len__(self) -> int:
+        space = self.store._spaces.get(self.name)
+        return len(space.order) if space is not None else 0
+
+    def _ids(self) -> list[str]:
+        space = self.store._spaces.get(self.name)
+        return list(space.order) if space is not None else []
+
+    @property
+    def episodic(self) -> dict[str, EpisodicMemory]:
+        return {m: self.store._episodic[m] for m in self._ids() if m in self.store._episodic}
+
+    @property
+    def semantic(self) -> dict[str, SemanticMemory]:
+        return {m: self.store._semantic[m] for m in self._ids() if m in self.store._semantic}
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        g = self.store.namespace_graph(self.name)
+        return nx.freeze(g.to_networkx()) if g is not None else nx.freeze(nx.DiGraph())
+
+    def stats(self) -> dict[str, int]:
+        return self.store.stats(namespace=self.name)
+
+    def embed(self, text):
+        return self.store.embed(text)
+
+    def similarities(self, vec, ids=None):
+        if ids is not None:
+            ids = list(ids)
+            for m in ids:
+                if not self._own(m):
+                    raise KeyError(f"unknown memory id {m!r} in namespace {self.name!r}")
+        return self.store.similarities(vec, ids, namespace=self.name)
+
+    def activations(self, ids):
+        ids = list(ids)
+        for m in ids:
+            if not self._own(m):
+                raise KeyError(f"unknown memory id {m!r} in namespace {self.name!r}")
+        return self.store.activations(ids)
+
+    def link_count(self, memory_id):
+        if not self._own(memory_id):
+            raise KeyError(f"unknown memory id {memory_id!r} in namespace {self.name!r}")
+        return self.store.link_count(memory_id)
+
+    def recent_ids(self, n, active_only=False):
+        return self.store.recent_ids(n, namespace=self.name, active_only=active_only)
+
+    def __repr__(self) -> str:
+        return f"NamespaceView({self.name!r}, memories={len(self)})"
