@@ -1108,6 +1108,165 @@ class MemoryStore:
             fn(report)
         return report
 
+    # ------------------------------------------------------------------ persistence
+    def _export_state(self) -> dict[str, Any]:
+        """Everything needed to rebuild the store exactly (format: docs/DESIGN.md).
+
+        meta also carries each namespace's row layout (slots, free list, dedup window) so that a
+        rebuilt store computes bit-identical scores and recycles rows in the same order.
+        """
+        records = []
+        actr: dict[str, dict[str, Any]] = {}
+        for mid, rec in self._records.items():
+            d = asdict(rec)
+            d["kind"] = rec.kind
+            records.append(d)
+            space, slot = self._loc[mid]
+            actr[mid] = {
+                "created": float(space.a_created[slot]),
+                "n": int(space.a_n[slot]),
+                "recent": [float(t) for t in space.a_recent[slot] if not math.isnan(t)],
+            }
+        edges = []
+        for space in self._spaces.values():
+            for src, dst, rel, w in space.graph.edges():
+                if rel in ("has_cue", "cue_of"):
+                    continue
+                edges.append([src, dst, rel, w])
+        ids = list(self._records)
+        dim = self._dim or 0
+        emb = np.zeros((len(ids), dim), dtype=np.float32)
+        for r, mid in enumerate(ids):
+            space, slot = self._loc[mid]
+            emb[r] = space.emb[slot]
+        layout = {
+            name: {
+                "capacity": space.capacity,
+                "hi": space.hi,
+                "free": list(space.free),
+                "slots": {m: int(s) for m, s in space.order.items()},
+                "recent_slots": [int(s) for s in space.recent_slots],
+            }
+            for name, space in self._spaces.items()
+        }
+        cfg = self.dedup_config
+        meta = {
+            "clock": self.current_step,
+            "counters": dict(self._counters),
+            "stats_counters": dict(self.counters),
+            "config": {
+                "forget_threshold": self.forget_threshold,
+                "decay": self.decay,
+                "actr_k": self.actr_k,
+                "dedup": asdict(cfg) if cfg is not None else None,
+                "namespace": self.default_namespace,
+                "max_cues": self.max_cues,
+                "ppr_alpha": self.ppr_alpha,
+                "ppr_max_iter": self.ppr_max_iter,
+                "ppr_tol": self.ppr_tol,
+                "ppr_fallback": self.ppr_fallback,
+                "embed_window": self.embed_window,
+            },
+            "embedder": getattr(self.embedder, "name", type(self.embedder).__name__),
+            "dim": dim,
+            "layout": layout,
+        }
+        extra = dict(self.extra_state)
+        for name, comp in self.extras.items():
+            extra[name] = comp.to_state()
+        return {
+            "schema": STATE_SCHEMA,
+            "meta": meta,
+            "records": records,
+            "edges": edges,
+            "actr": actr,
+            "embedding_ids": ids,
+            "embeddings": emb,
+            "extra": extra,
+        }
+
+    @classmethod
+    def _from_state(cls, state: Mapping[str, Any], embedder=None) -> MemoryStore:
+        """Rebuild a store from `_export_state()` output. embedder=None: a hashing embedder of the
+        saved dimension if the store used one, else ValueError (pass the embedder it was built with)."""
+        schema = state.get("schema")
+        if schema != STATE_SCHEMA:
+            raise ValueError(f"state schema must be {STATE_SCHEMA}, got {schema!r}")
+        meta = state["meta"]
+        cfg = meta["config"]
+        dim = int(meta.get("dim") or 0)
+        if embedder is None:
+            name = str(meta.get("embedder", ""))
+            if name.startswith("hashing-") and dim:
+                embedder = CachedEmbedder(HashingEmbedder(dim))
+            else:
+                raise ValueError(f"embedder: the store was built with {name!r}; pass that embedder to load it")
+        dedup = DedupConfig(**cfg["dedup"]) if cfg.get("dedup") is not None else False
+        store = cls(
+            embedder, cfg["forget_threshold"], decay=cfg["decay"], actr_k=cfg["actr_k"], dedup=dedup,
+            namespace=cfg["namespace"], max_cues=cfg["max_cues"], ppr_alpha=cfg["ppr_alpha"],
+            ppr_max_iter=cfg["ppr_max_iter"], ppr_tol=cfg["ppr_tol"], ppr_fallback=cfg["ppr_fallback"],
+            embed_window=cfg["embed_window"],
+        )
+        store.current_step = meta["clock"]
+        store._counters = {k: int(v) for k, v in meta["counters"].items()}
+        store.counters.update(meta.get("stats_counters", {}))
+        if dim:
+            store._dim = dim
+        ids = list(state["embedding_ids"])
+        emb = np.asarray(state["embeddings"], dtype=np.float32)
+        if emb.shape[0] != len(ids) or (len(ids) and emb.shape[1] != dim):
+            raise ValueError(f"embeddings: shape {emb.shape} does not match {len(ids)} ids of dimension {dim}")
+        row_of = {m: i for i, m in enumerate(ids)}
+        layout = meta.get("layout", {})
+        actr = state["actr"]
+        for d in state["records"]:
+            d = dict(d)
+            kind = d.pop("kind")
+            mid = d["memory_id"]
+            if kind == "episodic":
+                rec: Record = EpisodicMemory(**d)
+            elif kind == "semantic":
+                rec = SemanticMemory(**d)
+            else:
+                raise ValueError(f"record {mid!r}: kind must be 'episodic' or 'semantic', got {kind!r}")
+            _check_tier(rec.tier, rec.confidence)
+            if mid in store._records:
+                raise ValueError(f"record {mid!r} appears twice")
+            if mid not in row_of:
+                raise ValueError(f"record {mid!r} has no embedding row")
+            space = store._spaces.get(rec.namespace)
+            if space is None:
+                space = _Space(rec.namespace, dim, store.actr_k, store.embed_window)
+                lay = layout.get(rec.namespace)
+                if lay is not None:
+                    while space.capacity < lay["capacity"]:
+                        space._grow()
+                store._spaces[rec.namespace] = space
+            a = actr[mid]
+            lay = layout.get(rec.namespace)
+            slot = lay["slots"][mid] if lay is not None else None
+            store._insert(space, rec, emb[row_of[mid]], signature(rec.content),
+                          actr=(float(a["created"]), int(a["n"]), [float(t) for t in a["recent"]]), slot=slot)
+        for name, lay in layout.items():
+            space = store._spaces.get(name)
+            if space is None:
+                space = _Space(name, dim, store.actr_k, store.embed_window)
+                store._spaces[name] = space
+            while space.capacity < lay["capacity"]:
+                space._grow()
+            space.hi = int(lay["hi"])
+            space.free = [int(s) for s in lay["free"]]
+            space.recent_slots.clear()
+            space.recent_slots.extend(int(s) for s in lay["recent_slots"])
+        for src, dst, rel, w in state["edges"]:
+            rs, rd = store._records.get(src), store._records.get(dst)
+            if rs is None or rd is None or rs.namespace != rd.namespace:
+                raise ValueError(f"edge {src!r} -> {dst!r}: both ends must be live memories of one namespace")
+            store._loc[src][0].graph.add_edge(src, dst, rel, float(w))
+        store.extra_state = dict(state.get("extra") or {})
+        return store
+
     # ------------------------------------------------------------------ views and stats
     @property
     def graph(self) -> nx.DiGraph:
