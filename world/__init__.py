@@ -31,3 +31,9 @@ __all__ = [
     "SemanticMemory",
     "WriteReport",
 ]
+
+# the world (simulation, config, task families) -- added by the world engineer
+from world.config import DIFFICULTIES, FAMILIES, WorldConfig  # noqa: E402
+from world.sim import Event, Op, Outcome, World  # noqa: E402
+
+__all__ += ["World", "WorldConfig", "Op", "Event", "Outcome", "FAMILIES", "DIFFICULTIES"]

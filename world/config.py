@@ -1,0 +1,387 @@
+"""World configuration: a validated dataclass, presets per family x difficulty, YAML round trip.
+
+Every field is checked on construction (and on :meth:`WorldConfig.replace`): an unknown key, a
+wrong type or an out-of-range value raises :class:`ConfigError` naming the key and what is allowed.
+``WorldConfig.preset(family, difficulty)`` is the single source of the shipped presets; the YAML
+files in ``configs/world/`` are written from it (``python -m world.config --write configs/world``)
+and a test checks that they agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FAMILIES: tuple[str, ...] = (
+    "recall",
+    "update",
+    "temporal",
+    "multi_hop",
+    "consolidation",
+    "abstention",
+    "erasure",
+    "noise",
+    "life",
+)
+DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard", "endless")
+EMBEDDERS: tuple[str, ...] = ("hashing", "minilm")
+
+#: Families whose threads the ``life`` family mixes (weights are relative).
+MIX_FAMILIES: tuple[str, ...] = FAMILIES[:-1]
+
+#: Reward weights. Verdict weights are paid once per question; costs are per unit.
+DEFAULT_REWARDS: dict[str, float] = {
+    "correct": 1.0,
+    "wrong": -0.25,
+    "stale": -0.25,
+    "hallucinated": -0.5,
+    "abstained": 0.0,
+    "leaked": -2.0,
+    "write": -0.02,  # per memory-creating op (WRITE, UPDATE, LINK, REFLECT), duplicates included
+    "storage": -0.001,  # per live memory per event
+    "query": -0.01,  # per QUERY
+    "invalid": -0.05,  # per invalid operation (a no-op)
+}
+
+
+class ConfigError(ValueError):
+    """A config value is unknown, of the wrong type or out of range (the message names the key)."""
+
+
+# name -> (type(s), lower, upper, allowed values or None); None bound = unbounded.
+_INT = (int,)
+_FLOAT = (int, float)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    types: tuple
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple | None = None
+    optional: bool = False
+
+    def describe(self) -> str:
+        if self.choices is not None:
+            return f"one of {list(self.choices)}"
+        kind = "an integer" if self.types == _INT else ("a number" if self.types == _FLOAT else "a mapping")
+        lo = "-inf" if self.lo is None else self.lo
+        hi = "inf" if self.hi is None else self.hi
+        rng = f" in [{lo}, {hi}]" if self.types in (_INT, _FLOAT) else ""
+        return kind + rng + (" or null" if self.optional else "")
+
+
+_SPECS: dict[str, _Spec] = {
+    "family": _Spec((str,), choices=FAMILIES),
+    "difficulty": _Spec((str,), choices=DIFFICULTIES),
+    "horizon": _Spec(_INT, 10, 1_000_000, optional=True),
+    "sessions": _Spec(_INT, 1, 1000),
+    "session_gap": _Spec(_INT, 0, 100_000),
+    "session_len": _Spec(_INT, 10, 1_000_000),
+    "n_entities": _Spec(_INT, 2, 400),
+    "capacity": _Spec(_INT, 1, 100_000),
+    "top_k": _Spec(_INT, 1, 100),
+    "n_candidates": _Spec(_INT, 1, 64),
+    "n_recent": _Spec(_INT, 0, 64),
+    "sweep_every": _Spec(_INT, 1, 100_000),
+    "forget_threshold": _Spec(_FLOAT, -50.0, 10.0),
+    "decay": _Spec(_FLOAT, 0.05, 0.95),
+    "embedder": _Spec((str,), choices=EMBEDDERS),
+    "embed_dim": _Spec(_INT, 8, 4096),
+    "thread_rate": _Spec(_FLOAT, 0.01, 1.0),
+    "delay_min": _Spec(_INT, 1, 100_000),
+    "delay_max": _Spec(_INT, 1, 100_000),
+    "noise_ratio": _Spec(_FLOAT, 0.0, 1.0),
+    "repeat_ratio": _Spec(_FLOAT, 0.0, 1.0),
+    "max_hops": _Spec(_INT, 2, 3),
+    "max_changes": _Spec(_INT, 1, 5),
+    "episodes": _Spec(_INT, 3, 12),
+    "chunk": _Spec(_INT, 20, 100_000),
+    "level_up": _Spec(_FLOAT, 0.0, 1.0),
+    "mix": _Spec((dict,)),
+    "rewards": _Spec((dict,)),
+}
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """Everything that, together with a seed, determines a world's event stream and its rewards.
+
+    Fields (ranges are enforced):
+
+    - ``family`` / ``difficulty``: task family (:data:`FAMILIES`) and preset level (:data:`DIFFICULTIES`).
+    - ``horizon``: events per episode; ``None`` = endless (only with difficulty ``endless``).
+    - ``sessions``, ``session_gap``: the episode is cut into ``sessions`` equal sessions; between two
+      sessions the clock jumps ``session_gap`` steps (decay happens, nothing is said).
+      ``session_len`` is the session length used by endless worlds.
+    - ``n_entities``: people drawn for the episode (companies and places are drawn as needed).
+    - ``capacity``: max live memories; creating ops beyond it are invalid.
+    - ``top_k``: retrieval depth of QUERY and the reader. ``n_candidates`` (K): candidate targets
+      shown to agents, of which up to ``n_recent`` are the most recently written memories.
+    - ``sweep_every``, ``forget_threshold``, ``decay``: ACT-R sweep period (steps), threshold, and d.
+    - ``embedder``, ``embed_dim``: ``"hashing"`` (dimension ``embed_dim``) or ``"minilm"`` (384).
+    - ``thread_rate``: expected new task threads per event; the rest of the timeline is filler.
+    - ``delay_min`` / ``delay_max``: events between a fact and its question (uniform).
+    - ``noise_ratio``: share of filler that is chit-chat (the rest are distractor facts);
+      ``repeat_ratio``: share of filler that repeats an earlier fact (verbatim or paraphrased).
+    - ``max_hops`` (multi-hop chains, 2-3), ``max_changes`` (changes per updated attribute),
+      ``episodes`` (habit episodes per consolidation cluster).
+    - ``chunk``, ``level_up``: endless worlds generate ``chunk`` events at a time and raise the level
+      when the accuracy on the last chunk reaches ``level_up``.
+    - ``mix``: family -> weight of threads (``life`` mixes several; others use only their own).
+    - ``rewards``: weights of the reward terms (keys of :data:`DEFAULT_REWARDS`).
+    """
+
+    family: str = "recall"
+    difficulty: str = "easy"
+    horizon: int | None = 100
+    sessions: int = 1
+    session_gap: int = 0
+    session_len: int = 120
+    n_entities: int = 12
+    capacity: int = 40
+    top_k: int = 5
+    n_candidates: int = 8
+    n_recent: int = 3
+    sweep_every: int = 10
+    forget_threshold: float = -1.5
+    decay: float = 0.5
+    embedder: str = "hashing"
+    embed_dim: int = 64
+    thread_rate: float = 0.12
+    delay_min: int = 5
+    delay_max: int = 25
+    noise_ratio: float = 0.6
+    repeat_ratio: float = 0.2
+    max_hops: int = 2
+    max_changes: int = 1
+    episodes: int = 4
+    chunk: int = 100
+    level_up: float = 0.8
+    mix: dict = field(default_factory=dict)
+    rewards: dict = field(default_factory=lambda: dict(DEFAULT_REWARDS))
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check(f.name, getattr(self, f.name))
+        if self.delay_max < self.delay_min:
+            raise ConfigError(f"delay_max ({self.delay_max}) must be >= delay_min ({self.delay_min})")
+        if self.horizon is None and self.difficulty != "endless":
+            raise ConfigError("horizon: null (endless) is only allowed with difficulty 'endless'")
+        if self.n_recent > self.n_candidates:
+            raise ConfigError(f"n_recent ({self.n_recent}) must be <= n_candidates ({self.n_candidates})")
+        for k, v in self.mix.items():
+            if k not in MIX_FAMILIES:
+                raise ConfigError(f"mix: unknown family {k!r}; allowed keys {list(MIX_FAMILIES)}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v <= 100):
+                raise ConfigError(f"mix.{k}: must be a number in [0, 100], got {v!r}")
+        if self.mix and sum(self.mix.values()) <= 0:
+            raise ConfigError("mix: weights must not all be zero")
+        full = dict(DEFAULT_REWARDS)
+        for k, v in self.rewards.items():
+            if k not in DEFAULT_REWARDS:
+                raise ConfigError(f"rewards: unknown key {k!r}; allowed keys {list(DEFAULT_REWARDS)}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (-100 <= v <= 100):
+                raise ConfigError(f"rewards.{k}: must be a number in [-100, 100], got {v!r}")
+            full[k] = float(v)
+        # frozen dataclass: fill missing reward keys with their defaults
+        object.__setattr__(self, "rewards", full)
+        object.__setattr__(self, "mix", {k: float(v) for k, v in self.mix.items()})
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def preset(cls, family: str, difficulty: str = "easy") -> WorldConfig:
+        """The shipped preset for ``family`` at ``difficulty`` (see :func:`preset_dict`)."""
+        return cls(**preset_dict(family, difficulty))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorldConfig:
+        """Build from a mapping. If it names ``family`` and ``difficulty`` (or ``preset:
+        family-difficulty``) the preset is the base and the other keys override it."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"config must be a mapping of field -> value, got {type(data).__name__}")
+        data = dict(data)
+        name = data.pop("preset", None)
+        if name is not None:
+            fam, _, diff = str(name).rpartition("-")
+            data.setdefault("family", fam)
+            data.setdefault("difficulty", diff)
+        _check_keys(data)
+        fam = data.get("family", "recall")
+        diff = data.get("difficulty", "easy")
+        _check("family", fam)
+        _check("difficulty", diff)
+        base = preset_dict(fam, diff)
+        base.update(data)
+        return cls(**base)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> WorldConfig:
+        """Load a YAML file (a mapping; see :meth:`from_dict`). Errors name the file and the key."""
+        import yaml
+
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        try:
+            return cls.from_dict(data if data is not None else {})
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+
+    def replace(self, **overrides: Any) -> WorldConfig:
+        """A copy with ``overrides`` applied (validated like the constructor)."""
+        _check_keys(overrides)
+        return dataclasses.replace(self, **overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON/YAML-able dict; ``WorldConfig(**cfg.to_dict()) == cfg``."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def to_yaml(self, path: str | Path | None = None) -> str:
+        import yaml
+
+        text = yaml.safe_dump(self.to_dict(), sort_keys=False)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}-{self.difficulty}"
+
+    @property
+    def endless(self) -> bool:
+        return self.horizon is None
+
+    def __hash__(self) -> int:  # dict fields make the default hash fail
+        return hash(tuple(sorted((k, repr(v)) for k, v in self.to_dict().items())))
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+def _check_keys(data: dict) -> None:
+    allowed = [f.name for f in dataclasses.fields(WorldConfig)]
+    for k in data:
+        if k not in allowed:
+            raise ConfigError(f"unknown config key {k!r}; allowed keys: {allowed}")
+
+
+def _check(name: str, value: Any) -> None:
+    spec = _SPECS[name]
+    if value is None:
+        if spec.optional:
+            return
+        raise ConfigError(f"{name}: must be {spec.describe()}, got None")
+    ok_type = isinstance(value, spec.types) and not isinstance(value, bool)
+    if not ok_type:
+        raise ConfigError(f"{name}: must be {spec.describe()}, got {type(value).__name__} {value!r}")
+    if spec.choices is not None and value not in spec.choices:
+        raise ConfigError(f"{name}: must be {spec.describe()}, got {value!r}")
+    if spec.lo is not None and value < spec.lo or spec.hi is not None and value > spec.hi:
+        raise ConfigError(f"{name}: must be {spec.describe()}, got {value!r}")
+
+
+# ---------------------------------------------------------------------- presets
+_DIFFICULTY: dict[str, dict[str, Any]] = {
+    "easy": dict(
+        horizon=100, n_entities=10, capacity=40, top_k=5, delay_min=4, delay_max=20,
+        noise_ratio=0.6, repeat_ratio=0.15, thread_rate=0.12, max_hops=2, max_changes=1,
+        episodes=4, sweep_every=10, forget_threshold=-1.5,
+    ),
+    "medium": dict(
+        horizon=250, n_entities=18, capacity=60, top_k=5, delay_min=8, delay_max=50,
+        noise_ratio=0.6, repeat_ratio=0.25, thread_rate=0.11, max_hops=3, max_changes=2,
+        episodes=5, sweep_every=10, forget_threshold=-1.5,
+    ),
+    "hard": dict(
+        horizon=600, n_entities=30, capacity=80, top_k=5, delay_min=15, delay_max=150,
+        noise_ratio=0.65, repeat_ratio=0.3, thread_rate=0.1, max_hops=3, max_changes=3,
+        episodes=6, sweep_every=10, forget_threshold=-1.5,
+    ),
+    "endless": dict(
+        horizon=None, n_entities=12, capacity=60, top_k=5, delay_min=4, delay_max=20,
+        noise_ratio=0.6, repeat_ratio=0.2, thread_rate=0.12, max_hops=2, max_changes=1,
+        episodes=4, sweep_every=10, forget_threshold=-1.5, chunk=100, session_len=150,
+        session_gap=30,
+    ),
+}
+
+_LIFE_MIX = {f: 1.0 for f in MIX_FAMILIES if f != "noise"}
+
+# Per-family adjustments on top of the difficulty level.
+_FAMILY: dict[str, dict[str, Any]] = {
+    "recall": {},
+    "update": {},
+    "temporal": {},
+    "multi_hop": {},
+    "consolidation": {},
+    "abstention": {},
+    "erasure": {},
+    "noise": {"noise_ratio": 0.5, "repeat_ratio": 0.45, "thread_rate": 0.1},
+    "life": {"mix": _LIFE_MIX},
+}
+
+
+def preset_dict(family: str, difficulty: str = "easy") -> dict[str, Any]:
+    """The preset as a plain dict (validated names; values are checked by :class:`WorldConfig`)."""
+    _check("family", family)
+    _check("difficulty", difficulty)
+    d: dict[str, Any] = {"family": family, "difficulty": difficulty}
+    d.update(_DIFFICULTY[difficulty])
+    d.update(_FAMILY[family])
+    if family == "life" and difficulty != "endless":
+        d["sessions"] = {"easy": 3, "medium": 4, "hard": 6}[difficulty]
+        d["session_gap"] = {"easy": 20, "medium": 40, "hard": 80}[difficulty]
+    d.setdefault("mix", {family: 1.0} if family != "life" else _LIFE_MIX)
+    d["mix"] = dict(d["mix"])
+    return d
+
+
+def preset_names() -> list[str]:
+    """``family-difficulty`` names that have a shipped YAML (every family x easy/medium/hard, and
+    ``life-endless``)."""
+    names = [f"{f}-{d}" for f in FAMILIES for d in DIFFICULTIES if d != "endless"]
+    names.append("life-endless")
+    return names
+
+
+def write_preset_yamls(directory: str | Path) -> list[Path]:
+    """Write one YAML per preset name into ``directory``; returns the paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in preset_names():
+        fam, _, diff = name.rpartition("-")
+        path = directory / f"{name}.yaml"
+        header = f"# memgym world preset {name} (written by `python -m world.config --write`)\n"
+        path.write_text(header + WorldConfig.preset(fam, diff).to_yaml())
+        out.append(path)
+    return out
+
+
+def _main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write or show memgym world presets.")
+    parser.add_argument("--write", metavar="DIR", help="write one YAML per preset into DIR")
+    parser.add_argument("--show", metavar="FAMILY-DIFFICULTY", help="print one preset as YAML")
+    args = parser.parse_args(argv)
+    if args.write:
+        for p in write_preset_yamls(args.write):
+            print(p)
+    if args.show:
+        fam, _, diff = args.show.rpartition("-")
+        print(WorldConfig.preset(fam, diff).to_yaml(), end="")
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,361 @@
+"""Name pools, relations with their text templates, and per-seed entity generation.
+
+People get real first names (gendered, for pronouns); places and organisations get invented
+names built from syllables, so that no reader can answer from world knowledge and the pools are
+large (tens of thousands of combinations): two seeds rarely share a story.
+All draws go through the numpy ``Generator`` handed in by the world.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FEMALE = (
+    "Alice Beatrice Clara Daphne Elena Fiona Greta Hannah Irene Julia Katrin Leona Mira Nadia Olivia "
+    "Paula Quinn Rosa Sofia Tessa Ursula Vera Wanda Xenia Yara Zoe Amara Bianca Celia Delia Edith "
+    "Freya Gemma Hilda Ines Jana Kira Lena Maren Nora Opal Petra Rhea Selma Thea Una Viola Willa "
+    "Ada Bella Carmen Dora Elsa Flora Gina Helga Ida Joy Kaya Lotte Mina Nell Orla Pia Ruth Sara "
+    "Tilde Uma Vivi Wren Yvette Zelda Agnes Bruna Cora Dina Esme Faye Gwen Hazel Isla June Kim Lara"
+).split()
+MALE = (
+    "Aaron Boris Carl Dmitri Emil Felix Gustav Henrik Igor Jonas Karl Lukas Marco Nils Oscar Pavel "
+    "Quentin Rafael Stefan Tomas Ulrich Victor Walter Xavier Yusuf Zeno Anton Bruno Cyril Dario "
+    "Elias Fabian Georg Hugo Ivan Jasper Kasper Leon Milo Noah Otto Pedro Ravi Sven Theo Umar "
+    "Vince Wim Abel Basil Cedric Dennis Edgar Finn Gideon Harold Isak Jules Kai Lars Magnus Nico "
+    "Olaf Piet Roman Silas Tobias Uwe Vito Wolf Yann Ziggy Albert Benno Colin Dean Erik Frank Glen"
+).split()
+_PLACE_A = (
+    "Var Oss Bel Kor Mar Tal Vel Dun Ash Bri Cal Dor Eld Fen Gal Hal Ist Jor Kel Lun Mor Nor Ost Pra "
+    "Quel Ros Sal Tor Ul Ven Wyn Yor Zan Ard Bry Cor Del Erm Fal Gry"
+).split()
+_PLACE_B = (
+    "holm dale mere wick ford haven stead bury port gate moor field crest vale burg ton ley wood "
+    "brook cliff ridge stone bay well"
+).split()
+_ORG_A = (
+    "Zen Lum Quor Vex Nova Cirr Dyn Ost Plex Tral Hel Mir Sol Kern Tek Vol Arc Bel Cor Fyr Gal Ion "
+    "Jet Kyr Lyn Myr Nex Orb Pyr Qua"
+).split()
+_ORG_B = "ix ora eon ant ium ara olt ex yn os ica iva".split()
+_ORG_C = (
+    "Labs Systems Foods Logistics Analytics Robotics Media Textiles Energy Pharma Studios Works Bank "
+    "Motors Software Insurance"
+).split()
+FOODS = (
+    "pizza sushi ramen tacos curry paella lasagna falafel dumplings risotto goulash pho burritos "
+    "gnocchi kebab pad-thai moussaka ravioli shakshuka bibimbap tagine pierogi gumbo laksa"
+).split()
+HOBBIES = (
+    "climbing pottery chess sailing birdwatching fencing knitting archery gardening painting "
+    "rowing juggling origami kayaking calligraphy beekeeping photography woodworking"
+).split()
+INSTRUMENTS = (
+    "cello violin banjo trumpet flute harp oboe clarinet accordion ukulele saxophone drums piano "
+    "mandolin bassoon trombone"
+).split()
+CARS = "Skoda Volvo Fiat Renault Subaru Mazda Peugeot Saab Lancia Opel Dacia Seat Tatra Kia".split()
+COLOURS = "teal crimson ochre indigo amber olive violet coral navy saffron jade maroon".split()
+DRINKS = "espresso chai matcha cocoa cider lemonade kefir kombucha oolong mate".split()
+SPORTS = "tennis squash badminton volleyball handball rugby hockey cricket padel curling".split()
+SNACKS = "pretzels almonds popcorn grapes crackers olives figs dates cashews biscuits".split()
+SPOTS = "the harbour the market the park the library the bakery the pier the old mill the square".split()
+MONTHS = (
+    "January February March April May June July August September October November December"
+).split()
+STREETS = "Elm Oak Birch Mill Quarry Harbour Station Church Cedar Willow Orchard Bridge".split()
+DOCTORS = "Dr. Okafor|Dr. Lindqvist|Dr. Haddad|Dr. Moreau|Dr. Tanaka|Dr. Novak|Dr. Rossi|Dr. Brandt".split("|")
+
+
+def _place(rng: np.random.Generator) -> str:
+    return _PLACE_A[rng.integers(len(_PLACE_A))] + _PLACE_B[rng.integers(len(_PLACE_B))]
+
+
+def _org(rng: np.random.Generator) -> str:
+    return (
+        _ORG_A[rng.integers(len(_ORG_A))]
+        + _ORG_B[rng.integers(len(_ORG_B))]
+        + " "
+        + _ORG_C[rng.integers(len(_ORG_C))]
+    )
+
+
+def pick(rng: np.random.Generator, seq) -> str:
+    return seq[int(rng.integers(len(seq)))]
+
+
+# ---------------------------------------------------------------------- relations
+@dataclass(frozen=True)
+class Relation:
+    """A relation with its object pool and text templates.
+
+    Templates use ``{s}`` (subject), ``{o}`` (object), ``{p}`` (possessive pronoun of the subject).
+    ``fact``: first statement; ``change``: a later change of value; ``ask``: current-value question;
+    ``before``: value before the last change; ``order``: which of ``{a}`` / ``{b}`` came first.
+    ``subject_kind``: person | company | user.
+    """
+
+    name: str
+    noun: str
+    objects: str  # object pool name (see ObjectPools)
+    fact: tuple[str, ...]
+    ask: tuple[str, ...]
+    change: tuple[str, ...] = ()
+    before: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
+    subject_kind: str = "person"
+    ref: tuple[str, ...] = ()  # referring forms for the *object* of this relation (multi-hop)
+
+
+RELATIONS: dict[str, Relation] = {
+    r.name: r
+    for r in [
+        Relation(
+            "lives_in", "home town", "place",
+            fact=("{s} lives in {o}.", "{s} has a flat in {o}.", "{s} is living in {o} these days."),
+            change=("{s} moved to {o}.", "{s} has just relocated to {o}.", "{s} packed up and went to live in {o}."),
+            ask=("Where does {s} live?", "In which town does {s} live now?", "Where is {s} living at the moment?"),
+            before=("Where did {s} live before the last move?", "Which town did {s} live in before moving?"),
+            order=("Did {s} live in {a} or in {b} first?", "Which came first for {s}: {a} or {b}?"),
+            ref=("That town", "The town"),
+        ),
+        Relation(
+            "works_at", "employer", "org",
+            fact=("{s} works at {o}.", "{s} has a job at {o}.", "{s} is employed by {o}."),
+            change=("{s} started a new job at {o}.", "{s} switched jobs and joined {o}.", "{s} was hired by {o}."),
+            ask=("Where does {s} work?", "Which company does {s} work for now?", "Who employs {s} at present?"),
+            before=("Where did {s} work before the last job change?", "Which company did {s} work for previously?"),
+            order=("Did {s} work at {a} or at {b} first?", "Which employer came first for {s}: {a} or {b}?"),
+            ref=("That company", "The firm", "That employer"),
+        ),
+        Relation(
+            "favourite_food", "favourite food", "food",
+            fact=("{s}'s favourite food is {o}.", "{s} loves {o} more than anything.", "Nothing beats {o} for {s}."),
+            change=("These days {s} prefers {o}.", "{s}'s new favourite food is {o}.", "{s} has gone off everything except {o}."),
+            ask=("What is {s}'s favourite food?", "Which food does {s} like best now?", "What does {s} love to eat most?"),
+            before=("What was {s}'s favourite food before?", "Which food did {s} prefer before the change?"),
+            order=("Did {s} prefer {a} or {b} first?", "Which was {s}'s favourite first: {a} or {b}?"),
+        ),
+        Relation(
+            "hobby", "hobby", "hobby",
+            fact=("{s}'s hobby is {o}.", "{s} spends weekends on {o}.", "{s} is really into {o}."),
+            change=("{s} took up {o} instead.", "{s} dropped the old hobby for {o}.", "{s} is now obsessed with {o}."),
+            ask=("What is {s}'s hobby?", "Which hobby does {s} have now?", "What does {s} do for fun?"),
+            before=("What was {s}'s hobby before?", "Which hobby did {s} have previously?"),
+            order=("Did {s} do {a} or {b} first?", "Which hobby came first for {s}: {a} or {b}?"),
+        ),
+        Relation(
+            "instrument", "instrument", "instrument",
+            fact=("{s} plays the {o}.", "{s} has played the {o} for years.", "{s} practises the {o} every evening."),
+            change=("{s} switched to the {o}.", "{s} is learning the {o} now.", "{s} sold the old instrument and bought a {o}."),
+            ask=("Which instrument does {s} play?", "What instrument does {s} play now?", "What does {s} practise in the evenings?"),
+            before=("Which instrument did {s} play before?", "What did {s} play before switching?"),
+            order=("Did {s} play the {a} or the {b} first?", "Which instrument came first for {s}: {a} or {b}?"),
+        ),
+        Relation(
+            "car", "car", "car",
+            fact=("{s} drives a {o}.", "{s} owns a {o}.", "{s} gets around in a {o}."),
+            change=("{s} bought a {o}.", "{s} traded the old car for a {o}.", "{s} now drives a {o}."),
+            ask=("What car does {s} drive?", "Which car does {s} have now?", "What does {s} drive these days?"),
+            before=("What car did {s} drive before?", "Which car did {s} have before the new one?"),
+            order=("Did {s} drive the {a} or the {b} first?", "Which car came first for {s}: {a} or {b}?"),
+        ),
+        Relation(
+            "sibling", "sibling", "person",
+            fact=("{s}'s sibling is {o}.", "{s} has a sibling called {o}.", "{o} is {s}'s sibling."),
+            ask=("Who is {s}'s sibling?", "What is the name of {s}'s sibling?"),
+            ref=("{p} sibling",),
+        ),
+        # company relations (multi-hop second hops)
+        Relation(
+            "based_in", "headquarters", "place",
+            fact=("{s} is based in {o}.", "{s} has its headquarters in {o}."),
+            ask=("Where is {s} based?",),
+            subject_kind="company",
+        ),
+        Relation(
+            "region", "region", "region",
+            fact=("{s} lies in {o}.", "{s} is a town in {o}."),
+            ask=("Which region is {s} in?",),
+            subject_kind="place",
+        ),
+        # the user's own details (erasure)
+        Relation("phone", "phone number", "phone", fact=("My phone number is {o}.", "You can reach me on {o}."),
+                 ask=("What is my phone number?", "Which number can I be reached on?"), subject_kind="user"),
+        Relation("email", "email address", "email", fact=("My email address is {o}.", "Write to me at {o}."),
+                 ask=("What is my email address?", "Where can people email me?"), subject_kind="user"),
+        Relation("address", "home address", "address", fact=("I live at {o}.", "My address is {o}."),
+                 ask=("What is my home address?", "Where do I live?"), subject_kind="user"),
+        Relation("birthday", "birthday", "birthday", fact=("My birthday is on {o}.", "I was born on {o}."),
+                 ask=("When is my birthday?", "What is my date of birth?"), subject_kind="user"),
+        Relation("plate", "licence plate", "plate", fact=("My licence plate is {o}.", "My car's plate reads {o}."),
+                 ask=("What is my licence plate?", "What does my number plate read?"), subject_kind="user"),
+        Relation("doctor", "doctor", "doctor", fact=("My doctor is {o}.", "I see {o} for check-ups."),
+                 ask=("Who is my doctor?", "Which doctor do I see?"), subject_kind="user"),
+        Relation("locker", "locker code", "code", fact=("My gym locker code is {o}.", "The code to my locker is {o}."),
+                 ask=("What is my locker code?", "Which code opens my locker?"), subject_kind="user"),
+    ]
+}
+
+#: Person attributes that can be stated, changed and asked.
+PERSON_RELATIONS = ("lives_in", "works_at", "favourite_food", "hobby", "instrument", "car")
+#: Relations whose value can change (update / temporal threads).
+CHANGE_RELATIONS = PERSON_RELATIONS
+USER_RELATIONS = ("phone", "email", "address", "birthday", "plate", "doctor", "locker")
+
+#: Forget requests, by user relation.
+FORGET_REQUESTS = (
+    "Please forget my {n}.",
+    "I'd rather you didn't keep my {n}; delete it.",
+    "Can you erase my {n} from your memory?",
+)
+
+
+@dataclass(frozen=True)
+class Habit:
+    """A habit: episodes ``episode`` (with ``{s}``, ``{o}``, ``{w}`` = week number), asked as a rule."""
+
+    name: str
+    objects: str
+    episode: tuple[str, ...]
+    ask: str
+    rule: str
+
+
+HABITS: dict[str, Habit] = {
+    h.name: h
+    for h in [
+        Habit("friday_dinner", "food",
+              ("In week {w} {s} ordered {o} on Friday night.", "Friday of week {w}: {s} had {o} delivered.",
+               "{s} picked up {o} for dinner last Friday (week {w}).", "Week {w}, Friday dinner for {s} was {o}."),
+              "What does {s} usually order on Fridays?", "{s} usually orders {o} on Fridays."),
+        Habit("morning_drink", "drink",
+              ("On a Monday in week {w} {s} started the day with {o}.", "{s} drank {o} at breakfast in week {w}.",
+               "Week {w}: {s} made a {o} before work.", "{s} had {o} first thing this morning (week {w})."),
+              "What does {s} usually drink in the morning?", "{s} usually drinks {o} in the morning."),
+        Habit("sunday_sport", "sport",
+              ("On Sunday of week {w} {s} played {o}.", "{s} spent Sunday in week {w} playing {o}.",
+               "Week {w} Sunday: {s} went to play {o}.", "{s} joined a {o} match on Sunday, week {w}."),
+              "What sport does {s} usually play on Sundays?", "{s} usually plays {o} on Sundays."),
+        Habit("snack", "snack",
+              ("In week {w} {s} snacked on {o} at the office.", "{s} brought {o} as a snack in week {w}.",
+               "Week {w}: {s} munched {o} all afternoon.", "{s} shared some {o} during the break in week {w}."),
+              "What does {s} usually snack on?", "{s} usually snacks on {o}."),
+        Habit("walk_spot", "spot",
+              ("In week {w} {s} went for a walk to {o}.", "{s} strolled down to {o} after lunch in week {w}.",
+               "Week {w}: {s} took the dog to {o}.", "{s} wandered over to {o} on Saturday of week {w}."),
+              "Where does {s} usually go for a walk?", "{s} usually walks to {o}."),
+    ]
+}
+
+CHITCHAT = (
+    "The weather is {adj} today.", "I watched a {genre} film last night.", "Traffic was {adj} this morning.",
+    "I think I need another coffee.", "Did you see the {genre} series everyone talks about?",
+    "My neighbour's {animal} kept barking again.", "It's been a {adj} week, honestly.",
+    "I might repaint the kitchen {colour}.", "The {animal} at the park was adorable.",
+    "Let's talk about something else for a bit.", "I can't believe it's already {month}.",
+    "I read a {adj} article about {topic} today.", "Remind me to buy {thing} later.",
+    "The train was {adj} again.", "I've been listening to a lot of {genre} podcasts.",
+    "What a {adj} sunset that was.", "I should really clean my {thing}.",
+)
+_FILL = {
+    "adj": "lovely gloomy strange hectic calm busy rainy odd quiet slow chaotic sunny".split(),
+    "genre": "crime sci-fi comedy documentary horror cooking history nature".split(),
+    "animal": "dog cat parrot goose hedgehog fox squirrel".split(),
+    "colour": COLOURS,
+    "month": MONTHS,
+    "topic": "volcanoes bees tides typography trains fungi glaciers".split(),
+    "thing": "batteries bread stamps light bulbs desk bike shoes".split(),
+}
+
+
+def chitchat(rng: np.random.Generator) -> str:
+    t = pick(rng, CHITCHAT)
+    for k, pool in _FILL.items():
+        token = "{" + k + "}"
+        if token in t:
+            t = t.replace(token, pick(rng, pool))
+    return t
+
+
+# ---------------------------------------------------------------------- the cast of one episode
+@dataclass
+class Cast:
+    """Entities of one episode, drawn lazily from the pools (endless worlds keep drawing)."""
+
+    rng: np.random.Generator
+    people: list[str] = field(default_factory=list)
+    gender: dict[str, str] = field(default_factory=dict)
+    used_names: set[str] = field(default_factory=set)
+    used_objects: dict[str, set[str]] = field(default_factory=dict)
+
+    def new_person(self) -> str:
+        for _ in range(200):
+            female = bool(self.rng.integers(2))
+            name = pick(self.rng, FEMALE if female else MALE)
+            if len(self.used_names) > 120:  # endless worlds: add a surname-like initial
+                name = f"{name} {chr(ord('A') + int(self.rng.integers(26)))}."
+            if name not in self.used_names:
+                self.used_names.add(name)
+                self.people.append(name)
+                self.gender[name] = "f" if female else "m"
+                return name
+        raise RuntimeError("name pools exhausted")
+
+    def possessive(self, person: str) -> str:
+        return "her" if self.gender.get(person) == "f" else "his"
+
+    def person(self, exclude: set[str] | None = None) -> str:
+        """An existing person of the episode (not in ``exclude``), or a new one."""
+        pool = [p for p in self.people if not exclude or p not in exclude]
+        if not pool:
+            return self.new_person()
+        return pick(self.rng, pool)
+
+    def value(self, pool: str, exclude: set[str] | None = None) -> str:
+        """A fresh object value from ``pool``; values of a pool are not reused within an episode
+        when avoidable (so that a value identifies its fact)."""
+        used = self.used_objects.setdefault(pool, set())
+        for _ in range(60):
+            v = self._draw(pool)
+            if v not in used and (not exclude or v not in exclude):
+                used.add(v)
+                return v
+        v = self._draw(pool)
+        while exclude and v in exclude:
+            v = self._draw(pool)
+        return v
+
+    def _draw(self, pool: str) -> str:
+        r = self.rng
+        if pool == "place":
+            return _place(r)
+        if pool == "org":
+            return _org(r)
+        if pool == "region":
+            return "the " + _place(r) + " " + pick(r, ("valley", "coast", "highlands", "lowlands", "province"))
+        if pool == "person":
+            return self.new_person()
+        if pool == "phone":
+            return f"555-{int(r.integers(1000, 10000)):04d}"
+        if pool == "email":
+            return f"{pick(r, FEMALE + MALE).lower()}.{pick(r, _ORG_A).lower()}{int(r.integers(10, 100))}@mailbox.test"
+        if pool == "address":
+            return f"{int(r.integers(1, 200))} {pick(r, STREETS)} Street"
+        if pool == "birthday":
+            return f"{int(r.integers(1, 29))} {pick(r, MONTHS)}"
+        if pool == "plate":
+            letters = "".join(chr(ord("A") + int(r.integers(26))) for _ in range(3))
+            return f"{letters}-{int(r.integers(100, 1000))}"
+        if pool == "doctor":
+            return pick(r, DOCTORS)
+        if pool == "code":
+            return f"{int(r.integers(0, 10000)):04d}"
+        pools = {
+            "food": FOODS, "hobby": HOBBIES, "instrument": INSTRUMENTS, "car": CARS, "drink": DRINKS,
+            "sport": SPORTS, "snack": SNACKS, "spot": SPOTS,
+        }
+        if pool not in pools:
+            raise KeyError(f"unknown object pool {pool!r}")
+        return pick(r, pools[pool])

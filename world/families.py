@@ -1,0 +1,456 @@
+"""Task-family generators: seeded scripts of events, each with text and a hidden payload.
+
+A *thread* is one small story of a family (a fact and its question; a fact, its change and a
+question; a habit's episodes and the "usually" question; ...). :class:`ScriptGenerator` draws
+threads, places them on the timeline (each event at the first free slot at or after its wanted
+position, order kept), and fills the free slots with filler: chit-chat, distractor facts (never
+asked) and verbatim or paraphrased repeats of earlier facts. Endless worlds generate the timeline
+window by window (``config.chunk`` events) and raise the level (longer delays, more noise) as the
+agent succeeds.
+
+Payloads are plain dicts (JSON-able). Fields common to all: ``event`` (index), ``kind``,
+``family``, ``thread``. Statements: ``subject``, ``relation``, ``object``, ``last_use`` (index of the
+last question that needs it, -1 if none). Kinds:
+
+========== ====================================================================================
+fact        a first statement of (subject, relation, object)
+change      a new value of (subject, relation) (update / temporal)
+ref         multi-hop: subject is ``"ref:<description>"``; ``resolves`` (hidden) names the entity,
+            ``antecedent`` the event it refers back to (only a LINK connects them)
+episode     one habit episode (consolidation), ``relation`` = the habit
+distractor  a fact nobody asks about
+repeat      a repeat of event ``of`` (``verbatim`` True/False)
+chitchat    nothing to remember
+request     an erasure request for (subject, relation); ``erases`` = the value
+question    ``qtype`` (current, before, order, hop, usually, unanswerable, erased), ``subject``,
+            ``relation``, ``path`` (hop), ``options`` (order), ``gold`` (``"unknown"`` when
+            nothing should be answered), ``stale`` (outdated values), ``erased`` (values that
+            must not be revealed), ``evidence`` (indices of the events that support the gold)
+========== ====================================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from world.config import WorldConfig
+from world.entities import (
+    CHANGE_RELATIONS,
+    FORGET_REQUESTS,
+    HABITS,
+    PERSON_RELATIONS,
+    RELATIONS,
+    USER_RELATIONS,
+    Cast,
+    chitchat,
+    pick,
+)
+
+UNKNOWN = "unknown"
+STATEMENT, QUESTION, REQUEST = "statement", "question", "request"
+
+HOP_ASK: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("works_at", "based_in"): ("Where is the company {s} works for based?", "In which town is {s}'s employer based?"),
+    ("sibling", "works_at"): ("Where does {s}'s sibling work?", "Which company employs {s}'s sibling?"),
+    ("sibling", "lives_in"): ("Where does {s}'s sibling live?", "In which town does {s}'s sibling live?"),
+    ("lives_in", "region"): ("Which region is {s}'s home town in?", "In which region is the town where {s} lives?"),
+    ("sibling", "works_at", "based_in"): ("Where is the company of {s}'s sibling based?",
+                                          "In which town is the employer of {s}'s sibling based?"),
+    ("sibling", "lives_in", "region"): ("Which region does {s}'s sibling live in?",),
+}
+#: Referring statements: (antecedent relation, relation stated) -> templates; {r} = the description.
+REF_TEXT: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
+    ("works_at", "based_in"): (("That company", "{r} is based in {o}."), ("The firm", "{r} has its headquarters in {o}."),
+                               ("That employer", "{r} sits in {o}, by the way.")),
+    ("sibling", "works_at"): (("{P} sibling", "{r} works at {o}."), ("{P} sibling", "{r} has a job at {o}.")),
+    ("sibling", "lives_in"): (("{P} sibling", "{r} lives in {o}."), ("{P} sibling", "{r} has a flat in {o}.")),
+    ("lives_in", "region"): (("That town", "{r} lies in {o}."), ("The town", "{r} is in {o}, I believe.")),
+}
+
+
+@dataclass
+class ScriptEvent:
+    """One event of the script: what agents see (index, step, session, kind, text) + the payload."""
+
+    index: int
+    step: int
+    session: int
+    kind: str
+    text: str
+    payload: dict
+
+
+@dataclass
+class _TE:
+    """A thread event before placement: wanted gap after the previous one, kind, text, payload."""
+
+    gap: int
+    kind: str
+    text: str
+    payload: dict
+    evidence: list[int] = field(default_factory=list)  # thread-local positions
+    stale_from: list[int] = field(default_factory=list)
+
+
+class ScriptGenerator:
+    """Generates the script of one episode. Fixed-horizon worlds generate everything at
+    construction; endless ones call :meth:`extend` as the clock approaches the end."""
+
+    def __init__(self, config: WorldConfig, rng: np.random.Generator):
+        self.cfg = config
+        self.rng = rng
+        self.cast = Cast(rng)
+        self.events: list[ScriptEvent] = []
+        self._pending: dict[int, tuple[str, str, dict]] = {}  # slot -> (kind, text, payload)
+        self._used: set[tuple[str, str]] = set()  # (subject, relation) pairs stated or reserved
+        self._repeatable: list[int] = []  # indices of finalized facts that may be repeated
+        self._threads = 0
+        self.level = 0
+        weights = config.mix or {config.family: 1.0}
+        self._mix_names = sorted(weights)
+        w = np.array([weights[k] for k in self._mix_names], dtype=float)
+        self._mix_p = w / w.sum()
+        for _ in range(config.n_entities):
+            self.cast.new_person()
+        if config.horizon is None:
+            self.session_len = config.session_len
+        else:
+            self.session_len = -(-config.horizon // config.sessions)
+        if config.horizon is not None:
+            self._window(0, config.horizon)
+
+    # ------------------------------------------------------------------ timeline
+    def step_of(self, index: int) -> int:
+        return index + (index // self.session_len) * self.cfg.session_gap
+
+    def extend(self, n_events: int | None = None, level: int | None = None) -> None:
+        """Endless worlds: generate the next window (``config.chunk`` events by default)."""
+        if level is not None:
+            self.level = level
+        self._window(len(self.events), n_events or self.cfg.chunk)
+
+    def _delay(self) -> int:
+        scale = 1.0 + 0.5 * self.level
+        lo, hi = self.cfg.delay_min, int(self.cfg.delay_max * scale)
+        return int(self.rng.integers(lo, hi + 1))
+
+    def _window(self, start: int, length: int) -> None:
+        cfg, rng = self.cfg, self.rng
+        end = start + length
+        rate = cfg.thread_rate
+        n = int(length * rate)
+        n += int(rng.random() < length * rate - n)
+        starts = sorted(int(s) for s in rng.integers(start, max(start + 1, end - cfg.delay_min), size=n))
+        for s in starts:
+            fam = self._mix_names[int(rng.choice(len(self._mix_names), p=self._mix_p))]
+            thread = self._build(fam)
+            if thread:
+                self._place(thread, s)
+        self._fill(start, end)
+
+    def _place(self, thread: list[_TE], start: int) -> None:
+        horizon = self.cfg.horizon
+        slots: list[int] = []
+        slot = start
+        for i, te in enumerate(thread):
+            slot = slot + (te.gap if i else 0)
+            while slot in self._pending or slot < len(self.events):
+                slot += 1
+            if horizon is not None and slot >= horizon:
+                break
+            slots.append(slot)
+        placed = thread[: len(slots)]
+        if not placed:
+            return
+        # a thread with no question is only filler-like context; keep it (it costs capacity)
+        q_last = max((slots[i] for i, te in enumerate(placed) if te.kind == QUESTION), default=-1)
+        for te, s in zip(placed, slots):
+            p = te.payload
+            p["event"] = s
+            if "antecedent_pos" in p:
+                p["antecedent"] = slots[p.pop("antecedent_pos")]
+            if "of_pos" in p:
+                p["of"] = slots[p.pop("of_pos")]
+            if te.kind == QUESTION:
+                p["evidence"] = [slots[j] for j in te.evidence if j < len(slots)]
+            elif te.kind == STATEMENT:
+                p["last_use"] = q_last if q_last > s else -1
+            self._pending[s] = (te.kind, te.text, p)
+
+    def _fill(self, start: int, end: int) -> None:
+        for slot in range(start, end):
+            if slot in self._pending:
+                kind, text, payload = self._pending.pop(slot)
+            else:
+                kind, text, payload = self._filler(slot)
+            payload["event"] = slot
+            payload["step"] = self.step_of(slot)
+            ev = ScriptEvent(slot, self.step_of(slot), slot // self.session_len, kind, text, payload)
+            self.events.append(ev)
+            if payload.get("repeatable"):
+                self._repeatable.append(slot)
+
+    def _filler(self, slot: int) -> tuple[str, str, dict]:
+        cfg, rng = self.cfg, self.rng
+        noise = min(1.0, cfg.noise_ratio + 0.05 * self.level)
+        u = rng.random()
+        if u < cfg.repeat_ratio and self._repeatable:
+            src = self.events[self._repeatable[int(rng.integers(len(self._repeatable)))]]
+            sp = src.payload
+            verbatim = bool(rng.random() < 0.5)
+            rel = RELATIONS.get(sp["relation"])
+            if verbatim or rel is None:
+                text = src.text
+            else:
+                text = self._render_fact(rel, sp["subject"], sp["object"], avoid=src.text)
+            payload = {
+                "kind": "repeat", "family": "noise", "thread": -1, "subject": sp["subject"],
+                "relation": sp["relation"], "object": sp["object"], "of": src.index, "verbatim": verbatim,
+                "last_use": -1,
+            }
+            return STATEMENT, text, payload
+        if rng.random() < noise:
+            return STATEMENT, chitchat(rng), {"kind": "chitchat", "family": "noise", "thread": -1, "last_use": -1}
+        pair = self._alloc(PERSON_RELATIONS)
+        if pair is None:
+            return STATEMENT, chitchat(rng), {"kind": "chitchat", "family": "noise", "thread": -1, "last_use": -1}
+        s, r = pair
+        rel = RELATIONS[r]
+        o = self.cast.value(rel.objects)
+        payload = {"kind": "distractor", "family": "noise", "thread": -1, "subject": s, "relation": r,
+                   "object": o, "last_use": -1, "repeatable": True}
+        return STATEMENT, self._render_fact(rel, s, o), payload
+
+    # ------------------------------------------------------------------ helpers
+    def _alloc(self, relations, subject: str | None = None, tries: int = 40) -> tuple[str, str] | None:
+        """A fresh (subject, relation) pair that nothing has stated or reserved."""
+        rng = self.rng
+        for t in range(tries):
+            s = subject or (self.cast.person() if t < tries // 2 else self.cast.new_person())
+            r = relations[int(rng.integers(len(relations)))]
+            if (s, r) not in self._used:
+                self._used.add((s, r))
+                return s, r
+        return None
+
+    def _render_fact(self, rel, s: str, o: str, avoid: str | None = None) -> str:
+        options = [t.format(s=s, o=o) for t in rel.fact]
+        if avoid is not None and len(options) > 1:
+            options = [t for t in options if t != avoid] or options
+        return pick(self.rng, options)
+
+    def _stmt(self, gap: int, kind: str, text: str, fam: str, **payload) -> _TE:
+        p = {"kind": kind, "family": fam, "thread": self._threads}
+        p.update(payload)
+        return _TE(gap, STATEMENT, text, p)
+
+    def _question(self, gap: int, text: str, fam: str, qtype: str, gold: str, evidence: list[int],
+                  **payload) -> _TE:
+        p = {"kind": "question", "family": fam, "thread": self._threads, "qtype": qtype, "gold": gold,
+             "stale": [], "erased": []}
+        p.update(payload)
+        return _TE(gap, QUESTION, text, p, evidence=list(evidence))
+
+    # ------------------------------------------------------------------ threads
+    def _build(self, fam: str) -> list[_TE] | None:
+        self._threads += 1
+        return getattr(self, "_t_" + fam)(fam)
+
+    def _t_recall(self, fam: str, repeatable: bool = True) -> list[_TE] | None:
+        pair = self._alloc(PERSON_RELATIONS)
+        if pair is None:
+            return None
+        s, r = pair
+        rel = RELATIONS[r]
+        o = self.cast.value(rel.objects)
+        out = [self._stmt(0, "fact", self._render_fact(rel, s, o), fam, subject=s, relation=r, object=o,
+                          repeatable=repeatable)]
+        out.append(self._question(self._delay(), pick(self.rng, rel.ask).format(s=s), fam, "current", o, [0],
+                                  subject=s, relation=r))
+        if self.rng.random() < 0.25:
+            out.append(self._question(self._delay(), pick(self.rng, rel.ask).format(s=s), fam, "current", o, [0],
+                                      subject=s, relation=r))
+        return out
+
+    def _t_noise(self, fam: str) -> list[_TE] | None:
+        return self._t_recall(fam)
+
+    def _chain(self, fam: str, n_changes: int) -> tuple[list[_TE], str, str, list[str]] | None:
+        pair = self._alloc(CHANGE_RELATIONS)
+        if pair is None:
+            return None
+        s, r = pair
+        rel = RELATIONS[r]
+        values = [self.cast.value(rel.objects)]
+        for _ in range(n_changes):
+            values.append(self.cast.value(rel.objects, exclude=set(values)))
+        out = [self._stmt(0, "fact", self._render_fact(rel, s, values[0]), fam, subject=s, relation=r,
+                          object=values[0])]
+        # the first value is restated or asked (and so rehearsed) before it changes, as in
+        # conversation: an outdated version that is kept stays the better-known one
+        if self.rng.random() < 0.6:
+            para = self._render_fact(rel, s, values[0], avoid=out[0].text)
+            out.append(self._stmt(int(self.rng.integers(2, 5)), "repeat", para, fam, subject=s, relation=r,
+                                  object=values[0], of_pos=0, verbatim=False))
+        if self.rng.random() < 0.5:
+            out.append(self._question(int(self.rng.integers(2, 6)), pick(self.rng, rel.ask).format(s=s), fam,
+                                      "current", values[0], [0], subject=s, relation=r))
+        for v in values[1:]:
+            gap = int(self.rng.integers(3, max(4, self.cfg.delay_max // 2 + 1)))
+            out.append(self._stmt(gap, "change", pick(self.rng, rel.change).format(s=s, o=v), fam, subject=s,
+                                  relation=r, object=v))
+        return out, s, r, values
+
+    def _t_update(self, fam: str) -> list[_TE] | None:
+        n = int(self.rng.integers(1, self.cfg.max_changes + 1))
+        built = self._chain(fam, n)
+        if built is None:
+            return None
+        out, s, r, values = built
+        rel = RELATIONS[r]
+        ev = [i for i, te in enumerate(out) if te.payload["kind"] in ("fact", "change")]
+        out.append(self._question(self._delay(), pick(self.rng, rel.ask).format(s=s), fam, "current", values[-1],
+                                  ev[-1:], subject=s, relation=r, stale=values[:-1]))
+        return out
+
+    def _t_temporal(self, fam: str) -> list[_TE] | None:
+        n = int(self.rng.integers(1, self.cfg.max_changes + 1))
+        built = self._chain(fam, n)
+        if built is None:
+            return None
+        out, s, r, values = built
+        rel = RELATIONS[r]
+        ev = [i for i, te in enumerate(out) if te.payload["kind"] in ("fact", "change")]
+        if self.rng.random() < 0.5:
+            text = pick(self.rng, rel.before).format(s=s)
+            out.append(self._question(self._delay(), text, fam, "before", values[-2], ev[-2:], subject=s, relation=r))
+        else:
+            i, j = sorted(int(x) for x in self.rng.choice(len(values), size=2, replace=False))
+            a, b = (values[i], values[j]) if self.rng.random() < 0.5 else (values[j], values[i])
+            text = pick(self.rng, rel.order).format(s=s, a=a, b=b)
+            out.append(self._question(self._delay(), text, fam, "order", values[i], [ev[i], ev[j]], subject=s,
+                                      relation=r, options=[a, b]))
+        return out
+
+    def _t_multi_hop(self, fam: str) -> list[_TE] | None:
+        hops = int(self.rng.integers(2, self.cfg.max_hops + 1))
+        paths = [p for p in HOP_ASK if len(p) == hops]
+        path = paths[int(self.rng.integers(len(paths)))]
+        pair = self._alloc((path[0],))
+        if pair is None:
+            return None
+        s = pair[0]
+        rel0 = RELATIONS[path[0]]
+        o = self.cast.value(rel0.objects)
+        if rel0.objects == "person":  # the sibling is a person of the story, only ever referred to
+            self.cast.people.remove(o)
+        out = [self._stmt(0, "fact", self._render_fact(rel0, s, o), fam, subject=s, relation=path[0], object=o,
+                          repeatable=True)]
+        entity = o
+        for k in range(1, hops):
+            r = path[k]
+            self._used.add((entity, r))
+            v = self.cast.value(RELATIONS[r].objects)
+            desc, tmpl = REF_TEXT[(path[k - 1], r)][int(self.rng.integers(len(REF_TEXT[(path[k - 1], r)])))]
+            desc = desc.replace("{P}", self.cast.possessive(s).capitalize())
+            text = tmpl.format(r=desc, o=v)
+            out.append(self._stmt(int(self.rng.integers(1, 4)), "ref", text, fam, subject="ref:" + desc.lower(),
+                                  relation=r, object=v, resolves=entity, antecedent_pos=k - 1))
+            entity = v
+        out.append(self._question(self._delay(), pick(self.rng, HOP_ASK[path]).format(s=s), fam, "hop", entity,
+                                  list(range(hops)), subject=s, relation=path[-1], path=list(path)))
+        return out
+
+    def _t_consolidation(self, fam: str) -> list[_TE] | None:
+        names = sorted(HABITS)
+        for _ in range(20):
+            s = self.cast.person()
+            h = names[int(self.rng.integers(len(names)))]
+            if (s, h) not in self._used:
+                break
+        else:
+            return None
+        self._used.add((s, h))
+        habit = HABITS[h]
+        n = int(self.rng.integers(self.cfg.episodes - 1, self.cfg.episodes + 2))
+        major = self.cast._draw(habit.objects)
+        objs = [major] * n
+        if n >= 4:  # one odd episode: the rule is the majority, not the last episode
+            odd = self.cast._draw(habit.objects)
+            while odd == major:
+                odd = self.cast._draw(habit.objects)
+            objs[int(self.rng.integers(n))] = odd
+        week0 = int(self.rng.integers(1, 40))
+        out = []
+        tmpls = list(habit.episode)
+        order = self.rng.permutation(len(tmpls))
+        for i, o in enumerate(objs):
+            text = tmpls[int(order[i % len(tmpls)])].format(s=s, o=o, w=week0 + i)
+            out.append(self._stmt(int(self.rng.integers(2, 6)) if i else 0, "episode", text, fam, subject=s,
+                                  relation=h, object=o))
+        delay = self._delay() + self.cfg.delay_max // 2
+        out.append(self._question(delay, habit.ask.format(s=s), fam, "usually", major, list(range(n)), subject=s,
+                                  relation=h))
+        return out
+
+    def _t_abstention(self, fam: str) -> list[_TE] | None:
+        built = self._t_recall(fam)
+        if built is None:
+            return None
+        fact = built[0].payload
+        s, r = fact["subject"], fact["relation"]
+        built = built[:2]
+        if self.rng.random() < 0.35:
+            return built  # an answerable question keeps "always unknown" honest
+        u = self.rng.random()
+        if u < 0.4:  # same subject, an attribute never stated
+            free = [x for x in PERSON_RELATIONS if (s, x) not in self._used]
+            if not free:
+                return built
+            r2, s2 = free[int(self.rng.integers(len(free)))], s
+        elif u < 0.75:  # same attribute, another person of the story
+            others = [p for p in self.cast.people if p != s and (p, r) not in self._used]
+            if not others:
+                return built
+            s2, r2 = others[int(self.rng.integers(len(others)))], r
+        else:  # someone never introduced
+            s2 = self.cast.new_person()
+            self.cast.people.remove(s2)
+            r2 = r
+        self._used.add((s2, r2))
+        text = pick(self.rng, RELATIONS[r2].ask).format(s=s2)
+        q = self._question(built[1].gap, text, fam, "unanswerable", UNKNOWN, [], subject=s2, relation=r2)
+        return [built[0], q]
+
+    def _t_erasure(self, fam: str) -> list[_TE] | None:
+        free = [r for r in USER_RELATIONS if ("user", r) not in self._used]
+        if not free:
+            return self._t_recall(fam)
+        r = free[int(self.rng.integers(len(free)))]
+        self._used.add(("user", r))
+        rel = RELATIONS[r]
+        v = self.cast.value(rel.objects)
+        ask = pick(self.rng, rel.ask)
+        out = [
+            self._stmt(0, "fact", self._render_fact(rel, "user", v), fam, subject="user", relation=r, object=v),
+            self._question(int(self.rng.integers(2, 8)), ask, fam, "current", v, [0], subject="user", relation=r),
+        ]
+        req = pick(self.rng, FORGET_REQUESTS).format(n=rel.noun)
+        out.append(_TE(int(self.rng.integers(3, 10)), REQUEST, req,
+                       {"kind": "request", "family": fam, "thread": self._threads, "subject": "user",
+                        "relation": r, "erases": v}))
+        out.append(self._question(self._delay(), pick(self.rng, rel.ask), fam, "erased", UNKNOWN, [],
+                                  subject="user", relation=r, erased=[v]))
+        return out
+
+    def _t_life(self, fam: str) -> list[_TE] | None:  # pragma: no cover - life uses the mix
+        raise AssertionError("life threads are drawn from config.mix")
+
+
+def generate_script(config: WorldConfig, seed: int) -> list[ScriptEvent]:
+    """The full script of a fixed-horizon world (convenience for tests and tools)."""
+    if config.horizon is None:
+        raise ValueError("generate_script needs a fixed horizon; endless worlds extend on demand")
+    return ScriptGenerator(config, np.random.default_rng(seed)).events

@@ -1,0 +1,207 @@
+"""The reader (answers a question from the store) and the grader (verdict of an answer).
+
+The default reader is deterministic and deliberately literal, so that memory management, not
+reading skill, decides the score. It receives the question as a parser would extract it from the
+text (:class:`ParsedQuestion`: type, subject, relation, hop path, options; never the gold, never
+whether the question is answerable) and the memories QUERY retrieved, in rank order. It reads
+their structured payloads:
+
+- ``current``: the first retrieved fact about (subject, relation); a fact that belongs to a
+  version chain stands for the chain's newest version (``store.versions``). Two unrelated
+  memories with different values cannot be told apart: rank order decides (so keeping a stale
+  version alive next to the new one costs answers).
+- ``before`` / ``order``: only a version chain orders values; without one the reader says unknown.
+- ``hop``: the first hop from a retrieved fact about the subject, every further hop from a
+  memory *linked* to the previous one (typed LINK edges, either direction) that states the next
+  relation about an unnamed referent ("That company is based in ..."), or a retrieved memory
+  naming the intermediate entity.
+- ``usually``: only a semantic rule (made by REFLECT) about (subject, habit) answers it; single
+  episodes say what happened once, not what is usual.
+
+Nothing found -> ``"unknown"``. A :class:`Reader` protocol lets an LLM reader replace it: it gets
+the question text and the retrieved records' contents through the same context object.
+
+Verdicts (:func:`grade`): ``correct``, ``wrong``, ``stale`` (an outdated value of the attribute),
+``hallucinated`` (an answer where the right answer is unknown), ``leaked`` (the answer or the
+retrieved evidence reveals an erased value: worse than wrong), ``abstained`` (unknown on an
+answerable question, or the question was not answered with QUERY).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from world.families import UNKNOWN
+
+VERDICTS: tuple[str, ...] = ("correct", "wrong", "stale", "hallucinated", "leaked", "abstained")
+FACT_KINDS = frozenset({"fact", "change", "repeat", "distractor"})
+
+
+@dataclass(frozen=True)
+class ParsedQuestion:
+    """What a question's text says (as a parser would extract it). ``qtype`` is one of current,
+    before, order, hop, usually: unanswerable and erased questions look like ``current`` ones."""
+
+    text: str
+    qtype: str
+    subject: str
+    relation: str
+    path: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+    @classmethod
+    def from_payload(cls, text: str, payload: dict) -> ParsedQuestion:
+        qtype = payload["qtype"]
+        if qtype in ("unanswerable", "erased"):
+            qtype = "current"
+        return cls(text, qtype, payload["subject"], payload["relation"], tuple(payload.get("path", ())),
+                   tuple(payload.get("options", ())))
+
+
+@dataclass
+class ReaderAnswer:
+    answer: str
+    used: list[str] = field(default_factory=list)  # memory ids the answer rests on
+
+
+class ReaderContext(Protocol):
+    """What a reader may consult: the store (read-only use), payloads of stored memories, links
+    and version chains."""
+
+    store: object
+
+    def payload(self, memory_id: str) -> dict | None: ...
+    def neighbours(self, memory_id: str) -> list[str]: ...
+    def chain(self, memory_id: str) -> list[str]: ...
+    def content(self, memory_id: str) -> str: ...
+
+
+@runtime_checkable
+class Reader(Protocol):
+    def answer(self, question: ParsedQuestion, retrieved: Sequence[str], ctx: ReaderContext) -> ReaderAnswer: ...
+
+
+def _norm(x: str | None) -> str:
+    return " ".join(str(x).lower().split()) if x is not None else ""
+
+
+class DefaultReader:
+    """The deterministic payload reader described in the module docstring."""
+
+    def answer(self, question: ParsedQuestion, retrieved: Sequence[str], ctx: ReaderContext) -> ReaderAnswer:
+        q = question
+        if q.qtype == "usually":
+            for mid in retrieved:
+                p = ctx.payload(mid)
+                if p and p.get("kind") == "rule" and p.get("subject") == q.subject and p.get("relation") == q.relation:
+                    return ReaderAnswer(p["object"], [mid])
+            return ReaderAnswer(UNKNOWN)
+        if q.qtype == "hop":
+            return self._hop(q, retrieved, ctx)
+        if q.qtype in ("before", "order"):
+            return self._history(q, retrieved, ctx)
+        for _mid, value, used in self._facts(q.subject, q.relation, retrieved, ctx):
+            return ReaderAnswer(value, used)
+        return ReaderAnswer(UNKNOWN)
+
+    # -------------------------------------------------------------- helpers
+    @staticmethod
+    def _matches(p: dict | None, subject: str, relation: str) -> bool:
+        return bool(p) and p.get("kind") in FACT_KINDS and p.get("subject") == subject and p.get("relation") == relation
+
+    def _facts(self, subject: str, relation: str, ids: Sequence[str], ctx: ReaderContext):
+        """(memory, current value, used ids) for memories about (subject, relation), rank order;
+        a chained memory stands for its chain's newest version."""
+        for mid in ids:
+            if not self._matches(ctx.payload(mid), subject, relation):
+                continue
+            chain = ctx.chain(mid)
+            head = chain[-1] if chain else mid
+            hp = ctx.payload(head)
+            if self._matches(hp, subject, relation):
+                yield head, hp["object"], [mid] if head == mid else [mid, head]
+
+    def _history(self, q: ParsedQuestion, retrieved: Sequence[str], ctx: ReaderContext) -> ReaderAnswer:
+        for mid in retrieved:
+            if not self._matches(ctx.payload(mid), q.subject, q.relation):
+                continue
+            chain = ctx.chain(mid)
+            values: list[str] = []
+            for c in chain:
+                p = ctx.payload(c)
+                if self._matches(p, q.subject, q.relation) and (not values or values[-1] != p["object"]):
+                    values.append(p["object"])
+            if len(values) < 2:
+                continue
+            if q.qtype == "before":
+                return ReaderAnswer(values[-2], list(chain))
+            a, b = q.options
+            if a in values and b in values:
+                return ReaderAnswer(a if values.index(a) < values.index(b) else b, list(chain))
+        return ReaderAnswer(UNKNOWN)
+
+    def _hop(self, q: ParsedQuestion, retrieved: Sequence[str], ctx: ReaderContext) -> ReaderAnswer:
+        for mid, value, used in self._facts(q.subject, q.path[0], retrieved, ctx):
+            cur, val, trail = mid, value, list(used)
+            for rel in q.path[1:]:
+                nxt = None
+                for x, v, _ in self._facts(val, rel, retrieved, ctx):  # a memory naming the entity
+                    nxt = (x, v)
+                    break
+                if nxt is None:
+                    for x in ctx.neighbours(cur):
+                        p = ctx.payload(x)
+                        if p and p.get("kind") == "ref" and p.get("relation") == rel:
+                            nxt = (x, p["object"])
+                            break
+                if nxt is None:
+                    break
+                cur, val = nxt
+                trail.append(cur)
+            else:
+                return ReaderAnswer(val, trail)
+        return ReaderAnswer(UNKNOWN)
+
+
+def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> str:
+    """Verdict of ``answer`` (None = not answered) to a question payload.
+
+    ``revealed``: values visible in the retrieved evidence (payload objects of the retrieved
+    memories); an erased value among them is a leak even if the reader said unknown.
+    """
+    if answer is None:
+        return "abstained"
+    a = _norm(answer)
+    erased = {_norm(v) for v in question.get("erased", ())}
+    if erased and (a in erased or erased & {_norm(v) for v in revealed}):
+        return "leaked"
+    gold = _norm(question["gold"])
+    if gold == UNKNOWN:
+        return "correct" if a == UNKNOWN else "hallucinated"
+    if a == gold:
+        return "correct"
+    if a == UNKNOWN:
+        return "abstained"
+    if a in {_norm(v) for v in question.get("stale", ())}:
+        return "stale"
+    return "wrong"
+
+
+def evidence_recall(question: dict, retrieved: Sequence[str], payload: Callable[[str], dict | None]) -> float | None:
+    """Share of the gold evidence events held by some retrieved memory (None: no evidence)."""
+    gold = set(question.get("evidence", ()))
+    if not gold:
+        return None
+    hit: set[int] = set()
+    for mid in retrieved:
+        p = payload(mid)
+        if not p:
+            continue
+        if p.get("event") in gold:
+            hit.add(p["event"])
+        for e in p.get("derived_events", ()):
+            if e in gold:
+                hit.add(e)
+    return len(hit) / len(gold)

@@ -1,0 +1,161 @@
+"""The privileged oracle: a memory policy that reads the hidden payloads and the future script.
+
+It is the upper bound of the benchmark and the instrument of the validity check
+(``scripts/validate_world.py``): with ``disabled_ops`` it plays the same game with operations
+removed, which shows what each operation is worth on each family.
+
+Policy (targets are always chosen among ``world.candidates()``, as an agent's would be):
+
+- question -> QUERY;
+- erasure request -> FORGET the memory holding the value (queued if it is not a candidate now);
+- a statement some later question needs (payload ``last_use`` > now): a change -> UPDATE the live
+  version of the attribute (without UPDATE: WRITE, and FORGET the stale version later); a
+  referring statement -> LINK to its antecedent (without LINK: WRITE); otherwise WRITE;
+- anything else is a free slot, used for the first pending chore: REFLECT a habit cluster whose
+  episodes have all been seen, FORGET a stale version or an erased value not yet reachable, FORGET
+  a memory no question needs any more (a lean store), QUERY a repeat of a needed fact (rehearsal
+  against decay), else NOOP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from world.families import QUESTION, REQUEST
+from world.grading import FACT_KINDS
+from world.sim import Op, World
+
+
+class Oracle:
+    """Privileged policy. ``act(world) -> (op, target)``; ``disabled_ops`` are never used."""
+
+    def __init__(self, disabled_ops: Iterable[Op | int | str] = (), cleanup: bool = True):
+        self.disabled = frozenset(_op(o) for o in disabled_ops)
+        self.cleanup = cleanup
+        self._to_forget: list[tuple[str, str]] = []  # (subject, relation) whose stale/erased memories must go
+
+    def reset(self) -> None:
+        self._to_forget = []
+
+    def on(self, op: Op) -> bool:
+        return op not in self.disabled
+
+    def act(self, world: World) -> tuple[Op, str | None]:
+        acc = world.privileged
+        p = acc.event_payload
+        ev = world.event
+        now = ev.index
+        cands = world.candidates()
+        if ev.kind == QUESTION:
+            return (Op.QUERY, None) if self.on(Op.QUERY) else (Op.NOOP, None)
+        if ev.kind == REQUEST:
+            if self.on(Op.FORGET):
+                for mid in acc.find(p["subject"], p["relation"]):
+                    if mid in cands:
+                        if len(acc.find(p["subject"], p["relation"])) > 1:
+                            self._to_forget.append((p["subject"], p["relation"]))
+                        return Op.FORGET, mid
+                self._to_forget.append((p["subject"], p["relation"]))
+            return self._free(world, cands)
+        kind = p.get("kind")
+        needed = p.get("last_use", -1) > now and kind != "repeat"  # repeats: rehearse, never store
+        full = len(world.store) >= world.config.capacity
+        if needed and not full:
+            if kind == "change":
+                heads = [m for m in acc.find(p["subject"], p["relation"], kinds=FACT_KINDS)
+                         if (r := world.store.get(m)) is not None and r.active]
+                if heads and self.on(Op.UPDATE):
+                    for h in reversed(heads):
+                        if h in cands:
+                            return Op.UPDATE, h
+                if self.on(Op.WRITE):
+                    if heads and self.on(Op.FORGET):
+                        self._to_forget.append(("stale", p["subject"], p["relation"], p["object"]))
+                    return Op.WRITE, None
+            elif kind == "ref":
+                ante = acc.find(event=p.get("antecedent"))
+                if self.on(Op.LINK):
+                    for a in ante:
+                        if a in cands:
+                            return Op.LINK, a
+                if self.on(Op.WRITE):
+                    return Op.WRITE, None
+            elif self.on(Op.WRITE):
+                return Op.WRITE, None
+        return self._free(world, cands)
+
+    # ------------------------------------------------------------------ free slots
+    def _free(self, world: World, cands: list[str]) -> tuple[Op, str | None]:
+        acc = world.privileged
+        now = world.event.index
+        # 1. reflect habit clusters whose episodes have all been seen
+        if self.on(Op.REFLECT):
+            rules = {(q["subject"], q["relation"]) for q in acc.payloads.values() if q.get("kind") == "rule"}
+            for mid in cands:
+                q = acc.payload(mid)
+                if not q or q.get("kind") != "episode" or q.get("last_use", -1) <= now:
+                    continue
+                key = (q["subject"], q["relation"])
+                if key in rules or not self._cluster_complete(world, q, now):
+                    continue
+                if world.is_valid(Op.REFLECT, mid)[0]:
+                    return Op.REFLECT, mid
+        # 2. forget stale versions (no UPDATE) and erased values not yet reachable
+        if self.on(Op.FORGET) and self._to_forget:
+            for item in list(self._to_forget):
+                if item[0] == "stale":
+                    _, s, r, new = item
+                    victims = [m for m in acc.find(s, r, kinds=FACT_KINDS) if acc.payload(m)["object"] != new]
+                else:
+                    s, r = item
+                    victims = acc.find(s, r)
+                if not victims:
+                    self._to_forget.remove(item)
+                    continue
+                for m in victims:
+                    if m in cands:
+                        return Op.FORGET, m
+        # 3. forget what no question needs any more
+        if self.cleanup and self.on(Op.FORGET):
+            for mid in cands:
+                q = acc.payload(mid)
+                if q is not None and q.get("last_use", -1) < now and not self._chain_needed(world, mid, now):
+                    return Op.FORGET, mid
+        # 4. rehearse a needed fact when it is repeated
+        p = acc.event_payload
+        if self.on(Op.QUERY) and p.get("kind") == "repeat":
+            if any(acc.payload(m).get("last_use", -1) > now for m in acc.find(p["subject"], p["relation"])):
+                return Op.QUERY, None
+        return Op.NOOP, None
+
+    @staticmethod
+    def _cluster_complete(world: World, q: dict, now: int) -> bool:
+        """All episodes of the habit thread are in the past (the majority is final)."""
+        script = world.privileged.script
+        thread = q.get("thread")
+        i = q["event"] + 1
+        while i < len(script) and i <= q.get("last_use", -1):
+            e = script[i].payload
+            if e.get("thread") == thread and e.get("kind") == "episode":
+                if i >= now:
+                    return False
+            i += 1
+        return True
+
+    @staticmethod
+    def _chain_needed(world: World, mid: str, now: int) -> bool:
+        acc = world.privileged
+        for m in acc.chain(mid) + acc.neighbours(mid):
+            q = acc.payload(m)
+            if q is not None and q.get("last_use", -1) >= now:
+                return True
+        return False
+
+
+def _op(o) -> Op:
+    if isinstance(o, str):
+        try:
+            return Op[o.upper()]
+        except KeyError:
+            raise ValueError(f"unknown op {o!r}; ops are {[x.name for x in Op]}") from None
+    return Op(int(o))

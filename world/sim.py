@@ -1,0 +1,725 @@
+"""The world: a step clock, one memory store, a seeded script of events, a reader and a grader.
+
+Lifecycle::
+
+    world = World(WorldConfig.preset("life", "easy"), seed=0)
+    ev = world.event                       # Event(index, step, text, kind, session)
+    while not world.done:
+        out = world.apply(Op.WRITE)        # at most once per event -> Outcome (reward terms, grading)
+        world.advance()                    # clock to the next event: store.tick, sweep, next event
+
+Operations (:class:`Op`): NOOP; WRITE (store the current event; never supersedes: the world gives
+no key); UPDATE(target) (store the current event as the new version of the target's chain);
+LINK(target) (store the current event with a typed edge to the target); REFLECT(target)
+(consolidate the live episodes about the target's subject and relation into a semantic rule: the
+majority value); QUERY (retrieve with the event text: answers a question event, otherwise only
+rehearses, bumping ACT-R activation of what it retrieves); FORGET(target) (hard erasure of the
+target and its version chain). An invalid operation (unknown target, full store, a second op on
+the same event, ...) is a no-op with ``Outcome.valid = False`` and the ``invalid`` reward term.
+
+The world owns the hidden payloads: ``memory_id -> payload`` for every memory an operation made,
+dropped when the memory is swept or erased. Only the reader, the grader and the privileged oracle
+read them (:attr:`World.privileged`); agents get :meth:`World.view` (no payloads).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+from world.config import DEFAULT_REWARDS, WorldConfig
+from world.entities import HABITS, RELATIONS
+from world.families import QUESTION, ScriptEvent, ScriptGenerator
+from world.grading import (
+    FACT_KINDS,
+    VERDICTS,
+    DefaultReader,
+    ParsedQuestion,
+    Reader,
+    evidence_recall,
+    grade,
+)
+
+
+class Op(IntEnum):
+    NOOP = 0
+    WRITE = 1
+    UPDATE = 2
+    LINK = 3
+    REFLECT = 4
+    QUERY = 5
+    FORGET = 6
+
+
+N_OPS = len(Op)
+TARGETED_OPS = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
+CREATING_OPS = frozenset({Op.WRITE, Op.UPDATE, Op.LINK, Op.REFLECT})
+EVENT_KINDS = ("statement", "question", "request")
+REWARD_TERMS = ("answer", "leak", "write_cost", "storage_cost", "query_cost", "invalid")
+LINK_RELATION = "references"
+
+
+@dataclass(frozen=True)
+class Event:
+    """What any agent may see of an event."""
+
+    index: int
+    step: int
+    text: str
+    kind: str
+    session: int
+
+
+@dataclass
+class Outcome:
+    """Result of :meth:`World.apply`. ``reward_terms`` are already weighted by ``config.rewards``."""
+
+    op: Op
+    target: str | None
+    valid: bool = True
+    invalid_reason: str | None = None
+    memory_id: str | None = None
+    duplicate: bool = False
+    retrieved: list[str] = field(default_factory=list)
+    question: dict | None = None
+    reward_terms: dict[str, float] = field(default_factory=lambda: dict.fromkeys(REWARD_TERMS, 0.0))
+    swept: list[str] = field(default_factory=list)
+
+    @property
+    def reward(self) -> float:
+        return float(sum(self.reward_terms.values()))
+
+
+_SHARED_EMBEDDERS: dict[tuple[str, int], object] = {}
+
+
+def shared_embedder(name: str, dim: int):
+    """One cached embedder per (name, dim) per process: repeated texts are embedded once."""
+    key = (name, dim if name == "hashing" else 384)
+    emb = _SHARED_EMBEDDERS.get(key)
+    if emb is None:
+        from world.embedding import make_embedder
+
+        emb = make_embedder(name, dim)
+        _SHARED_EMBEDDERS[key] = emb
+    return emb
+
+
+def _event(se: ScriptEvent) -> Event:
+    return Event(se.index, se.step, se.text, se.kind, se.session)
+
+
+class World:
+    """The simulation (see the module docstring). Usable without Gymnasium."""
+
+    def __init__(self, config: WorldConfig | None = None, seed: int | None = None, *, embedder=None,
+                 reader: Reader | None = None):
+        if config is None:
+            config = WorldConfig()
+        if not isinstance(config, WorldConfig):
+            raise TypeError(f"config must be a WorldConfig, got {type(config).__name__}")
+        self.config = config
+        self._embedder = embedder if embedder is not None else shared_embedder(config.embedder, config.embed_dim)
+        self.reader: Reader = reader if reader is not None else DefaultReader()
+        self._rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.reset(seed)
+
+    # ------------------------------------------------------------------ lifecycle
+    def reset(self, seed: int | None = None) -> Event:
+        """Start a new episode. With a seed the episode is a pure function of (config, seed);
+        without one the world's generator continues (a fresh, different episode)."""
+        from world.memory import MemoryStore
+
+        cfg = self.config
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+            self.seed = seed
+        self._gen = ScriptGenerator(cfg, self._rng)
+        if cfg.horizon is None:
+            self._gen.extend()
+        # a per-episode cache over the shared one: erasure drops entries from this small cache
+        # (the store scans it), while texts seen in earlier episodes stay free to embed
+        from world.embedding import CachedEmbedder
+
+        self.store = MemoryStore(CachedEmbedder(self._embedder), forget_threshold=cfg.forget_threshold,
+                                 decay=cfg.decay)
+        self._payloads: dict[str, dict] = {}
+        self._i = 0
+        self._done = False
+        self._applied = False
+        self._graded = False
+        self._swept_pending: list[str] = []
+        self._version = 0  # bumps whenever the store changes (candidate cache key)
+        self._cand_cache: tuple | None = None
+        self._stats = _Stats()
+        self._chunk_q = [0, 0]  # endless: questions, correct since the last extension
+        se = self._gen.events[0]
+        self._se = se
+        self._event = _event(se)
+        self.store.tick(se.step)
+        return self._event
+
+    @property
+    def event(self) -> Event:
+        return self._event
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def level(self) -> int:
+        return self._gen.level
+
+    def advance(self) -> Event | None:
+        """Move the clock to the next event (store.tick; a sweep when a multiple of
+        ``sweep_every`` is crossed). Returns the new event, or None at the horizon."""
+        if self._done:
+            return None
+        if self._se.kind == QUESTION and not self._graded:
+            self._grade_unanswered()
+        st = self._stats
+        st.events += 1
+        st.live_sum += len(self.store)
+        nxt = self._i + 1
+        cfg = self.config
+        if cfg.horizon is not None and nxt >= cfg.horizon:
+            self._done = True
+            return None
+        if nxt >= len(self._gen.events):
+            self._extend()
+        self._i = nxt
+        se = self._gen.events[nxt]
+        old = self.store.current_step
+        self.store.tick(se.step)
+        if se.step // cfg.sweep_every > old // cfg.sweep_every:
+            swept = self.store.sweep_decayed()
+            if swept:
+                for mid in swept:
+                    self._payloads.pop(mid, None)
+                self._swept_pending.extend(swept)
+                st.swept += len(swept)
+                self._version += 1
+        self._se = se
+        self._event = _event(se)
+        self._applied = False
+        self._graded = False
+        return self._event
+
+    def _extend(self) -> None:
+        q, c = self._chunk_q
+        level = self._gen.level
+        if q >= 3 and c / q >= self.config.level_up:
+            level += 1
+        self._chunk_q = [0, 0]
+        self._gen.extend(level=level)
+
+    # ------------------------------------------------------------------ validity
+    def is_valid(self, op: int, target: str | None = None) -> tuple[bool, str | None]:
+        """Whether ``apply(op, target)`` would do something, and why not."""
+        try:
+            op = Op(int(op))
+        except (ValueError, TypeError):
+            return False, f"unknown op {op!r}; ops are {[o.name for o in Op]}"
+        if self._done:
+            return False, "episode is over"
+        if self._applied:
+            return False, "an operation was already applied to this event"
+        store = self.store
+        if op in CREATING_OPS and len(store) >= self.config.capacity:
+            return False, f"store is full (capacity {self.config.capacity}); forget something first"
+        if op in TARGETED_OPS:
+            if target is None:
+                return False, f"{op.name} needs a target memory"
+            rec = store.get(target)
+            if rec is None:
+                return False, f"{op.name} target {target!r} is not a live memory"
+            if op is Op.UPDATE and not rec.active:
+                return False, f"UPDATE target {target!r} is a superseded version; update the newest one"
+            if op is Op.REFLECT:
+                if target not in store.episodic:
+                    return False, "REFLECT target must be an episodic memory"
+                if len(self._cluster(target)) < 2:
+                    return False, "REFLECT target has no cluster (needs >= 2 live episodes on its subject and relation)"
+        return True, None
+
+    def op_mask(self) -> np.ndarray:
+        """Boolean (N_OPS,): ops that are valid for *some* target (targeted ops need a live memory)."""
+        m = np.ones(N_OPS, dtype=bool)
+        if self._done or self._applied:
+            m[:] = False
+            m[Op.NOOP] = not self._done
+            return m
+        full = len(self.store) >= self.config.capacity
+        empty = len(self.store) == 0
+        for op in CREATING_OPS:
+            m[op] = not full
+        for op in TARGETED_OPS:
+            m[op] = m[op] and not empty
+        return m
+
+    # ------------------------------------------------------------------ apply
+    def apply(self, op: int, target: str | None = None) -> Outcome:
+        """Apply one operation to the current event (at most once per event)."""
+        w = self.config.rewards
+        ok, reason = self.is_valid(op, target)
+        try:
+            op_e = Op(int(op))
+        except (ValueError, TypeError):
+            op_e = Op.NOOP
+        out = Outcome(op_e, target if op_e in TARGETED_OPS else None)
+        st = self._stats
+        if self._swept_pending:
+            out.swept = self._swept_pending
+            self._swept_pending = []
+        if not ok:
+            out.valid = False
+            out.invalid_reason = reason
+            out.reward_terms["invalid"] = w["invalid"]
+            st.invalid += 1
+            if reason == "an operation was already applied to this event" or self._done:
+                st.add_terms(out.reward_terms)
+                return out
+        else:
+            st.ops[op_e.name] += 1
+            self._dispatch(op_e, target, out)
+        self._applied = True
+        if self._se.kind == QUESTION and not self._graded:
+            self._grade(out)
+        out.reward_terms["storage_cost"] = w["storage"] * len(self.store)
+        st.add_terms(out.reward_terms)
+        return out
+
+    def _dispatch(self, op: Op, target: str | None, out: Outcome) -> None:
+        se, store, w = self._se, self.store, self.config.rewards
+        if op is Op.NOOP:
+            return
+        if op is Op.QUERY:
+            recs = store.query(se.text, top_k=self.config.top_k)
+            out.retrieved = [r.memory_id for r in recs]
+            out.reward_terms["query_cost"] = w["query"]
+            return
+        if op is Op.FORGET:
+            report = store.erase(memory_id=target)
+            for mid in _removed_ids(report, target):
+                self._payloads.pop(mid, None)
+            self._version += 1
+            return
+        # creating ops
+        out.reward_terms["write_cost"] = w["write"]
+        self._stats.writes += 1
+        self._version += 1
+        if op is Op.REFLECT:
+            self._reflect(target, out)
+            return
+        if op is Op.UPDATE:
+            rec = store.supersede(target, se.text, se.step)
+        else:
+            rec = store.write_episode(se.step, se.text)
+        report = getattr(store, "last_write", None)
+        dup = report is not None and getattr(report, "status", "") == "duplicate"
+        out.memory_id = rec.memory_id
+        out.duplicate = dup
+        if dup:
+            self._stats.duplicates += 1
+        else:
+            self._payloads[rec.memory_id] = se.payload
+        if op is Op.LINK and rec.memory_id != target:
+            store.link(rec.memory_id, target, LINK_RELATION)
+
+    def _cluster(self, target: str) -> list[str]:
+        p = self._payloads.get(target)
+        if not p or p.get("kind") not in FACT_KINDS | {"episode", "ref"}:
+            return []
+        key = (p.get("subject"), p.get("relation"))
+        episodic = self.store.episodic
+        return [
+            mid for mid, q in self._payloads.items()
+            if mid in episodic and (q.get("subject"), q.get("relation")) == key
+            and q.get("kind") in FACT_KINDS | {"episode", "ref"}
+        ]
+
+    def _reflect(self, target: str, out: Outcome) -> None:
+        cluster = self._cluster(target)
+        ps = [self._payloads[m] for m in cluster]
+        counts = Counter(p["object"] for p in ps)
+        first = {}
+        for p in sorted(ps, key=lambda p: p["event"]):
+            first.setdefault(p["object"], p["event"])
+        obj = max(counts, key=lambda o: (counts[o], -first[o]))
+        subj, rel = ps[0]["subject"], ps[0]["relation"]
+        if rel in HABITS:
+            text = HABITS[rel].rule.format(s=subj, o=obj)
+        else:
+            noun = RELATIONS[rel].noun if rel in RELATIONS else rel.replace("_", " ")
+            who = "My" if subj == "user" else f"{subj}'s"
+            text = f"{who} {noun} is usually {obj}."
+        # consolidated knowledge is durable: rules get the maximal importance (slower sweep)
+        rec = self.store.write_semantic(self._se.step, text, list(cluster), importance=1.0)
+        out.memory_id = rec.memory_id
+        self._payloads[rec.memory_id] = {
+            "kind": "rule", "family": ps[0].get("family"), "subject": subj, "relation": rel, "object": obj,
+            "event": self._se.index, "step": self._se.step, "derived_events": sorted(p["event"] for p in ps),
+            "last_use": max(p.get("last_use", -1) for p in ps),
+        }
+
+    # ------------------------------------------------------------------ grading
+    def _grade(self, out: Outcome) -> None:
+        self._graded = True
+        se, w = self._se, self.config.rewards
+        qp = se.payload
+        answer = None
+        revealed: list[str] = []
+        if out.op is Op.QUERY and out.valid:
+            pq = ParsedQuestion.from_payload(se.text, qp)
+            ans = self.reader.answer(pq, out.retrieved, _ReaderCtx(self))
+            answer = ans.answer
+            revealed = [p["object"] for m in out.retrieved if (p := self._payloads.get(m)) and "object" in p]
+            if qp.get("erased"):
+                # hard deletion: an erased value still held anywhere in the store (e.g. a superseded
+                # version kept by a soft delete) is reachable, hence leaked
+                revealed += [p["object"] for p in self._payloads.values() if "object" in p]
+            recall = evidence_recall(qp, out.retrieved, self._payloads.get)
+        else:
+            recall = 0.0 if qp.get("evidence") else None
+        verdict = grade(qp, answer, revealed)
+        out.question = {"family": qp["family"], "qtype": qp["qtype"], "verdict": verdict, "answer": answer,
+                        "gold": qp["gold"], "evidence_recall": recall}
+        if verdict == "leaked":
+            out.reward_terms["leak"] = w["leaked"]
+        else:
+            out.reward_terms["answer"] = w[verdict]
+        self._stats.record(qp["family"], verdict, recall)
+        self._chunk_q[0] += 1
+        self._chunk_q[1] += verdict == "correct"
+
+    def _grade_unanswered(self) -> None:
+        out = Outcome(Op.NOOP, None)
+        self._grade(out)
+        self._stats.add_terms(out.reward_terms)
+
+    # ------------------------------------------------------------------ reading
+    def candidates(self, k: int | None = None) -> list[str]:
+        """Candidate targets for the current event: up to ``n_recent`` most recently written
+        memories (newest first), then the active memories most similar to the event text
+        (most similar first), deduplicated; at most ``k`` (default ``n_candidates``)."""
+        k = self.config.n_candidates if k is None else k
+        key = (self._i, self._version, k)
+        if self._cand_cache is not None and self._cand_cache[0] == key:
+            return list(self._cand_cache[1])
+        store = self.store
+        out: list[str] = []
+        if len(store):
+            n_rec = min(self.config.n_recent, k)
+            if n_rec:
+                out.extend(store.recent_ids(n_rec))
+            ids, sims = store.similarities(store.embed(self._se.text))
+            if len(ids):
+                m = min(len(ids), 2 * k + len(out))
+                if m < len(ids):
+                    top = np.argpartition(-sims, m - 1)[:m]
+                    top = top[np.lexsort((top, -sims[top]))]
+                else:
+                    top = np.lexsort((np.arange(len(ids)), -sims))
+                seen = set(out)
+                for j in top:
+                    if len(out) >= k:
+                        break
+                    mid = ids[j]
+                    if mid in seen:
+                        continue
+                    rec = store.get(mid)
+                    if rec is None or not rec.active:
+                        continue
+                    seen.add(mid)
+                    out.append(mid)
+        out = out[:k]
+        self._cand_cache = (key, tuple(out))
+        return out
+
+    def view(self) -> WorldView:
+        return WorldView(self)
+
+    @property
+    def privileged(self) -> OracleAccess:
+        return OracleAccess(self)
+
+    def metrics(self) -> dict:
+        return self._stats.summary(self)
+
+    # ------------------------------------------------------------------ snapshots
+    _SKIP = ("config", "_embedder", "reader")
+
+    def get_state(self) -> dict:
+        """Deep snapshot of everything that changes (store, payloads, script, clock, RNG, stats).
+        The embedder (a cache) and the reader are shared, not copied. Pickle-able."""
+        memo = {id(self._embedder): self._embedder}
+        state = {k: v for k, v in self.__dict__.items() if k not in self._SKIP}
+        return copy.deepcopy(state, memo)
+
+    def set_state(self, state: dict) -> None:
+        """Restore a snapshot from :meth:`get_state` (the snapshot stays reusable)."""
+        memo = {id(self._embedder): self._embedder}
+        self.__dict__.update(copy.deepcopy(state, memo))
+
+    def __getstate__(self):
+        return dict(self.__dict__)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+
+def _removed_ids(report, target: str) -> list[str]:
+    for name in ("removed", "removed_ids", "memory_ids", "erased"):
+        ids = getattr(report, name, None)
+        if ids is not None and not isinstance(ids, (int, bool)):
+            return list(ids)
+    return [target]
+
+
+class _ReaderCtx:
+    """ReaderContext over a world (payloads, links, version chains)."""
+
+    def __init__(self, world: World):
+        self.world = world
+        self.store = world.store
+
+    def payload(self, memory_id: str) -> dict | None:
+        return self.world._payloads.get(memory_id)
+
+    def content(self, memory_id: str) -> str:
+        rec = self.store.get(memory_id)
+        return rec.content if rec is not None else ""
+
+    def neighbours(self, memory_id: str) -> list[str]:
+        return _neighbours(self.store, memory_id)
+
+    def chain(self, memory_id: str) -> list[str]:
+        rec = self.store.get(memory_id)
+        if rec is None or rec.key is None:
+            return [memory_id]
+        vs = self.store.versions(rec.key)
+        return [v.memory_id for v in vs] or [memory_id]
+
+
+def _neighbours(store, memory_id: str) -> list[str]:
+    """Memories joined to ``memory_id`` by a typed link, either direction (store order)."""
+    rec = store.get(memory_id)
+    if rec is None:
+        return []
+    out = [x for x in (rec.links or []) if x in store]
+    for other in list(store.episodic.values()) + list(store.semantic.values()):
+        if memory_id in (other.links or ()) and other.memory_id not in out:
+            out.append(other.memory_id)
+    return out
+
+
+# ---------------------------------------------------------------------- views
+@dataclass(frozen=True)
+class MemoryInfo:
+    memory_id: str
+    content: str
+    kind: str  # episodic | semantic
+    step: int
+    active: bool
+    importance: float
+    links: int
+    tier: str
+
+
+class WorldView:
+    """Read-only access for agents: the current event, the store's contents, retrieval without
+    ACT-R bumps, candidates. No payloads."""
+
+    def __init__(self, world: World):
+        self._w = world
+
+    @property
+    def event(self) -> Event:
+        return self._w.event
+
+    @property
+    def config(self) -> WorldConfig:
+        return self._w.config
+
+    @property
+    def step(self) -> int:
+        return self._w.store.current_step
+
+    def __len__(self) -> int:
+        return len(self._w.store)
+
+    def __contains__(self, memory_id: str) -> bool:
+        return memory_id in self._w.store
+
+    def ids(self) -> list[str]:
+        s = self._w.store
+        return list(s.episodic) + list(s.semantic)
+
+    def candidates(self, k: int | None = None) -> list[str]:
+        return self._w.candidates(k)
+
+    def recent(self, n: int) -> list[str]:
+        return self._w.store.recent_ids(n)
+
+    def query(self, text: str, top_k: int | None = None) -> list[str]:
+        """Retrieval as QUERY does it, without bumping activations."""
+        k = self._w.config.top_k if top_k is None else top_k
+        return [r.memory_id for r in self._w.store.query(text, top_k=k, bump=False)]
+
+    def similarities(self, text: str, ids: Sequence[str] | None = None):
+        s = self._w.store
+        return s.similarities(s.embed(text), ids)
+
+    def embed(self, text: str) -> np.ndarray:
+        return self._w.store.embed(text)
+
+    def activations(self, ids: Sequence[str]) -> np.ndarray:
+        return self._w.store.activations(list(ids))
+
+    def content(self, memory_id: str) -> str:
+        rec = self._w.store.get(memory_id)
+        if rec is None:
+            raise KeyError(f"no live memory {memory_id!r}")
+        return rec.content
+
+    def get(self, memory_id: str) -> MemoryInfo | None:
+        s = self._w.store
+        rec = s.get(memory_id)
+        if rec is None:
+            return None
+        semantic = memory_id in s.semantic
+        return MemoryInfo(
+            memory_id, rec.content, "semantic" if semantic else "episodic",
+            int(getattr(rec, "created_step", None) if semantic else rec.step), bool(rec.active),
+            float(rec.importance), int(s.link_count(memory_id)), str(rec.tier),
+        )
+
+    def stats(self) -> dict:
+        return dict(self._w.store.stats())
+
+    def is_valid(self, op: int, target: str | None = None) -> tuple[bool, str | None]:
+        return self._w.is_valid(op, target)
+
+
+class OracleAccess:
+    """Privileged access (oracle, grader, analysis tools): payloads of events and memories and the
+    whole script, future included."""
+
+    def __init__(self, world: World):
+        self._w = world
+
+    @property
+    def event_payload(self) -> dict:
+        return self._w._se.payload
+
+    @property
+    def script(self) -> list[ScriptEvent]:
+        return self._w._gen.events
+
+    @property
+    def index(self) -> int:
+        return self._w._i
+
+    def payload(self, memory_id: str) -> dict | None:
+        return self._w._payloads.get(memory_id)
+
+    @property
+    def payloads(self) -> dict[str, dict]:
+        return dict(self._w._payloads)
+
+    def find(self, subject: str | None = None, relation: str | None = None, *, event: int | None = None,
+             kinds: frozenset | set | None = None) -> list[str]:
+        """Live memory ids whose payload matches (oldest first)."""
+        out = []
+        for mid, p in self._w._payloads.items():
+            if event is not None and p.get("event") != event:
+                continue
+            if subject is not None and p.get("subject") != subject:
+                continue
+            if relation is not None and p.get("relation") != relation:
+                continue
+            if kinds is not None and p.get("kind") not in kinds:
+                continue
+            out.append(mid)
+        return out
+
+    def neighbours(self, memory_id: str) -> list[str]:
+        return _neighbours(self._w.store, memory_id)
+
+    def chain(self, memory_id: str) -> list[str]:
+        return _ReaderCtx(self._w).chain(memory_id)
+
+
+# ---------------------------------------------------------------------- statistics
+class _Stats:
+    def __init__(self) -> None:
+        self.events = 0
+        self.live_sum = 0
+        self.verdicts: Counter = Counter()
+        self.by_family: dict[str, Counter] = {}
+        self.ops: Counter = Counter()
+        self.invalid = 0
+        self.writes = 0
+        self.duplicates = 0
+        self.swept = 0
+        self.recall_sum = 0.0
+        self.recall_n = 0
+        self.terms = dict.fromkeys(REWARD_TERMS, 0.0)
+
+    def add_terms(self, terms: dict[str, float]) -> None:
+        for k, v in terms.items():
+            self.terms[k] += v
+
+    def record(self, family: str, verdict: str, recall: float | None) -> None:
+        self.verdicts[verdict] += 1
+        self.by_family.setdefault(family, Counter())[verdict] += 1
+        if recall is not None:
+            self.recall_sum += recall
+            self.recall_n += 1
+
+    def summary(self, world: World) -> dict:
+        n = sum(self.verdicts.values())
+        verdicts = {v: int(self.verdicts.get(v, 0)) for v in VERDICTS}
+        fam = {}
+        for f in sorted(self.by_family):
+            c = self.by_family[f]
+            nf = sum(c.values())
+            fam[f] = {"questions": nf, "correct": int(c["correct"]), "accuracy": c["correct"] / nf if nf else 0.0}
+        events = max(1, self.events)
+        return {
+            "family": world.config.family,
+            "difficulty": world.config.difficulty,
+            "seed": world.seed,
+            "events": self.events,
+            "questions": n,
+            "accuracy": verdicts["correct"] / n if n else 0.0,
+            "verdicts": verdicts,
+            "stale_rate": verdicts["stale"] / n if n else 0.0,
+            "hallucination_rate": verdicts["hallucinated"] / n if n else 0.0,
+            "leak_rate": verdicts["leaked"] / n if n else 0.0,
+            "by_family": fam,
+            "evidence_recall": self.recall_sum / self.recall_n if self.recall_n else 0.0,
+            "ops": {o.name: int(self.ops.get(o.name, 0)) for o in Op},
+            "invalid": self.invalid,
+            "writes": self.writes,
+            "duplicates": self.duplicates,
+            "swept": self.swept,
+            "live_memories": len(world.store),
+            "mean_live_memories": self.live_sum / events,
+            "reward_terms": {k: float(v) for k, v in self.terms.items()},
+            "return": float(sum(self.terms.values())),
+            "level": world.level,
+        }
+
+
+__all__ = [
+    "Op", "N_OPS", "TARGETED_OPS", "CREATING_OPS", "EVENT_KINDS", "REWARD_TERMS", "Event", "Outcome", "World",
+    "WorldView", "OracleAccess", "MemoryInfo", "DEFAULT_REWARDS", "shared_embedder",
+]
