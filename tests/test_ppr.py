@@ -1,0 +1,104 @@
+"""PPR on the cached CSR matrix agrees with networkx.pagerank; convergence failures are never silent."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from world.graph import AssocGraph
+from world.ppr import PPRConvergenceError, personalized_pagerank, transition_matrix
+
+
+def _random_graphs(seed, n=50, m=180, dangling=5):
+    rng = np.random.default_rng(seed)
+    g, G = AssocGraph(), nx.DiGraph()
+    for i in range(n):
+        g.add_node(f"n{i:03d}", "x")
+        G.add_node(f"n{i:03d}")
+    for _ in range(m):
+        a, b = (int(v) for v in rng.integers(0, n - dangling, 2))  # the last nodes stay dangling...
+        w = float(rng.uniform(0.1, 2.0))
+        g.add_edge(f"n{a:03d}", f"n{b:03d}", "r", w)
+        G.add_edge(f"n{a:03d}", f"n{b:03d}", weight=w)
+    for j in range(n - dangling, n):  # ...but receive edges
+        g.add_edge("n000", f"n{j:03d}", "r", 1.0)
+        G.add_edge("n000", f"n{j:03d}", weight=1.0)
+    return g, G
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("alpha", [0.5, 0.85])
+def test_agrees_with_networkx(seed, alpha):
+    g, G = _random_graphs(seed)
+    seeds = ["n001", "n007", "n049"]
+    x, pos, method = g.ppr(seeds, alpha=alpha, tol=1e-10, max_iter=1000)
+    ref = nx.pagerank(G, alpha=alpha, personalization={s: 1.0 for s in seeds}, tol=1e-10, max_iter=1000)
+    assert method == "power"
+    diff = max(abs(x[pos[g.index(n)]] - ref[n]) for n in G)
+    assert diff < 1e-6
+    assert x.sum() == pytest.approx(1.0)
+
+
+def test_same_default_tolerance_as_networkx():
+    g, G = _random_graphs(5)
+    x, pos, _ = g.ppr(["n002"], alpha=0.85, tol=1e-6, max_iter=100)
+    ref = nx.pagerank(G, alpha=0.85, personalization={"n002": 1.0}, tol=1e-6, max_iter=100)
+    assert max(abs(x[pos[g.index(n)]] - ref[n]) for n in G) < 1e-6
+
+
+def test_cache_updates_when_graph_changes():
+    g, G = _random_graphs(3)
+    g.ppr(["n001"])
+    v = g.version
+    g.add_edge("n001", "n002", "r", 5.0)
+    G.add_edge("n001", "n002", weight=5.0)
+    g.remove_node("n010")
+    G.remove_node("n010")
+    assert g.version > v
+    x, pos, _ = g.ppr(["n001"], tol=1e-10, max_iter=1000)
+    ref = nx.pagerank(G, personalization={"n001": 1.0}, tol=1e-10, max_iter=1000)
+    assert set(g.nodes()) == set(G.nodes())
+    assert max(abs(x[pos[g.index(n)]] - ref[n]) for n in G) < 1e-6
+
+
+def test_insertion_order_does_not_change_bits():
+    g1, _ = _random_graphs(4)
+    g2 = AssocGraph()
+    for name in reversed(g1.nodes()):
+        g2.add_node(name, "x")
+    for src, dst, rel, w in reversed(list(g1.edges())):
+        g2.add_edge(src, dst, rel, w)
+    x1, p1, _ = g1.ppr(["n003", "n004"])
+    x2, p2, _ = g2.ppr(["n004", "n003"])
+    for n in g1.nodes():
+        assert x1[p1[g1.index(n)]] == x2[p2[g2.index(n)]]
+
+
+def test_non_convergence_falls_back_to_exact_solve():
+    g, G = _random_graphs(1)
+    x, pos, method = g.ppr(["n001"], max_iter=2, tol=1e-12)
+    assert method == "solve"
+    ref = nx.pagerank(G, personalization={"n001": 1.0}, tol=1e-12, max_iter=2000)
+    assert max(abs(x[pos[g.index(n)]] - ref[n]) for n in G) < 1e-9
+
+
+def test_non_convergence_can_raise():
+    g, _ = _random_graphs(1)
+    with pytest.raises(PPRConvergenceError, match="did not converge"):
+        g.ppr(["n001"], max_iter=2, tol=1e-12, fallback="raise")
+
+
+def test_bad_input():
+    g, _ = _random_graphs(0)
+    with pytest.raises(ValueError, match="seed"):
+        g.ppr(["nope"])
+    tm = transition_matrix(np.eye(3))
+    with pytest.raises(ValueError, match="personalization"):
+        personalized_pagerank(tm, np.zeros(3))
+    with pytest.raises(ValueError, match="alpha"):
+        personalized_pagerank(tm, np.ones(3), alpha=1.0)
+
+
+def test_all_dangling_graph():
+    tm = transition_matrix(np.zeros((4, 4)))
+    x, method = personalized_pagerank(tm, np.array([1.0, 0, 0, 0]))
+    np.testing.assert_allclose(x, [1.0, 0, 0, 0], atol=1e-9)
