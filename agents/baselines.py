@@ -187,12 +187,28 @@ class ImportanceAgent(HeuristicAgent):
         return WRITE, 0
 
 
+_USER_WORDS = frozenset({"i", "my", "me", "mine", "myself", "i'm", "i've"})
+# Capitalised only because they start a sentence: not subjects.
+_FUNCTION_WORDS = frozenset({"please", "let", "let's", "did", "do", "does", "what", "when", "where", "which", "who",
+                             "how", "why", "on", "week", "write", "nothing", "there", "here", "so", "well", "oh"})
+
+
 def _subject_and_topic(text: str) -> tuple[frozenset, frozenset]:
-    """(entity-like words, other content words) of a text, seed 003's key = entity + topic."""
+    """Seed 003's key = subject + topic, read from the text.
+
+    Subject: the entity-like words (capitalised or numeric, ``world.dedup.signature``) minus stop
+    and sentence-initial function words; first-person words make the subject ``user`` (seed 003's
+    keys look like ``user:42/pref/format``). Topic: the remaining content words.
+    """
+    from world.cues import STOP_WORDS
     from world.dedup import signature
 
     sig = signature(text)
-    return sig.entities, frozenset(sig.content - sig.entities)
+    subject = {w for w in sig.entities if w not in STOP_WORDS and w not in _FUNCTION_WORDS}
+    if sig.word_set & _USER_WORDS:
+        subject.add("user")
+    topic = sig.content - sig.entities - _USER_WORDS - _FUNCTION_WORDS
+    return frozenset(subject), frozenset(topic)
 
 
 @register_agent("versioned", "seed 003: same subject+topic -> UPDATE (history kept), erasure -> FORGET chain")
@@ -204,14 +220,15 @@ class VersionedAgent(HeuristicAgent):
       (the world keeps the old version, marked superseded, as seed 003's ``write`` does); exactly
       the same content is a ``duplicate``: NOOP; anything else starts a new key: WRITE.
     - an erasure request FORGETs (hard: the whole chain, seed 003's ``forget(hard=True)``) the
-      candidate that shares the most with the request (entities first, then similarity).
+      candidate with the same subject that shares a topic word with the request (or, failing
+      that, is similar to it: similarity >= ``forget_sim``), best match first.
     - inferences stay below 0.8 confidence: the world's REFLECT enforces this tier rule; this agent
       never infers (seed 003 has no consolidation).
     """
 
     name = "versioned"
 
-    def __init__(self, topic_sim: float = 0.5, forget_sim: float = 0.2) -> None:
+    def __init__(self, topic_sim: float = 0.5, forget_sim: float = 0.3) -> None:
         super().__init__()
         self.topic_sim = topic_sim
         self.forget_sim = forget_sim
@@ -241,9 +258,10 @@ class VersionedAgent(HeuristicAgent):
         scored = []
         for c in cands:
             c_subj, c_topic = _subject_and_topic(c.text)
-            shared = len(subj & c_subj) + len(topic & c_topic)
-            if shared or c.similarity >= self.forget_sim:
-                scored.append(((shared, c.similarity, -c.slot), c))
+            if not subj & c_subj:
+                continue
+            if topic & c_topic or c.similarity >= self.forget_sim:
+                scored.append(((len(topic & c_topic), c.similarity, -c.slot), c))
         if not scored:
             return NOOP, 0
         return FORGET, max(scored, key=lambda t: t[0])[1].slot
@@ -292,15 +310,18 @@ class GenerativeAgentsAgent(HeuristicAgent):
 
     Every observation is written. Each write adds its poignancy (seed 000's importance scorer mapped
     from [1, 2.5] to the paper's 1..10 scale) to a running sum; when the sum passes
-    ``reflect_threshold`` (the paper's 150), the agent reflects on the most salient visible memory:
-    retrieval score = 0.5 recency + 3 relevance + 2 importance, each min-max scaled over the
-    candidates (the weights of the released code; recency 0.99 ** age), and the sum restarts.
-    Generative agents never delete.
+    ``reflect_threshold``, the agent reflects on the most salient visible memory that can be
+    consolidated: retrieval score = 0.5 recency + 3 relevance + 2 importance, each min-max scaled
+    over the candidates (the weights of the released code; recency 0.99 ** age), and the sum
+    restarts. The paper's threshold of 150 makes its agents reflect two or three times a day over
+    hundreds of LLM-rated observations; memgym's easy episodes have about 85 statements whose
+    poignancy is mostly 1-2, so 150 would never fire. The default, 30, keeps the paper's frequency
+    (a few reflections per episode). Generative agents never delete.
     """
 
     name = "generative_agents"
 
-    def __init__(self, reflect_threshold: float = 150.0, weights: tuple[float, float, float] = (0.5, 3.0, 2.0),
+    def __init__(self, reflect_threshold: float = 30.0, weights: tuple[float, float, float] = (0.5, 3.0, 2.0),
                  recency_decay: float = 0.99) -> None:
         super().__init__()
         from world.importance import ImportanceScorer
@@ -332,10 +353,11 @@ class GenerativeAgentsAgent(HeuristicAgent):
             imp = self._minmax(np.array([self.poignancy(c.text) for c in episodes]))
             wr, wv, wi = self.weights
             score = wr * rec + wv * rel + wi * imp
-            target = episodes[int(np.argmax(score))]
-            if self.view.valid(REFLECT, target.slot):
-                self._acc = 0.0
-                return REFLECT, target.slot
+            for j in np.argsort(-score, kind="stable"):
+                target = episodes[int(j)]
+                if self.view.valid(REFLECT, target.slot):
+                    self._acc = 0.0
+                    return REFLECT, target.slot
         if self.view.valid(WRITE):
             self._acc += self.poignancy(text)
             return WRITE, 0

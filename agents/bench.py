@@ -80,10 +80,10 @@ def suites() -> dict[str, Suite]:
     return {
         "quick": Suite(
             "quick",
-            ("recall", "update", "erasure", "life"),
+            ("recall", "update", "multi_hop", "erasure", "life"),
             ("easy",),
-            seeds=4,
-            description="4 families x easy x 4 seeds, every baseline; the demo and the tests (< 60 s on 2 cores)",
+            seeds=5,
+            description="5 families x easy x 5 seeds, every baseline; the demo and the tests (< 60 s on 2 cores)",
         ),
         "default": Suite(
             "default",
@@ -249,8 +249,11 @@ def run_episode(agent: Agent, env: Any, seed: int, *, trace: Callable[[dict], No
             view.refresh()
         action = agent.act(obs, info)
         if trace is not None:
+            ids = list(info.get("candidate_ids", []))
+            a = [int(x) for x in np.asarray(action).reshape(-1)]
             before = {"index": events, "step": int(base.world.event.step), "kind": base.world.event.kind,
-                      "text": base.world.event.text}
+                      "text": base.world.event.text,
+                      "target_id": ids[a[1]] if len(a) > 1 and 0 <= a[1] < len(ids) else None}
         obs, reward, terminated, truncated, info = env.step(action)
         events += 1
         total += float(reward)

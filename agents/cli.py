@@ -276,11 +276,11 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     row = rows[args.episode]
     agent = make_agent(row["agent"])
     env = make_env(row["family"], row["difficulty"], data.get("overrides") or {})
-    store = env.unwrapped.world.store
     print(f"episode {row['episode']}: agent {row['agent']}, {row['env_id']}, seed {row['seed']}", file=out)
     state = {"before": set(), "n": 0}
 
     def live_ids() -> set[str]:
+        store = env.unwrapped.world.store  # reset may build a new store: look it up every time
         return set(store.episodic) | set(store.semantic)
 
     def trace(step: dict) -> None:
@@ -296,7 +296,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         info = step["info"]
         target = ""
         if step["op"] in ("UPDATE", "LINK", "REFLECT", "FORGET"):
-            target = f" -> slot {step['action'][1]}"
+            target = f" -> slot {step['action'][1]} ({step.get('target_id') or 'empty'})"
         line = (f"[{step['index']:>4}] t={step['step']:<4} {step['kind']:<9} {_short(step['text'])}\n"
                 f"       {step['op']}{target}  reward {step['reward']:+.3f}  live {step['live']}")
         if step["invalid"]:
@@ -304,7 +304,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         if q:
             line += f"\n       answer {q.get('answer')!r}, gold {q.get('gold')!r}: {str(q['verdict']).upper()}"
         for mid in added:
-            rec = store.get(mid)
+            rec = env.unwrapped.world.store.get(mid)
             line += f"\n       + {mid}: {_short(rec.content if rec else '', 60)}"
         for mid in removed:
             line += f"\n       - {mid}"
@@ -358,8 +358,10 @@ TRAIN_HELP = "train a policy with Stable-Baselines3 (see `memgym train --help`)"
 
 
 def _load_train():
+    import importlib
+
     try:
-        from agents import train
+        train = importlib.import_module("agents.train")
     except ImportError as exc:
         raise CliError(f"`memgym train` is unavailable: agents.train could not be imported ({exc}); install the "
                        "training extra: pip install 'memgym[train]'") from exc

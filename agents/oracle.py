@@ -37,21 +37,23 @@ class OracleAgent(BaseAgent):
         self.policy = None
 
     def attach_world(self, world: Any) -> None:
-        from world.oracle import OraclePolicy
-        from world.sim import Op
+        from world.oracle import Oracle
 
         self.world = world
-        self.policy = OraclePolicy(disabled_ops=[Op[o] for o in self.disabled_ops])
+        self.policy = Oracle(disabled_ops=self.disabled_ops)
+        self.policy.reset()
+        self.misses = 0  # targets the env did not show as candidates (played as NOOP)
 
     def act(self, observation: Any, info: dict) -> np.ndarray:
         if self.policy is None:
             raise RuntimeError("the oracle needs the world: agents.bench calls attach_world(env.unwrapped.world)")
-        op, target = self.policy.act(self.world, candidates=list(info.get("candidate_ids", [])))
+        op, target = self.policy.act(self.world)
         op = int(op)
         slot = 0
         if op in TARGETED:
             ids = list(info.get("candidate_ids", []))
             if target not in ids:
+                self.misses += 1
                 return np.array([NOOP, 0], dtype=np.int64)
             slot = ids.index(target)
         return np.array([op, slot], dtype=np.int64)

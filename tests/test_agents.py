@@ -1,0 +1,277 @@
+"""Agents: registry, the rules of each baseline, the MemorySystem adapter, the oracle, SB3 models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agents import base
+from agents.base import FORGET, NOOP, QUERY, REFLECT, UPDATE, WRITE, Candidate, make_agent
+from agents.bench import BASELINES, evaluate, make_env, run_episode
+
+# ----------------------------------------------------------------------------------- registry
+
+
+def test_every_baseline_is_registered_and_follows_the_protocol():
+    for name in BASELINES:
+        agent = make_agent(name)
+        assert isinstance(agent, base.Agent)
+        assert agent.name == name
+
+
+def test_unknown_agent_names_the_valid_ones():
+    with pytest.raises(ValueError) as err:
+        make_agent("wirte_all")
+    msg = str(err.value)
+    assert "wirte_all" in msg
+    for name in BASELINES:
+        assert name in msg
+    assert "sb3:PATH" in msg
+
+
+def test_ablated_oracle_spec():
+    agent = make_agent("oracle[-LINK,-REFLECT]")
+    assert agent.disabled_ops == ("LINK", "REFLECT")
+    assert agent.name == "oracle[-LINK,-REFLECT]"
+    with pytest.raises(ValueError, match="allowed"):
+        make_agent("oracle[-FLY]")
+    with pytest.raises(ValueError, match="model path"):
+        make_agent("sb3:")
+
+
+# ------------------------------------------------------------------------- rules on a stub view
+
+
+class StubView:
+    """The part of agents.base.AgentView the heuristics use, with hand-made candidates."""
+
+    def __init__(self, kind, text, cands, n_live=3, capacity=40, invalid=()):
+        self.kind, self.text, self._cands = kind, text, cands
+        self.n_live, self.capacity, self._invalid = n_live, capacity, set(invalid)
+
+    def candidates(self, observation):
+        return self._cands
+
+    def valid(self, op, slot=0):
+        return (op, slot) not in self._invalid and op not in self._invalid
+
+    def slot_of(self, mid):
+        return next((c.slot for c in self._cands if c.memory_id == mid), None)
+
+
+def cand(slot, text, sim=0.0, act=0.9, age=5.0, semantic=False, superseded=False, cue=0.0):
+    return Candidate(slot=slot, memory_id=f"ep_{slot:06d}", text=text, similarity=sim, activation=act,
+                     importance=0.5, age=age, semantic=semantic, recent=False, superseded=superseded,
+                     cue_overlap=cue, links=0.0)
+
+
+def decide(name, view, **kw):
+    agent = make_agent(name, **kw)
+    agent.reset(0)
+    agent.attach(view)
+    return agent.decide({}, {})
+
+
+def test_write_all_writes_statements_queries_questions_ignores_requests():
+    assert decide("write_all", StubView("statement", "Alice lives in Paris.", [])) == (WRITE, 0)
+    assert decide("write_all", StubView("question", "Where does Alice live?", [])) == (QUERY, 0)
+    assert decide("write_all", StubView("request", "Please forget where Alice lives.", [])) == (NOOP, 0)
+
+
+def test_versioned_updates_same_key_skips_duplicates_and_forgets_on_request():
+    cands = [cand(0, "Bob works at Acme.", sim=0.1), cand(1, "Alice lives in Paris.", sim=0.6)]
+    assert decide("versioned", StubView("statement", "Alice lives in Lyon now.", cands)) == (UPDATE, 1)
+    assert decide("versioned", StubView("statement", "Alice lives in Paris.", cands)) == (NOOP, 0)
+    assert decide("versioned", StubView("statement", "Carol plays the cello.", cands)) == (WRITE, 0)
+    # a superseded version is not the head of its chain
+    old = [cand(1, "Alice lives in Paris.", sim=0.6, superseded=True)]
+    assert decide("versioned", StubView("statement", "Alice lives in Lyon now.", old)) == (WRITE, 0)
+    assert decide("versioned", StubView("request", "Please forget where Alice lives.", cands)) == (FORGET, 1)
+    assert decide("versioned", StubView("request", "Forget it.", [])) == (NOOP, 0)
+
+
+def test_mem0_thresholds_decide_add_update_noop_delete():
+    view = lambda s: StubView("statement", "Dana now drives a red car.", [cand(2, "Dana drives a blue car.", sim=s)])  # noqa: E731
+    assert decide("mem0", view(0.95)) == (NOOP, 0)
+    assert decide("mem0", view(0.7)) == (UPDATE, 2)
+    assert decide("mem0", view(0.2)) == (WRITE, 0)
+    req = [cand(0, "x", sim=0.1), cand(3, "Dana's phone is 555-0101.", sim=0.5)]
+    assert decide("mem0", StubView("request", "Forget Dana's phone number.", req)) == (FORGET, 3)
+    assert decide("mem0", StubView("request", "Forget Dana's phone number.", [cand(0, "x", sim=0.1)])) == (NOOP, 0)
+
+
+def test_fifo_folds_then_evicts_the_oldest_when_the_window_is_full():
+    cands = [cand(0, "a b c", age=3), cand(1, "d e f", age=30), cand(2, "g h i", age=10)]
+    agent = make_agent("fifo")
+    agent.reset(0)
+    agent.attach(StubView("statement", "new fact here", cands, n_live=5, capacity=40))
+    assert agent.decide({}, {}) == (WRITE, 0)
+    agent.attach(StubView("statement", "new fact here", cands, n_live=39, capacity=40))
+    assert agent.decide({}, {}) == (REFLECT, 1)
+    assert agent.decide({}, {}) == (FORGET, 1)   # folded already: now evicted
+    nofold = make_agent("fifo", fold=False)
+    nofold.attach(StubView("statement", "x", cands, n_live=39, capacity=40))
+    assert nofold.decide({}, {}) == (FORGET, 1)
+
+
+def test_importance_skips_low_scores_and_duplicates_and_evicts_lowest_score():
+    long_fact = "Erin told me that her grandmother moved from Porto to Boston in the spring of 1998."
+    cands = [cand(0, "Erin likes tea.", act=0.9, age=2), cand(1, "ok", act=0.1, age=80)]
+    assert decide("importance", StubView("statement", long_fact, cands)) == (WRITE, 0)
+    assert decide("importance", StubView("statement", "ok", cands)) == (NOOP, 0)  # below the threshold
+    dup = [cand(0, long_fact, sim=1.0)]
+    assert decide("importance", StubView("statement", long_fact, dup)) == (NOOP, 0)
+    assert decide("importance", StubView("statement", long_fact, cands, n_live=40, capacity=40)) == (FORGET, 1)
+
+
+def test_generative_agents_reflects_when_importance_accumulates():
+    agent = make_agent("generative_agents", reflect_threshold=5.0)
+    agent.reset(0)
+    cands = [cand(0, "Fay ordered pizza on Friday.", sim=0.8, age=1), cand(1, "Gus sings.", sim=0.1, age=40)]
+    ops = []
+    for _ in range(6):
+        agent.attach(StubView("statement", "Fay ordered pizza again on Friday.", cands))
+        ops.append(agent.decide({}, {}))
+    assert ops[0] == (WRITE, 0)
+    assert (REFLECT, 0) in ops  # the most recent, relevant, important episode
+    i = ops.index((REFLECT, 0))
+    assert ops[i + 1] == (WRITE, 0)  # the sum restarts after a reflection
+
+
+def test_actr_rehearsal_queries_when_a_related_memory_is_near_the_threshold():
+    fading = [cand(0, "Hal lives in Oslo.", sim=0.8, act=0.55)]
+    fresh = [cand(0, "Hal lives in Oslo.", sim=0.8, act=0.95)]
+    unrelated = [cand(0, "Ivy paints.", sim=0.05, act=0.52)]
+    assert decide("actr_rehearsal", StubView("statement", "Hal still lives in Oslo.", fading)) == (QUERY, 0)
+    assert decide("actr_rehearsal", StubView("statement", "Hal still lives in Oslo.", fresh)) == (WRITE, 0)
+    assert decide("actr_rehearsal", StubView("statement", "Hal still lives in Oslo.", unrelated)) == (WRITE, 0)
+
+
+def test_masked_choice_becomes_noop():
+    agent = make_agent("write_all")
+    agent.reset(0)
+    agent.attach(StubView("statement", "Jo likes jazz.", [], invalid={WRITE}))
+    mask = np.ones(7 + 8, dtype=bool)
+    mask[WRITE] = False
+    assert agent.act({"event_kind": np.array([1, 0, 0])}, {"action_mask": mask}).tolist() == [NOOP, 0]
+
+
+# ------------------------------------------------------------------------------ on the real env
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_each_baseline_plays_life_without_invalid_actions(name):
+    env = make_env("life", "easy", {"horizon": 60})
+    row, timing = run_episode(make_agent(name), env, 10_000)
+    assert row["events"] == 60
+    assert sum(row["ops"].values()) == 60
+    if name != "random":
+        assert row["invalid_actions"] == 0, row
+    if name == "write_all":
+        assert row["ops"]["FORGET"] == 0 and row["ops"]["WRITE"] > 0 and row["ops"]["QUERY"] == row["questions"]
+
+
+def test_random_agent_samples_only_masked_entries_and_is_seeded():
+    env = make_env("life", "easy", {"horizon": 40})
+    agent = make_agent("random")
+    agent.reset(1)
+    obs, info = env.reset(seed=10_000)
+    for _ in range(40):
+        a = agent.act(obs, info)
+        mask = np.asarray(info["action_mask"], dtype=bool)
+        assert mask[a[0]]
+        if a[0] in base.TARGETED:
+            assert mask[7 + a[1]]
+        obs, _, _, trunc, info = env.step(a)
+        if trunc:
+            break
+    r1 = evaluate("random", "MemGym/Life-Easy-v0", [10_000, 10_001], overrides={"horizon": 40})
+    r2 = evaluate("random", "MemGym/Life-Easy-v0", [10_000, 10_001], overrides={"horizon": 40})
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "timing"} for r in rows]  # noqa: E731
+    assert strip(r1) == strip(r2)
+
+
+def test_ablated_oracle_never_uses_the_removed_operation():
+    rows = evaluate("oracle[-WRITE]", "life", [10_000], overrides={"horizon": 60})
+    assert rows[0]["ops"]["WRITE"] == 0
+    full = evaluate("oracle", "life", [10_000], overrides={"horizon": 60})
+    assert full[0]["ops"]["WRITE"] > 0
+    assert full[0]["return"] > rows[0]["return"]
+
+
+# ---------------------------------------------------------------------------- memory systems
+
+
+def test_tiny_memory_system_decisions():
+    from agents.memory_system import TinyMemorySystem
+
+    m = TinyMemorySystem()
+    assert m.add("Kim lives in Rome.", {}) == [{"id": "m1", "event": "ADD"}]
+    assert m.add("Kim lives in Rome.", {}) == [{"id": "m1", "event": "NONE"}]
+    assert m.add("Kim lives in Milan.", {}) == [{"id": "m1", "event": "UPDATE"}]
+    assert m.memories["m1"] == "Kim lives in Milan."
+    assert m.add("Lee owns a boat.", {})[0]["event"] == "ADD"
+    assert [h["id"] for h in m.search("Where does Kim live?", 5)] == ["m1"]
+    assert m.delete("m1") and not m.delete("m1")
+
+
+def test_memory_system_agent_mirrors_the_systems_decisions():
+    from agents.memory_system import MemorySystemAgent, TinyMemorySystem
+
+    class Counting(TinyMemorySystem):
+        def reset(self):
+            super().reset()
+            self.events = []
+
+        def add(self, text, metadata):
+            out = super().add(text, metadata)
+            self.events.append(out[0]["event"])
+            return out
+
+    system = Counting()
+    agent = MemorySystemAgent(system)
+    env = make_env("life", "easy", {"horizon": 60, "capacity": 100})  # room for every ADD
+    row, _ = run_episode(agent, env, 10_002)
+    assert row["invalid_actions"] == 0
+    assert row["ops"]["WRITE"] + row["ops"]["UPDATE"] == sum(e in ("ADD", "UPDATE") for e in system.events)
+    assert row["ops"]["QUERY"] == row["questions"]
+    # every mirrored system memory maps to a live world memory or was erased with it
+    assert set(agent._to_world) <= set(system.memories)
+    with pytest.raises(TypeError, match="missing method"):
+        MemorySystemAgent(object())
+
+
+def test_memsys_spec_imports_a_factory():
+    agent = make_agent("memsys:agents.memory_system:TinyMemorySystem")
+    assert agent.name == "memsys:agents.memory_system:TinyMemorySystem"
+    with pytest.raises(ValueError, match="cannot import"):
+        make_agent("memsys:nope.nothing:X")
+
+
+# -------------------------------------------------------------------------------------- SB3
+
+
+@pytest.mark.slow
+def test_sb3_models_are_detected_and_evaluated(tmp_path):
+    pytest.importorskip("sb3_contrib")
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    from agents.sb3_agent import SB3ModelError, detect_algorithm
+
+    env = make_env("recall", "easy", {"horizon": 30})
+    for cls, algo in ((PPO, "ppo"), (MaskablePPO, "maskable_ppo")):
+        model = cls("MultiInputPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+        model.learn(32)
+        path = tmp_path / algo / "model.zip"
+        path.parent.mkdir()
+        model.save(path)
+        assert detect_algorithm(path) == algo
+        rows = evaluate(f"sb3:{path}", "MemGym/Recall-Easy-v0", [10_000], overrides={"horizon": 30})
+        assert rows[0]["events"] == 30 and rows[0]["agent"] == f"sb3:{path}"
+    bad = tmp_path / "bad.zip"
+    bad.write_text("not a zip")
+    with pytest.raises(SB3ModelError, match="not a Stable-Baselines3"):
+        detect_algorithm(bad)
+    with pytest.raises(SB3ModelError, match="not found"):
+        detect_algorithm(tmp_path / "missing.zip")
