@@ -110,8 +110,10 @@ class TrainConfig:
         if quick_section is not None and not isinstance(quick_section, Mapping):
             raise TrainConfigError(f"key 'quick' must be a mapping of overrides, got {quick_section!r}")
         if quick:
-            data = _deep_merge(data, dict(quick_section or {}))
-            data.setdefault("n_envs", 1)
+            quick_section = dict(quick_section or {})
+            data = _deep_merge(data, quick_section)
+            if "n_envs" not in quick_section:  # --quick runs in-process (DummyVecEnv) unless told otherwise
+                data["n_envs"] = 1
         _check_keys(data, _TOP_KEYS, "")
         env = data.get("env")
         if isinstance(env, str):

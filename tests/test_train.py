@@ -1,0 +1,277 @@
+"""memgym train: the YAML schema, the seed schedule, a --quick run with every artefact, resume,
+Ctrl-C, determinism, and each algorithm for a few steps (small worlds, seconds each)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("sb3_contrib")
+
+from agents import train as T  # noqa: E402
+from agents.train_config import (  # noqa: E402
+    TEST_SEED_START,
+    TRAIN_SEED_LIMIT,
+    TrainConfig,
+    TrainConfigError,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+LIFE_EASY = ROOT / "configs" / "train" / "life_easy.yaml"
+
+
+def tiny(tmp_path: Path, name: str = "tiny", **changes) -> Path:
+    """A recipe small enough for seconds: short episodes, a 16-unit net, evaluations every 128 steps."""
+    data = {
+        "env": {"id": "MemGym/Life-Easy-v0", "overrides": {"horizon": 30}},
+        "algo": "maskable_ppo",
+        "hyperparams": {"n_steps": 64, "batch_size": 32, "n_epochs": 1},
+        "policy_kwargs": {"net_arch": [16]},
+        "n_envs": 1,
+        "total_steps": 256,
+        "checkpoint_freq": 128,
+        "eval": {"freq": 128, "episodes": 2, "test_episodes": 1, "baselines": []},
+        "progress_bar": False,
+    }
+    for key, value in changes.items():
+        data[key] = value
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+# ------------------------------------------------------------------------------------ config schema
+def test_shipped_configs_load_full_and_quick():
+    paths = sorted((ROOT / "configs" / "train").glob("*.yaml"))
+    assert LIFE_EASY in paths
+    for path in paths:
+        full = TrainConfig.from_yaml(path)
+        quick = TrainConfig.from_yaml(path, quick=True)
+        assert full.env_id.startswith("MemGym/")
+        assert quick.total_steps <= 5_000 < full.total_steps, path
+        assert quick.n_envs == 1
+        assert set(full.eval.seeds).isdisjoint(range(TRAIN_SEED_LIMIT))
+
+
+@pytest.mark.parametrize(
+    "patch, needle",
+    [
+        ({"algo": "sac"}, "key 'algo' must be one of maskable_ppo, ppo, a2c, dqn"),
+        ({"totl_steps": 5}, "unknown key 'totl_steps'"),
+        ({"n_envs": 0}, "key 'n_envs' must be an integer >= 1"),
+        ({"total_steps": "many"}, "key 'total_steps' must be an integer"),
+        ({"hyperparams": {"learnin_rate": 0.1}}, "key 'hyperparams.learnin_rate' is not an argument of maskable_ppo"),
+        ({"hyperparams": {"seed": 3}}, "key 'hyperparams.seed' is set by the pipeline"),
+        ({"eval": {"seed_start": 10}}, "key 'eval.seed_start' must be >= 9000"),
+        ({"eval": {"seed_start": 9995, "episodes": 10}}, "below the benchmark's test seeds"),
+        ({"eval": {"every": 10}}, "unknown key 'eval.every'"),
+        ({"policy_kwargs": {"activation_fn": "sigmoid"}}, "key 'policy_kwargs.activation_fn' must be one of"),
+        ({"policy_kwargs": {"net_arch": [64, -1]}}, "key 'policy_kwargs.net_arch'"),
+        ({"env": {"name": "x"}}, "unknown key 'env.name'"),
+        ({"quick": 3}, "key 'quick' must be a mapping"),
+    ],
+)
+def test_bad_config_names_the_key(tmp_path, patch, needle):
+    data = yaml.safe_load(LIFE_EASY.read_text())
+    data.update(patch)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(TrainConfigError) as err:
+        TrainConfig.from_yaml(path)
+    assert needle in str(err.value)
+    assert "bad.yaml" in str(err.value)
+
+
+def test_quick_section_merges_deeply():
+    full = TrainConfig.from_yaml(LIFE_EASY)
+    quick = TrainConfig.from_yaml(LIFE_EASY, quick=True)
+    data = yaml.safe_load(LIFE_EASY.read_text())
+    # keys the quick section does not mention keep the full recipe's values
+    assert quick.hyperparams["learning_rate"] == full.hyperparams["learning_rate"]
+    assert quick.hyperparams["n_steps"] == data["quick"]["hyperparams"]["n_steps"]
+    assert quick.eval.baselines == full.eval.baselines or "baselines" in data["quick"]["eval"]
+    assert TrainConfig.from_dict(full.to_dict()) == full
+
+
+def test_unknown_env_id_lists_registered_ids(tmp_path):
+    path = tiny(tmp_path, env={"id": "MemGym/Lfe-Easy-v0"})
+    with pytest.raises(TrainConfigError) as err:
+        T.train(path, seed=0, out_dir=tmp_path / "run", test_eval=False)
+    assert "MemGym/Life-Easy-v0" in str(err.value)
+
+
+# ------------------------------------------------------------------------------------ seeds
+def test_training_seed_schedule_is_disjoint_and_does_not_repeat():
+    for n_envs in (1, 2, 4):
+        seeds = [T.train_seed(7, w, j, n_envs) for j in range(TRAIN_SEED_LIMIT // n_envs) for w in range(n_envs)]
+        assert len(set(seeds)) == len(seeds)  # 9,000 episodes without a repeat
+        assert min(seeds) >= 0 and max(seeds) < TRAIN_SEED_LIMIT
+    assert T.train_seed(0, 0, 0, 2) != T.train_seed(1, 0, 0, 2)
+
+
+def test_seed_schedule_wrapper_ignores_caller_seed_and_rewinds():
+    env = T.SeedSchedule(T.make_env("MemGym/Life-Easy-v0"), T._SeedList([9000, 9001]))
+    obs_a, _ = env.reset(seed=123)
+    assert env.last_seed == 9000
+    env.reset()
+    assert env.last_seed == 9001
+    env.restart_seeds()
+    obs_b, _ = env.reset(seed=999)
+    assert env.last_seed == 9000
+    for key in obs_a:
+        np.testing.assert_array_equal(obs_a[key], obs_b[key])
+    env.close()
+
+
+# ------------------------------------------------------------------------------------ end to end
+def test_quick_run_of_life_easy_produces_every_artefact(tmp_path):
+    parser = T.add_arguments(argparse.ArgumentParser())
+    out = tmp_path / "run"
+    args = parser.parse_args(["--config", str(LIFE_EASY), "--quick", "--seed", "0", "--out", str(out),
+                              "--no-progress"])
+    t0 = time.perf_counter()
+    assert T.run(args) == 0
+    elapsed = time.perf_counter() - t0
+    quick = TrainConfig.from_yaml(LIFE_EASY, quick=True)
+
+    for name in ("config.yaml", "seeds.json", "evaluations.csv", "evaluations.npz", "baselines.json",
+                 "model.zip", "model.json", "learning_curve.png", "test_eval.json", "summary.md"):
+        assert (out / name).is_file(), name
+    assert list((out / "tb").rglob("events.out.tfevents.*"))
+    assert list((out / "checkpoints").glob("model_*_steps.zip"))
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    resolved = yaml.safe_load((out / "config.yaml").read_text())
+    assert resolved["seed"] == 0 and resolved["total_steps"] == quick.total_steps and resolved["quick"] is True
+
+    seeds = json.loads((out / "seeds.json").read_text())
+    assert seeds["validation"] == quick.eval.seeds
+    assert seeds["test"] == list(range(TEST_SEED_START, TEST_SEED_START + quick.eval.test_episodes))
+    assert set(seeds["validation"]).isdisjoint(seeds["test"])
+    assert all(s < TRAIN_SEED_LIMIT for row in seeds["train"]["first"] for s in row)
+
+    rows = T.read_evaluations(out / "evaluations.csv")
+    assert [r["timesteps"] for r in rows] == list(range(quick.eval.freq, quick.total_steps + 1, quick.eval.freq))
+    assert all(np.isfinite(r["mean_return"]) and 0.0 <= r["mean_accuracy"] <= 1.0 for r in rows)
+
+    test_eval = json.loads((out / "test_eval.json").read_text())
+    agent = f"sb3:{out / 'model.zip'}"
+    assert set(test_eval["summary"]) == {agent, *quick.eval.baselines}
+    assert [r["seed"] for r in test_eval["episodes"][agent]] == seeds["test"]
+    assert "normalised" in test_eval["summary"][agent]
+    assert agent in (out / "summary.md").read_text()
+    base = json.loads((out / "baselines.json").read_text())
+    assert set(base["summary"]) == set(quick.eval.baselines)
+
+    # the saved model plays the env with masks, as `memgym bench --agents sb3:...` does
+    model = T.load_model(out / "model.zip")
+    env = T.make_env("MemGym/Life-Easy-v0")
+    obs, info = env.reset(seed=10_000)
+    action, _ = model.predict(obs, action_masks=env.unwrapped.action_masks(), deterministic=True)
+    assert env.action_space.contains(np.asarray(action))
+    env.close()
+    assert elapsed < 120, f"--quick took {elapsed:.0f}s"
+
+
+def test_resume_continues_from_the_checkpoint(tmp_path):
+    cfg = tiny(tmp_path)
+    out = tmp_path / "run"
+    first = T.train(cfg, seed=1, out_dir=out, stop_after=128, test_eval=False)
+    assert not first.finished and first.stop_reason == "stop_after" and first.model_path is None
+    assert not (out / "model.zip").exists()
+    ckpt, state = T.latest_checkpoint(out)
+    assert state["timesteps"] == 128 and ckpt.name == "model_128_steps.zip"
+    rows_before = T.read_evaluations(out / "evaluations.csv")
+    assert [r["timesteps"] for r in rows_before] == [128]
+
+    with pytest.raises(TrainConfigError, match="already holds a run"):
+        T.train(cfg, seed=1, out_dir=out, test_eval=False)
+
+    second = T.train(None, out_dir=out, resume=True, test_eval=False)
+    assert second.finished and second.timesteps == 256  # counted on from 128, not restarted at 0
+    rows = T.read_evaluations(out / "evaluations.csv")
+    assert [r["timesteps"] for r in rows] == [128, 256]
+    assert rows[0] == rows_before[0]
+    meta = json.loads((out / "model.json").read_text())
+    assert meta["timesteps"] == 256 and meta["seed"] == 1
+    # the workers' seed schedule continues too: more episodes started at 256 than at 128
+    later = json.loads((out / "checkpoints" / "state_256.json").read_text())
+    assert later["episodes_started"][0] > state["episodes_started"][0]
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(TrainConfigError, match="not a run folder"):
+        T.train(None, out_dir=tmp_path / "nothing", resume=True)
+
+
+def test_same_seed_same_first_evaluation(tmp_path):
+    cfg = tiny(tmp_path, total_steps=128)
+    a = T.train(cfg, seed=5, out_dir=tmp_path / "a", test_eval=False)
+    b = T.train(cfg, seed=5, out_dir=tmp_path / "b", test_eval=False)
+    keys = ("timesteps", "mean_return", "std_return", "mean_accuracy", "mean_length")
+    assert [a.evaluations[0][k] for k in keys] == [b.evaluations[0][k] for k in keys]
+    pa = T.load_model(a.model_path).policy.state_dict()
+    pb = T.load_model(b.model_path).policy.state_dict()
+    assert all(np.array_equal(pa[k].numpy(), pb[k].numpy()) for k in pa)
+
+
+@pytest.mark.parametrize(
+    "algo, hyper",
+    [
+        ("ppo", {"n_steps": 64, "batch_size": 32, "n_epochs": 1}),
+        ("a2c", {"n_steps": 16}),
+        ("dqn", {"learning_starts": 32, "buffer_size": 500, "train_freq": 4, "batch_size": 16}),
+    ],
+)
+def test_other_algorithms_train_and_reload(tmp_path, algo, hyper):
+    cfg = tiny(tmp_path, algo=algo, hyperparams=hyper, total_steps=128)
+    result = T.train(cfg, seed=0, out_dir=tmp_path / algo, test_eval=False)
+    assert result.finished and (tmp_path / algo / "model.zip").exists()
+    meta = json.loads((tmp_path / algo / "model.json").read_text())
+    assert meta["algo"] == algo and meta["flatten_action"] == (algo == "dqn")
+    model = T.load_model(result.model_path)
+    env = T.make_env("MemGym/Life-Easy-v0", flatten=algo == "dqn")
+    obs, _ = env.reset(seed=9000)
+    action, _ = model.predict(obs, deterministic=True)
+    assert env.action_space.contains(np.asarray(action))
+    env.close()
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
+    cfg = tiny(tmp_path, total_steps=10_000_000, checkpoint_freq=10_000_000,
+               eval={"freq": 10_000_000, "episodes": 1, "baselines": []})
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "train.py"), "--config", str(cfg), "--out", str(out),
+         "--no-progress", "--no-test"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell ignores SIGINT
+    )
+    try:
+        deadline = time.time() + 60
+        while not list((out / "tb").rglob("events.out.tfevents.*")):  # training has started
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.time() < deadline
+            time.sleep(0.2)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    found = T.latest_checkpoint(out)
+    assert found is not None, err
+    assert found[1]["reason"] == "interrupted" and found[1]["timesteps"] > 0
+    assert "--resume" in err
