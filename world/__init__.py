@@ -37,3 +37,9 @@ from world.config import DIFFICULTIES, FAMILIES, WorldConfig  # noqa: E402
 from world.sim import Event, Op, Outcome, World  # noqa: E402
 
 __all__ += ["World", "WorldConfig", "Op", "Event", "Outcome", "FAMILIES", "DIFFICULTIES"]
+
+# persistence and rolling summaries -- added by the lifecycle engineer (issue 3)
+from world.persistence import StoreFileError, load_store, save_store  # noqa: E402
+from world.summary import ExtractiveSummarizer, RollingSummary, Summarizer  # noqa: E402
+
+__all__ += ["StoreFileError", "save_store", "load_store", "Summarizer", "ExtractiveSummarizer", "RollingSummary"]

@@ -108,16 +108,8 @@ class _Crc:
 
 
 def _export(store: Any) -> dict:
-    from world.summary import export_summaries
-
-    state = store._export_state()
-    extra = dict(state.get("extra") or {})
-    summaries = export_summaries(store)
-    if summaries:
-        extra["summaries"] = summaries
-    state = dict(state)
-    state["extra"] = extra
-    return state
+    """The store's state; attached components (rolling summaries) are in its "extra"."""
+    return store._export_state()
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -270,16 +262,15 @@ def load_store(path: str | os.PathLike, embedder: Any = None, *, summarizers: di
 
     path = Path(path)
     state = _read_state(path)
-    extra = dict(state.get("extra") or {})
-    summary_states = extra.pop("summaries", None) or {}
-    state["extra"] = extra
     try:
         store = MemoryStore._from_state(state, embedder)
-        restore_summaries(store, summary_states, summarizers)
+        restore_summaries(store)
     except StoreFileError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure here means the file's contents are inconsistent
         raise StoreFileError(path, f"inconsistent store contents: {type(exc).__name__}: {exc}") from exc
+    if summarizers:
+        restore_summaries(store, None, summarizers)
     return store
 
 

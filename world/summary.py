@@ -38,6 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from world.cues import extract_cues
+
 __all__ = [
     "Summarizer",
     "ExtractiveSummarizer",
@@ -45,17 +47,25 @@ __all__ = [
     "RollingSummary",
     "Turn",
     "summaries",
+    "all_summaries",
     "export_summaries",
     "restore_summaries",
+    "SummaryRegistry",
     "SUMMARY_KEY_PREFIX",
+    "SUMMARY_HEADER",
 ]
 
 #: Key of a namespace's summary memory is ``SUMMARY_KEY_PREFIX + namespace``.
 SUMMARY_KEY_PREFIX = "summary/"
+#: First line of every summary memory's content (the running text follows on the next lines). It says
+#: what the memory is to whoever reads it, and keeps the store's dedup from matching the summary
+#: against a memory that merely contains the same sentences.
+SUMMARY_HEADER = "Summary of earlier turns:"
 #: Version of the JSON state written by ``RollingSummary.export_state``.
 STATE_VERSION = 1
-#: Name of the attribute under which a store keeps its rolling summaries (namespace -> RollingSummary).
-_REGISTRY_ATTR = "_rolling_summaries"
+#: Name under which the rolling summaries are attached to a store (``store.extras[EXTRA_NAME]``) and
+#: under which their state is exported (``store._export_state()["extra"][EXTRA_NAME]``).
+EXTRA_NAME = "summaries"
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _SPACES = re.compile(r"\s+")
@@ -214,6 +224,13 @@ class Turn:
         return cls(str(memory_id), str(text), int(step))
 
 
+def _note(report: Any, namespace: str, entry: dict) -> None:
+    """Record in the erasure report what happened to the namespace's summary (ids and counts only)."""
+    extra = getattr(report, "extra", None)
+    if isinstance(extra, dict):
+        extra.setdefault("summaries", {})[namespace] = entry
+
+
 def _erased_ids(report: Any) -> set[str]:
     """Every memory id an ``ErasureReport`` says was removed, whatever the kind."""
     ids: set[str] = set()
@@ -277,7 +294,7 @@ class RollingSummary:
         self.key = SUMMARY_KEY_PREFIX + self.namespace
         self.source = source if source is not None else f"summarizer:{_summarizer_config(summarizer)['name']}"
         self.text = ""
-        self.memory_id: str | None = None
+        self._memory_id: str | None = None
         self._window: list[Turn] = []
         self._folds: list[list[Turn]] = []
         self._versions: list[str] = []  # ids of every summary memory written, oldest first
@@ -302,9 +319,17 @@ class RollingSummary:
         return [t for fold in self._folds for t in fold]
 
     @property
+    def memory_id(self) -> str | None:
+        """Id of the live summary memory; None before the first fold or once it was forgotten,
+        swept or erased (the next fold writes a new one)."""
+        mid = self._memory_id
+        return mid if mid is not None and self.store.get(mid) is not None else None
+
+    @property
     def memory(self):
-        """The live summary memory, or None (no fold yet, or it was forgotten/swept)."""
-        return self.store.get(self.memory_id) if self.memory_id is not None else None
+        """The live summary memory (its content is ``SUMMARY_HEADER`` + newline + ``text``), or None."""
+        mid = self.memory_id
+        return self.store.get(mid) if mid is not None else None
 
     def build_messages(self, new_query: str | None = None) -> list[tuple[str, str]]:
         """(role, text) pairs: the summary as a system message, the window, then the query."""
@@ -380,15 +405,21 @@ class RollingSummary:
     def _write(self, step: int) -> None:
         """Write the current text as the newest version of the summary memory."""
         if not self.text:
-            self.memory_id = None
+            self._memory_id = None
             return
-        evidence = [t.memory_id for t in self.folded]
-        evidence = list(dict.fromkeys(evidence))
+        evidence = list(dict.fromkeys(t.memory_id for t in self.folded))
         live = [m for m in evidence if self.store.get(m) is not None]
+        max_cues = getattr(self.store, "max_cues", 8)
         record = self.store.write_semantic(
-            step, self.text, live, key=self.key, tier="inference", confidence=self.confidence,
-            source=self.source, evidence=evidence, namespace=self.namespace)
-        self.memory_id = record.memory_id
+            step, f"{SUMMARY_HEADER}\n{self.text}", live, key=self.key, tier="inference",
+            confidence=self.confidence, source=self.source, evidence=evidence, namespace=self.namespace,
+            cues=extract_cues(self.text, max_cues))
+        if record.key != self.key:
+            # The store's dedup matched another memory (one that contains this very text): the summary
+            # has no memory of its own this time; the next fold writes one.
+            self._memory_id = None
+            return
+        self._memory_id = record.memory_id
         if record.memory_id not in self._versions:
             self._versions.append(record.memory_id)
 
@@ -402,8 +433,8 @@ class RollingSummary:
         summary_hit = any(v in erased for v in self._versions)
         self._window = [t for t in self._window if t.memory_id not in erased]
         self._versions = [v for v in self._versions if v not in erased]
-        if self.memory_id in erased:
-            self.memory_id = None
+        if self._memory_id in erased:
+            self._memory_id = None
         if not turn_hit:
             if summary_hit:
                 # The summary itself was the target: forget the history it was built from too,
@@ -411,7 +442,9 @@ class RollingSummary:
                 self._folds = []
                 self.text = ""
                 self._drop_stale_versions(None)
+                _note(report, self.namespace, {"rebuilt": None, "history_forgotten": True})
             return
+        dropped = sum(t.memory_id in erased for fold in self._folds for t in fold)
         folds = [[t for t in fold if t.memory_id not in erased] for fold in self._folds]
         self._folds = [f for f in folds if f]
         text = ""
@@ -420,6 +453,8 @@ class RollingSummary:
         self._drop_stale_versions(erased)
         self.text = text
         self._write(self.store.current_step)
+        _note(report, self.namespace, {"rebuilt": self.memory_id, "turns_dropped": dropped,
+                                       "folds": len(self._folds)})
 
     def _drop_stale_versions(self, erased: set[str] | None) -> None:
         """Forget summary versions still in the store whose evidence names an erased turn (all of
@@ -435,8 +470,8 @@ class RollingSummary:
             else:
                 keep.append(mid)
         self._versions = keep
-        if self.memory_id is not None and self.memory_id not in keep:
-            self.memory_id = None
+        if self._memory_id is not None and self._memory_id not in keep:
+            self._memory_id = None
 
     # -- state -------------------------------------------------------------------------------- #
 
@@ -451,7 +486,7 @@ class RollingSummary:
             "source": self.source,
             "summarizer": _summarizer_config(self.summarizer),
             "text": self.text,
-            "memory_id": self.memory_id,
+            "memory_id": self._memory_id,
             "versions": list(self._versions),
             "window": [t.to_json() for t in self._window],
             "folds": [[t.to_json() for t in fold] for fold in self._folds],
@@ -471,7 +506,7 @@ class RollingSummary:
                   keep_recent=int(state["keep_recent"]), summarizer=summarizer,
                   confidence=float(state["confidence"]), source=state["source"], register=register)
         obj.text = str(state["text"])
-        obj.memory_id = state["memory_id"]
+        obj._memory_id = state["memory_id"]
         obj._versions = [str(v) for v in state["versions"]]
         obj._window = [Turn.from_json(r) for r in state["window"]]
         obj._folds = [[Turn.from_json(r) for r in fold] for fold in state["folds"]]
@@ -495,11 +530,30 @@ def _default_namespace(store: Any) -> str:
     return "default"
 
 
-def _registry(store: Any) -> dict[str, RollingSummary]:
-    registry = getattr(store, _REGISTRY_ATTR, None)
+class SummaryRegistry(dict):
+    """namespace -> RollingSummary, attached to a store as ``store.extras["summaries"]``.
+
+    The store exports ``to_state()`` under ``state["extra"]["summaries"]`` (``_export_state``), so a
+    saved store keeps its rolling summaries, and a snapshot (pickle / deepcopy) carries them along."""
+
+    def to_state(self) -> dict:
+        return {ns: self[ns].export_state() for ns in sorted(self)}
+
+
+def _registry(store: Any, create: bool = True) -> SummaryRegistry | None:
+    """The store's registry; a store rebuilt from a state (``_from_state``) gets its summaries back
+    here, from ``store.extra_state["summaries"]``, the first time it is asked. With create=False, a
+    store without summaries (attached or pending) gets None and is left untouched."""
+    extras = store.extras
+    registry = extras.get(EXTRA_NAME)
     if registry is None:
-        registry = {}
-        setattr(store, _REGISTRY_ATTR, registry)
+        if not create and EXTRA_NAME not in getattr(store, "extra_state", {}):
+            return None
+        registry = extras[EXTRA_NAME] = SummaryRegistry()
+        pending = getattr(store, "extra_state", {}).pop(EXTRA_NAME, None)
+        if pending:
+            for ns in sorted(pending):
+                RollingSummary.from_state(store, pending[ns])
     return registry
 
 
@@ -518,14 +572,33 @@ def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> Rollin
     return registry[ns]
 
 
+def all_summaries(store: Any) -> dict[str, RollingSummary]:
+    """Every rolling summary attached to ``store`` (namespace -> RollingSummary), namespaces sorted."""
+    registry = _registry(store, create=False) or {}
+    return {ns: registry[ns] for ns in sorted(registry)}
+
+
 def export_summaries(store: Any) -> dict:
     """``{namespace: state}`` of every rolling summary attached to ``store``, namespaces sorted."""
-    registry = getattr(store, _REGISTRY_ATTR, None) or {}
-    return {ns: registry[ns].export_state() for ns in sorted(registry)}
+    registry = _registry(store, create=False)
+    return registry.to_state() if registry is not None else {}
 
 
-def restore_summaries(store: Any, states: dict, summarizers: dict | None = None) -> None:
-    """Attach the rolling summaries of ``export_summaries`` to a (freshly loaded) store."""
-    summarizers = summarizers or {}
-    for ns in sorted(states):
-        RollingSummary.from_state(store, states[ns], summarizer=summarizers.get(ns))
+def restore_summaries(store: Any, states: dict | None = None, summarizers: dict | None = None) -> None:
+    """Attach rolling summaries to a store rebuilt from a state: from ``states`` (an
+    ``export_summaries`` dict) or, when None, from ``store.extra_state["summaries"]``. ``summarizers``
+    maps a namespace to the summarizer to keep using (an LLM one cannot be saved)."""
+    # restores pending state and registers the erase hooks; a store without summaries stays as it is
+    registry = _registry(store, create=bool(states or summarizers))
+    if registry is None:
+        return
+    for ns in sorted(states or {}):
+        if ns in registry:
+            raise ValueError(f"restore_summaries: namespace {ns!r} already has a rolling summary")
+        RollingSummary.from_state(store, states[ns])
+    for ns, summarizer in (summarizers or {}).items():
+        if ns not in registry:
+            raise KeyError(f"restore_summaries: no rolling summary in namespace {ns!r} to give a summarizer")
+        if not callable(getattr(summarizer, "summarize", None)):
+            raise TypeError(f"restore_summaries: summarizer for {ns!r} has no summarize(previous_summary, turns)")
+        registry[ns].summarizer = summarizer

@@ -1,0 +1,277 @@
+"""Rolling summaries (world/summary.py): extractive summarizer, window + fold, summary memory,
+rebuild on erasure, state round trip."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from world.embedding import HashingEmbedder
+from world.memory import MemoryStore
+from world.summary import (
+    SUMMARY_HEADER,
+    SUMMARY_KEY_PREFIX,
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    RollingSummary,
+    Summarizer,
+    export_summaries,
+    restore_summaries,
+    split_sentences,
+    summaries,
+)
+
+
+def make_store(**kw) -> MemoryStore:
+    return MemoryStore(embedder=HashingEmbedder(dim=64), **kw)
+
+
+TURNS = [
+    "Alice moved to Lisbon in May.",
+    "Nice weather today.",
+    "Bob's favourite drink is green tea, remember that.",
+    "Ok.",
+    "Carol works as a nurse at the city hospital.",
+    "Haha, sure.",
+    "Dave has a meeting with Erin on Friday about the budget.",
+    "Thanks!",
+    "Frank's sister Gina lives in Oslo.",
+    "See you.",
+]
+
+
+# ------------------------------------------------------------------------------------------ #
+# ExtractiveSummarizer                                                                        #
+# ------------------------------------------------------------------------------------------ #
+
+
+def test_extractive_is_a_summarizer_and_deterministic():
+    s = ExtractiveSummarizer(max_chars=120)
+    assert isinstance(s, Summarizer)
+    a = s.summarize("", TURNS)
+    b = ExtractiveSummarizer(max_chars=120).summarize("", TURNS)
+    assert a == b
+    assert 0 < len(a) <= 120
+
+
+def test_extractive_keeps_important_sentences_in_original_order():
+    s = ExtractiveSummarizer(max_chars=140)
+    out = split_sentences(s.summarize("", TURNS))
+    # every kept sentence is one of the inputs, and they come in input order
+    all_sentences = [x for t in TURNS for x in split_sentences(t)]
+    positions = [all_sentences.index(x) for x in out]
+    assert positions == sorted(positions)
+    # the top-scored sentence (ties: the later one) is always kept, chit-chat is not
+    scores = {x: s.scorer.score(x) for x in all_sentences}
+    best = max(reversed(all_sentences), key=lambda x: scores[x])
+    assert best in out
+    assert "Ok." not in out and "Thanks!" not in out
+
+
+def test_extractive_dedups_and_clips():
+    s = ExtractiveSummarizer(max_chars=30)
+    out = s.summarize("Alice likes tea.", ["alice LIKES  tea.", "x" * 10 + " " + "y" * 40])
+    assert out.casefold().count("alice likes tea") == 1
+    assert len(out) <= 30
+    long = ExtractiveSummarizer(max_chars=25).summarize("", ["word " * 40])
+    assert 0 < len(long) <= 25 and long == long.strip() and not long.endswith(" w")
+
+
+@settings(max_examples=60, deadline=None)
+@given(prev=st.text(max_size=300), turns=st.lists(st.text(max_size=200), max_size=8),
+       budget=st.integers(min_value=1, max_value=400))
+def test_extractive_never_exceeds_budget(prev, turns, budget):
+    out = ExtractiveSummarizer(max_chars=budget).summarize(prev, turns)
+    assert len(out) <= budget
+    assert out == ExtractiveSummarizer(max_chars=budget).summarize(prev, turns)
+
+
+def test_extractive_rejects_bad_budget():
+    with pytest.raises(ValueError, match="max_chars"):
+        ExtractiveSummarizer(max_chars=0)
+    with pytest.raises(ValueError, match="max_chars"):
+        ExtractiveSummarizer(max_chars=2.5)
+
+
+def test_llm_summarizer_prompt_and_clip():
+    seen = []
+
+    def fake_llm(prompt: str) -> str:
+        seen.append(prompt)
+        return "  Alice lives in Lisbon. " + "z" * 100
+
+    s = LLMSummarizer(fake_llm, max_chars=40)
+    out = s.summarize("Earlier: Bob.", ["Alice moved to Lisbon."])
+    assert out.startswith("Alice lives in Lisbon.") and len(out) <= 40
+    assert "Earlier: Bob." in seen[0] and "Alice moved to Lisbon." in seen[0]
+    with pytest.raises(TypeError, match="returned int"):
+        LLMSummarizer(lambda p: 3).summarize("", ["x"])
+    with pytest.raises(TypeError, match="callable"):
+        LLMSummarizer("not a function")
+
+
+# ------------------------------------------------------------------------------------------ #
+# RollingSummary                                                                              #
+# ------------------------------------------------------------------------------------------ #
+
+
+def test_window_and_fold_follow_seed_semantics():
+    store = make_store()
+    rs = RollingSummary(store, "alice", max_turns=4, keep_recent=2)
+    for i, t in enumerate(TURNS[:4]):
+        rs.add_turn(t, step=i)
+    assert [t.text for t in rs.window] == TURNS[:4] and rs.text == "" and rs.memory is None
+    rs.add_turn(TURNS[4], step=4)  # 5 > max_turns: fold all but the 2 newest
+    assert [t.text for t in rs.window] == TURNS[3:5]
+    assert [t.text for t in rs.folded] == TURNS[:3]
+    assert rs.text == rs.summarizer.summarize("", TURNS[:3])
+    mem = rs.memory
+    assert mem is not None and mem.content == SUMMARY_HEADER + "\n" + rs.text
+    assert mem.tier == "inference" and mem.confidence < 0.8
+    assert mem.key == SUMMARY_KEY_PREFIX + "alice" and mem.namespace == "alice"
+    assert list(mem.evidence) == [t.memory_id for t in rs.folded]
+    # every turn is an episodic memory of the namespace
+    for t in rs.folded + rs.window:
+        assert store.get(t.memory_id).namespace == "alice"
+
+
+def test_summary_versions_chain_and_retrieval():
+    store = make_store()
+    rs = RollingSummary(store, "alice", max_turns=2, keep_recent=1, summarizer=ExtractiveSummarizer(max_chars=120))
+    for i, t in enumerate(TURNS):
+        store.tick(i)
+        rs.add_turn(t, step=i)
+    chain = store.versions(rs.key, namespace="alice")
+    assert len(chain) >= 3
+    assert [m.active for m in chain] == [False] * (len(chain) - 1) + [True]
+    assert chain[-1].memory_id == rs.memory_id and chain[-1].content == SUMMARY_HEADER + "\n" + rs.text
+    assert len(rs.text) <= 120 and len(split_sentences(rs.text)) < len(rs.folded)
+    # the running summary is retrieved like any memory; superseded versions never rank
+    for sentence in split_sentences(rs.text):
+        hits = [m.memory_id for m in store.query(sentence, top_k=10, namespace="alice", bump=False)]
+        assert rs.memory_id in hits, sentence
+    for old in chain[:-1]:
+        hits = [m.memory_id for m in store.query(old.content, top_k=20, namespace="alice", bump=False)]
+        assert old.memory_id not in hits
+
+
+def test_failing_summarizer_leaves_state_unchanged():
+    class Broken:
+        def summarize(self, previous_summary, turns):
+            return 42
+
+    store = make_store()
+    rs = RollingSummary(store, "s", max_turns=2, keep_recent=1, summarizer=Broken())
+    rs.add_turn("one fact here.", step=0)
+    rs.add_turn("two facts here.", step=1)
+    before = rs.export_state()
+    with pytest.raises(TypeError, match="returned int"):
+        rs.add_turn("three facts here.", step=2)
+    after = rs.export_state()
+    assert after == before
+
+
+def test_bad_arguments_are_named():
+    store = make_store()
+    with pytest.raises(ValueError, match="max_turns"):
+        RollingSummary(store, "a", max_turns=0)
+    with pytest.raises(ValueError, match="keep_recent"):
+        RollingSummary(store, "a", max_turns=2, keep_recent=3)
+    with pytest.raises(ValueError, match="confidence"):
+        RollingSummary(store, "a", confidence=0.9)
+    with pytest.raises(TypeError, match="summarizer"):
+        RollingSummary(store, "a", summarizer=object())
+    with pytest.raises(TypeError, match="text"):
+        RollingSummary(store, "b").add_turn(123)
+
+
+def test_registry_get_or_create_one_per_namespace():
+    store = make_store()
+    a = summaries(store, "alice", max_turns=3, keep_recent=1)
+    assert summaries(store, "alice") is a
+    assert summaries(store, "bob") is not a
+    with pytest.raises(ValueError, match="max_turns"):
+        summaries(store, "alice", max_turns=5)
+    with pytest.raises(ValueError, match="already has"):
+        RollingSummary(store, "alice")
+
+
+def test_erasing_a_folded_turn_rebuilds_summary_as_if_it_never_existed():
+    store = make_store()
+    rs = RollingSummary(store, "alice", max_turns=3, keep_recent=1)
+    ids = [rs.add_turn(t, step=i).memory_id for i, t in enumerate(TURNS)]
+    victim = ids[2]  # "Bob's favourite drink is green tea, remember that."
+    assert "green tea" in rs.text
+    report = store.erase(memory_id=victim)
+    assert "green tea" not in rs.text
+    assert victim not in [t.memory_id for t in rs.folded + rs.window]
+    # the rebuilt summary is what the same folds would give without the erased turn
+    expected = ""
+    for fold in rs._folds:
+        expected = rs.summarizer.summarize(expected, [t.text for t in fold])
+    assert rs.text == expected
+    mem = rs.memory
+    assert mem is not None and mem.content == SUMMARY_HEADER + "\n" + rs.text and victim not in mem.evidence
+    for m in store.versions(rs.key, namespace="alice"):
+        assert "green tea" not in m.content and victim not in (m.evidence or [])
+    assert report is not None
+
+
+def test_erasing_a_window_turn_drops_it():
+    store = make_store()
+    rs = RollingSummary(store, "alice", max_turns=5, keep_recent=2)
+    ids = [rs.add_turn(t, step=i).memory_id for i, t in enumerate(TURNS[:3])]
+    store.erase(memory_id=ids[1])
+    assert [t.memory_id for t in rs.window] == [ids[0], ids[2]]
+
+
+def test_erasing_the_summary_forgets_its_history():
+    store = make_store()
+    rs = RollingSummary(store, "alice", max_turns=2, keep_recent=1)
+    for i, t in enumerate(TURNS[:5]):
+        rs.add_turn(t, step=i)
+    sid = rs.memory_id
+    assert sid is not None
+    store.erase(memory_id=sid)
+    assert rs.text == "" and rs.folded == [] and rs.memory is None
+    assert store.get(sid) is None
+    # folding continues afterwards from an empty summary
+    rs.add_turn(TURNS[6], step=7)
+    rs.add_turn(TURNS[8], step=8)
+    assert rs.text and "Alice moved" not in rs.text
+
+
+def test_state_round_trip_and_restore():
+    store = make_store()
+    rs = summaries(store, "alice", max_turns=3, keep_recent=1,
+                   summarizer=ExtractiveSummarizer(max_chars=90))
+    for i, t in enumerate(TURNS):
+        rs.add_turn(t, step=i)
+    state = export_summaries(store)
+    assert list(state) == ["alice"] and state["alice"]["summarizer"] == {"name": "extractive", "max_chars": 90}
+
+    # a fresh object over the same store, restored from state, continues identically
+    twin_store = make_store()
+    twin = RollingSummary.from_state(twin_store, state["alice"], register=False)
+    assert twin.export_state() == rs.export_state()
+    assert twin.summarizer.max_chars == 90
+    with pytest.raises(ValueError, match="version"):
+        RollingSummary.from_state(store, {**state["alice"], "version": 99}, register=False)
+
+    other = make_store()
+    restore_summaries(other, state)
+    assert summaries(other, "alice").export_state() == rs.export_state()
+
+
+def test_namespaces_have_separate_summaries():
+    store = make_store()
+    a = summaries(store, "alice", max_turns=2, keep_recent=0)
+    b = summaries(store, "bob", max_turns=2, keep_recent=0)
+    for i, t in enumerate(TURNS[:3]):
+        a.add_turn(t, step=i)
+    b.add_turn("Zed plays the oboe.", step=0)
+    assert a.text and b.text == ""
+    hits = store.query("Alice moved to Lisbon", top_k=10, namespace="bob", bump=False)
+    assert all(m.namespace == "bob" for m in hits)
+    assert a.memory_id not in [m.memory_id for m in hits]
