@@ -1,0 +1,510 @@
+"""The Gymnasium environment: one :class:`world.World`, one event and one memory operation per step."""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs import features as F
+from world import Op, World, WorldConfig
+
+N_OPS = len(Op)
+OP_NAMES: tuple[str, ...] = tuple(op.name for op in sorted(Op, key=int))
+TARGETED = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
+
+
+def resolve_config(config: Any = None, **overrides: Any) -> WorldConfig:
+    """Turn the ``config`` argument of :class:`MemoryEnv` into a validated :class:`world.WorldConfig`.
+
+    Accepts ``None`` (the ``life``/``easy`` preset), a ``WorldConfig``, a ``dict`` of fields, a path to
+    a YAML file, or a ``"family-difficulty"`` string such as ``"multi_hop-hard"``. ``overrides`` are
+    applied last through ``WorldConfig.replace`` (validated).
+    """
+    if config is None:
+        cfg = WorldConfig.preset("life", "easy")
+    elif isinstance(config, WorldConfig):
+        cfg = config
+    elif isinstance(config, dict):
+        data = dict(config)
+        family, difficulty = data.pop("family", None), data.pop("difficulty", None)
+        if family is not None and difficulty is not None:
+            cfg = WorldConfig.preset(family, difficulty)
+            if data:
+                cfg = cfg.replace(**data)
+        else:
+            if family is not None:
+                data["family"] = family
+            if difficulty is not None:
+                data["difficulty"] = difficulty
+            cfg = WorldConfig(**data)
+    elif isinstance(config, (str, os.PathLike)):
+        text = os.fspath(config)
+        if text.endswith((".yaml", ".yml")) or os.path.exists(text):
+            cfg = WorldConfig.from_yaml(text)
+        else:
+            family, sep, difficulty = text.rpartition("-")
+            if not sep:
+                raise ValueError(
+                    f"config={text!r}: expected a YAML path or 'family-difficulty' (e.g. 'life-easy')"
+                )
+            cfg = WorldConfig.preset(family, difficulty)
+    else:
+        raise TypeError(
+            "config must be None, a WorldConfig, a dict, a YAML path or 'family-difficulty', "
+            f"got {type(config).__name__}"
+        )
+    if overrides:
+        cfg = cfg.replace(**overrides)
+    return cfg
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """What a heuristic agent may see: the world's read-only view, the event and the candidates.
+
+    Attribute lookups that are not fields fall through to the world's ``WorldView`` (so
+    ``agent_view().query(...)`` is the view's query). Never carries hidden payloads.
+    """
+
+    view: Any
+    event: Any
+    candidate_ids: tuple[str, ...]
+    candidate_contents: tuple[str, ...]
+
+    def __getattr__(self, name: str) -> Any:  # only called for names that are not fields
+        return getattr(object.__getattribute__(self, "view"), name)
+
+
+class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+    """
+    ## Description
+
+    A stream of conversation events (facts about people and things, changed facts, chit-chat,
+    repeats, habits, requests to forget, questions) arrives one per step. The agent manages a long-term
+    memory store (episodic + semantic memories, an associative graph, ACT-R decay with periodic
+    sweeps) with one memory operation per event. Questions are answered by a fixed reader that
+    retrieves from the store the agent built: good answers need the right memories, kept current,
+    linked and consolidated, and a store lean enough to fit its capacity. Task families follow
+    LongMemEval, LoCoMo and MemoryAgentBench (recall, update, temporal, multi-hop, consolidation,
+    abstention, erasure, noise, and `life`, a mix of all).
+
+    ## Action Space
+
+    `MultiDiscrete([7, K])`: an operation and a target slot (one of the K candidate memories in the
+    observation; ignored by NOOP, WRITE and QUERY).
+
+    | Num | Operation | Target | Effect |
+    |-----|-----------|--------|--------|
+    | 0   | NOOP      | -      | nothing is stored |
+    | 1   | WRITE     | -      | store the current event as an episode |
+    | 2   | UPDATE    | slot   | store the event as the new version of the target's chain |
+    | 3   | LINK      | slot   | store the event with a typed edge to the target |
+    | 4   | REFLECT   | slot   | consolidate the target's cluster of episodes into a semantic rule |
+    | 5   | QUERY     | -      | retrieve with the event as the query: answers a question, else rehearses |
+    | 6   | FORGET    | slot   | hard-erase the target and its version chain |
+
+    `env.action_masks()` (what sb3-contrib's MaskablePPO reads) and `info["action_mask"]` give a flat
+    bool array of length 7 + K: entries 0-6 say which operations are valid for at least one target,
+    entries 7.. which slots hold a memory (slot 0 stays allowed when there is none, so a masked
+    sampler can always pick something; NOOP is always allowed). The two parts are independent, so a
+    masked pair can still be invalid (e.g. REFLECT on a slot where only FORGET is valid).
+    An invalid action is never an error: it is a NOOP with the world's small `invalid` penalty and
+    `info["invalid_action"] = True` (with `info["invalid_reason"]`).
+
+    ## Observation Space
+
+    A flat `Dict` (no nesting; SB3's `MultiInputPolicy` takes it as is):
+
+    | Key              | Shape     | Type    | Min | Max | Content |
+    |------------------|-----------|---------|-----|-----|---------|
+    | `event`          | (d,)      | float32 | -1  | 1   | unit embedding of the event text (world's embedder; zeros after the last event) |
+    | `event_kind`     | (3,)      | float32 | 0   | 1   | one-hot: statement, question, request |
+    | `candidates`     | (K * F,)  | float32 | -1/0| 1   | K rows of F features, row-major: `obs["candidates"].reshape(K, F)` |
+    | `candidate_mask` | (K,)      | int8    | 0   | 1   | 1 where a slot holds a memory (`MultiBinary(K)`) |
+    | `store`          | (S,)      | float32 | 0   | 1   | store-level features |
+
+    Candidate features (`envs.features.CANDIDATE_FEATURES`, F = 14): similarity to the event
+    (cosine, the only column in [-1, 1]), ACT-R activation squashed to (0, 1) (0.5 = at the forget
+    threshold), importance, age (log-scaled), tier one-hot (fact, preference, inference), semantic,
+    links, cue overlap with the event, recent, superseded, version-chain length, confidence.
+    Store features (`envs.features.STORE_FEATURES`, S = 8): fill ratio, episodic and semantic
+    counts over capacity, mean squashed activation, steps to the next sweep, clock fraction,
+    filled candidate slots, previous action invalid.
+
+    Candidates are the world's (`World.candidates()`, the same list the oracle and the heuristic
+    agents choose from): up to `config.n_recent` most recently written memories (newest first; a
+    reference such as "that company" points at recent context, which similarity alone misses), then
+    the active memories most similar to the event (most similar first), deduplicated, refreshed
+    after every operation. `info["candidate_ids"]` lists their memory ids in slot order.
+
+    ## Rewards
+
+    The sum of the world's reward terms (`answer`, `leak`, `write_cost`, `storage_cost`,
+    `query_cost`, `invalid`), each already weighted by `config.rewards`. `info["reward_terms"]`
+    holds every weighted term; `info["question"]` the grading of a question step (family, verdict,
+    evidence recall). A correct answer earns most; a leak of erased data costs more than a wrong
+    answer; every write, every stored memory per step and every query costs a little.
+
+    ## Starting State
+
+    An empty store and the first event of a world generated from `np_random` (seeded by
+    `reset(seed=...)`): the entities, their facts and the order of events are all procedural.
+
+    ## Episode End
+
+    1. Termination: never (`terminated` is always False).
+    2. Truncation: after `config.horizon` events (a Python `bool`); `MemGym/Life-Endless-v0` never
+       ends. The last step's `info["metrics"]` holds the world's episode metrics (accuracy, per-verdict
+       counts, live memories, operations used).
+
+    ## Arguments
+
+    ```python
+    >>> import gymnasium as gym
+    >>> import envs
+    >>> env = gym.make("MemGym/Life-Easy-v0", render_mode="ansi", horizon=50)
+    >>> obs, info = env.reset(seed=0)
+    >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+
+    ```
+
+    | Parameter     | Type                                  | Default          | Description |
+    |---------------|---------------------------------------|------------------|-------------|
+    | `config`      | `WorldConfig`, dict, YAML path, str    | `"life-easy"`    | the world: a config, its fields, a YAML file or `"family-difficulty"` |
+    | `render_mode` | `None`, `"ansi"`, `"rgb_array"`, `"human"` | `None`      | `human` prints the ansi frame |
+    | `**overrides` | WorldConfig fields                    |                  | e.g. `horizon=200`, `capacity=64`, `n_candidates=12`, `n_recent=3`, `embedder="minilm"` (validated) |
+
+    `reset(options={"family": ..., "difficulty": ...})` switches the world to another preset
+    (overrides kept) as long as the spaces stay the same.
+
+    `env.unwrapped.world` is the `World`; `env.unwrapped.agent_view()` returns what heuristic
+    agents may see; `get_state()` / `set_state(state)` snapshot and restore the whole env (world,
+    store, RNG) for branching rollouts; the env pickles.
+
+    ## Version History
+
+    * v0: Initial version.
+    """
+
+    metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(self, config: Any = None, render_mode: str | None = None, **overrides: Any) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode={render_mode!r} is not supported; allowed: None, "
+                + ", ".join(repr(m) for m in self.metadata["render_modes"])
+            )
+        self.render_mode = render_mode
+        self._overrides = dict(overrides)
+        self.config = resolve_config(config, **overrides)
+        self.world = World(self.config)
+        self._setup_spaces()
+        self._cluster_cache: dict = {}
+        # per-step state
+        self._ids: list[str] = []
+        self._last_invalid = False
+        self._last_outcome = None
+        self._last_action: tuple[int, int] | None = None
+        self._episode_return = 0.0
+        self._steps = 0
+
+    # ------------------------------------------------------------------ spaces
+    def _setup_spaces(self) -> None:
+        cfg = self.config
+        self.K = int(cfg.n_candidates)
+        self.n_ops = N_OPS
+        self._features = F.FeatureBuilder(self.K, int(cfg.n_recent))
+        dim = 384 if cfg.embedder == "minilm" else int(cfg.embed_dim)
+        self.embed_dim = dim
+        k = self.K
+        self.action_space = spaces.MultiDiscrete([N_OPS, k])
+        self.observation_space = spaces.Dict(
+            {
+                "event": spaces.Box(-1.0, 1.0, shape=(dim,), dtype=np.float32),
+                "event_kind": spaces.Box(0.0, 1.0, shape=(len(F.EVENT_KINDS),), dtype=np.float32),
+                "candidates": spaces.Box(np.tile(F.CANDIDATE_LOW, k), np.tile(F.CANDIDATE_HIGH, k),
+                                         dtype=np.float32),
+                "candidate_mask": spaces.MultiBinary(k),
+                "store": spaces.Box(F.STORE_LOW, F.STORE_HIGH, dtype=np.float32),
+            }
+        )
+        self._event_buf = np.zeros(dim, dtype=np.float32)
+        self._kind_buf = np.zeros(len(F.EVENT_KINDS), dtype=np.float32)
+        self._mask = np.zeros(N_OPS + k, dtype=bool)
+        self._pair = np.zeros((N_OPS, k), dtype=bool)
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        if options:
+            self._apply_options(options)
+        world_seed = int(self.np_random.integers(0, 2**63 - 1))
+        self.world.reset(world_seed)
+        self._last_invalid = False
+        self._last_outcome = None
+        self._last_action = None
+        self._episode_return = 0.0
+        self._steps = 0
+        obs = self._observe()
+        info = {"action_mask": self._mask.copy(), "candidate_ids": list(self._ids)}
+        if self.render_mode == "human":
+            self.render()
+        return obs, info
+
+    def step(self, action: Any):
+        op_i, slot = self._parse_action(action)
+        op = Op(op_i)
+        target = None
+        if op in TARGETED and slot < len(self._ids):
+            target = self._ids[slot]
+        return self._step_with(op, target, slot)
+
+    def _step_with(self, op: Op, target: str | None, slot: int = 0):
+        """One env step applying ``op`` to memory ``target`` (a targeted op with ``target=None`` is invalid)."""
+        op_i = int(op)
+        outcome = self.world.apply(op, target)
+        terms = {name: float(v) for name, v in outcome.reward_terms.items()}  # weighted by the world
+        reward = float(sum(terms.values()))
+        invalid = not outcome.valid
+        self._last_invalid = invalid
+        self._last_outcome = outcome
+        self._last_action = (op_i, slot)
+        self._episode_return += reward
+        self._steps += 1
+        self.world.advance()
+        truncated = bool(self.world.done)
+        obs = self._observe()
+        info: dict[str, Any] = {
+            "action_mask": self._mask.copy(),
+            "candidate_ids": list(self._ids),
+            "invalid_action": invalid,
+            "invalid_reason": outcome.invalid_reason,
+            "reward_terms": terms,
+            "outcome_op": op.name,
+            "memory_id": outcome.memory_id,
+        }
+        if outcome.question is not None:
+            info["question"] = copy.deepcopy(outcome.question)
+        if truncated:
+            info["metrics"] = copy.deepcopy(self.world.metrics())
+        if self.render_mode == "human":
+            self.render()
+        return obs, reward, False, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        """Flat bool mask of length ``7 + K`` (ops then slots), True = allowed; MaskablePPO reads this."""
+        return self._mask.copy()
+
+    def action_mask_pairs(self) -> np.ndarray:
+        """(7, K) bool: ``[op, slot]`` valid. Untargeted ops (NOOP, WRITE, QUERY) are valid on slot 0 only."""
+        return self._pair.copy()
+
+    def render(self):
+        if self.render_mode is None:
+            gym.logger.warn(
+                "You are calling render method without specifying any render mode. "
+                f"Set render_mode at initialization, e.g. gym.make({self.spec.id if self.spec else 'ID'!r}, render_mode='ansi')"
+            )
+            return None
+        from envs import render as R
+
+        if self.render_mode == "rgb_array":
+            return R.render_rgb(self)
+        text = R.render_ansi(self)
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ extras
+    def agent_view(self) -> AgentView:
+        """The world's read-only view plus the current candidate ids and texts (no payloads)."""
+        view = self.world.view()
+        contents = []
+        store = self.world.store
+        for mid in self._ids:
+            rec = store.get(mid)
+            contents.append(rec.content if rec is not None else "")
+        return AgentView(view=view, event=self.world.event, candidate_ids=tuple(self._ids),
+                         candidate_contents=tuple(contents))
+
+    @property
+    def candidate_ids(self) -> list[str]:
+        return list(self._ids)
+
+    def get_state(self) -> dict[str, Any]:
+        """A deep, pickle-able snapshot of the whole env: world (store, clock, RNG), env RNG, counters."""
+        return {
+            "world": self.world.get_state(),
+            "np_random": copy.deepcopy(self.np_random.bit_generator.state),
+            "env": {
+                "ids": list(self._ids),
+                "last_invalid": self._last_invalid,
+                "last_action": self._last_action,
+                "last_outcome": copy.deepcopy(self._last_outcome),
+                "episode_return": self._episode_return,
+                "steps": self._steps,
+            },
+        }
+
+    def set_state(self, state: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Restore a snapshot from :meth:`get_state`; returns the observation at that point."""
+        self.world.set_state(copy.deepcopy(state["world"]))
+        rng = np.random.Generator(np.random.PCG64())
+        rng.bit_generator.state = copy.deepcopy(state["np_random"])
+        self._np_random = rng
+        env = state["env"]
+        self._last_invalid = bool(env["last_invalid"])
+        self._last_action = env["last_action"]
+        self._last_outcome = copy.deepcopy(env["last_outcome"])
+        self._episode_return = float(env["episode_return"])
+        self._steps = int(env["steps"])
+        obs = self._observe()
+        if list(env["ids"]) != self._ids:  # cannot happen for a consistent snapshot; keep the saved slots
+            raise RuntimeError("set_state: candidate ids differ from the snapshot; the world state is inconsistent")
+        return obs
+
+    # ------------------------------------------------------------------ internals
+    def _apply_options(self, options: dict[str, Any]) -> None:
+        unknown = set(options) - {"family", "difficulty"}
+        if unknown:
+            raise ValueError(f"reset options: unknown key(s) {sorted(unknown)}; allowed: 'family', 'difficulty'")
+        family = options.get("family", self.config.family)
+        difficulty = options.get("difficulty", self.config.difficulty)
+        if family == self.config.family and difficulty == self.config.difficulty:
+            return
+        cfg = resolve_config(f"{family}-{difficulty}", **self._overrides)
+        old_obs, old_act = self.observation_space, self.action_space
+        self.config = cfg
+        self.world = World(cfg)
+        self._setup_spaces()
+        if self.observation_space != old_obs or self.action_space != old_act:
+            raise ValueError(
+                f"reset options family={family!r}, difficulty={difficulty!r} change the spaces "
+                f"(n_candidates={cfg.n_candidates}, embed_dim={self.embed_dim}); make a new env instead"
+            )
+
+    def _parse_action(self, action: Any) -> tuple[int, int]:
+        try:
+            arr = np.asarray(action).reshape(-1)
+            if arr.shape != (2,) or not np.issubdtype(arr.dtype, np.number):
+                raise ValueError
+            op_i, slot = int(arr[0]), int(arr[1])
+            if op_i != arr[0] or slot != arr[1]:
+                raise ValueError
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"action must be [op, slot] with op in 0..{N_OPS - 1} ({', '.join(OP_NAMES)}) and slot in "
+                f"0..{self.K - 1}, got {action!r}"
+            ) from None
+        if not (0 <= op_i < N_OPS and 0 <= slot < self.K):
+            raise ValueError(
+                f"action {[op_i, slot]} out of range: op must be in 0..{N_OPS - 1} ({', '.join(OP_NAMES)}), "
+                f"slot in 0..{self.K - 1}"
+            )
+        return op_i, slot
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        world = self.world
+        event = None if world.done else world.event
+        ev = self._event_buf
+        kind = self._kind_buf
+        kind.fill(0.0)
+        if event is None:
+            ev.fill(0.0)
+            vec = None
+            text = None
+        else:
+            vec = world.store.embed(event.text)
+            np.clip(vec, -1.0, 1.0, out=ev)
+            kind[F.EVENT_KINDS.index(event.kind)] = 1.0
+            text = event.text
+        fb = self._features
+        index = event.index if event is not None else (self.config.horizon or self._steps)
+        self._ids = fb.build(world, vec, text, index, self._last_invalid)
+        self._compute_masks(event is not None)
+        return {
+            "event": ev.copy(),
+            "event_kind": kind.copy(),
+            "candidates": fb.candidates.reshape(-1).copy(),
+            "candidate_mask": fb.mask.copy(),
+            "store": fb.store.copy(),
+        }
+
+    def _compute_masks(self, live: bool) -> None:
+        pair = self._pair
+        pair.fill(False)
+        pair[Op.NOOP, 0] = True
+        ids = self._ids
+        if live:
+            valid_pairs(self.world, ids, pair, self._cluster_cache)
+        mask = self._mask
+        mask[:N_OPS] = pair.any(axis=1)
+        n = len(ids)
+        mask[N_OPS:] = False
+        mask[N_OPS:N_OPS + max(n, 1)] = True
+
+
+_CLUSTER_KINDS = frozenset({"fact", "change", "repeat", "distractor", "episode", "ref"})
+
+
+def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | None = None) -> np.ndarray:
+    """Fill ``out[op, slot]`` (bool, shape (7, K)) with ``world.is_valid(op, ids[slot])`` for the current event.
+
+    Untargeted ops (NOOP, WRITE, QUERY) go on slot 0 only. The same rules as ``World.is_valid``
+    (capacity for creating ops, a live target, UPDATE only on the newest version, REFLECT only on an
+    episode with a cluster of >= 2 live episodes on its subject and relation), computed once per step
+    instead of once per pair: the REFLECT clusters are counted once per store version. A test
+    compares this with ``World.is_valid`` pair by pair.
+    """
+    store = world.store
+    full = len(store) >= world.config.capacity
+    out[Op.NOOP, 0] = True
+    out[Op.WRITE, 0] = not full
+    out[Op.QUERY, 0] = True
+    if not ids:
+        return out
+    episodic = store.episodic
+    counts = None
+    payloads = world._payloads
+    for j, mid in enumerate(ids):
+        rec = store.get(mid)
+        if rec is None:
+            continue
+        out[Op.FORGET, j] = True
+        if full:
+            continue
+        out[Op.LINK, j] = True
+        out[Op.UPDATE, j] = rec.superseded_at is None
+        if mid in episodic:
+            p = payloads.get(mid)
+            if p and p.get("kind") in _CLUSTER_KINDS:
+                if counts is None:
+                    counts = _cluster_counts(world, cache)
+                out[Op.REFLECT, j] = counts.get((p.get("subject"), p.get("relation")), 0) >= 2
+    return out
+
+
+def _cluster_counts(world: World, cache: dict | None) -> dict:
+    key = (world.store, world._version, world._i)
+    if cache is not None and cache.get("key") == key:
+        return cache["counts"]
+    episodic = world.store.episodic
+    counts: dict = {}
+    for mid, q in world._payloads.items():
+        if mid in episodic and q.get("kind") in _CLUSTER_KINDS:
+            k = (q.get("subject"), q.get("relation"))
+            counts[k] = counts.get(k, 0) + 1
+    if cache is not None:
+        cache["key"] = key
+        cache["counts"] = counts
+    return counts

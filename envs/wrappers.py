@@ -1,0 +1,205 @@
+"""Wrappers that adapt :class:`envs.MemoryEnv` to other agent interfaces.
+
+- :class:`FlattenAction`: ``Discrete(7 * K)`` actions (``a = op * K + slot``) with an exact
+  per-pair mask, for DQN-style agents and MaskablePPO with a flat action;
+- :class:`MaskInObservation`: adds ``action_mask`` to the observation dict, the form RLlib's
+  action-masking modules read;
+- :class:`TextInterface`: observation is the event and the candidates as text, the action a command
+  string such as ``"WRITE"`` or ``"LINK 3"``, for LLM agents and external memory systems.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from world import Op
+
+_OP_NAMES = tuple(op.name for op in sorted(Op, key=int))
+_TARGETED = ("UPDATE", "LINK", "REFLECT", "FORGET")
+_UNTARGETED = ("NOOP", "WRITE", "QUERY")
+
+
+def _memory_env(env: gym.Env):
+    from envs.memory_env import MemoryEnv
+
+    base = env.unwrapped
+    if not isinstance(base, MemoryEnv):
+        raise TypeError(f"expected a MemoryEnv underneath, got {type(base).__name__}")
+    return base
+
+
+class FlattenAction(gym.ActionWrapper):
+    """``Discrete(7 * K)`` action ``a`` means operation ``a // K`` on slot ``a % K``.
+
+    ``action_masks()`` returns the exact ``7 * K`` mask of valid (op, slot) pairs, where untargeted
+    operations (NOOP, WRITE, QUERY) are only allowed on slot 0 so that each appears once. NOOP on slot
+    0 is always allowed. An unmasked invalid action behaves as in the base env (no-op, penalty).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        base = _memory_env(env)
+        self.n_ops, self.K = base.n_ops, base.K
+        self.action_space = spaces.Discrete(self.n_ops * self.K)
+
+    def action(self, action: Any) -> np.ndarray:
+        a = int(np.asarray(action).reshape(()))
+        if not 0 <= a < self.n_ops * self.K:
+            raise ValueError(f"action must be in 0..{self.n_ops * self.K - 1} (op * K + slot), got {action!r}")
+        return np.array([a // self.K, a % self.K], dtype=np.int64)
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.unwrapped.action_mask_pairs().reshape(-1)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        info["action_mask"] = self.action_masks()
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        obs, info = super().reset(**kwargs)
+        info["action_mask"] = self.action_masks()
+        return obs, info
+
+
+class MaskInObservation(gym.ObservationWrapper):
+    """Adds ``observation["action_mask"]`` (float32 0/1, ``Box(0, 1)``) to the observation dict.
+
+    The mask is whatever ``action_masks()`` of the wrapped env returns: ``7 + K`` entries on a
+    ``MemoryEnv``, ``7 * K`` on a :class:`FlattenAction`.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        if not isinstance(env.observation_space, spaces.Dict):
+            raise TypeError("MaskInObservation needs a Dict observation space")
+        n = len(self._mask())
+        self.observation_space = spaces.Dict(
+            {**env.observation_space.spaces, "action_mask": spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)}
+        )
+
+    def _mask(self) -> np.ndarray:
+        return np.asarray(self.env.get_wrapper_attr("action_masks")(), dtype=bool)
+
+    def observation(self, observation: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out = dict(observation)
+        out["action_mask"] = self._mask().astype(np.float32)
+        return out
+
+
+_CHARSET = frozenset(string.printable) | frozenset(chr(c) for c in range(0xA0, 0x250))
+_COMMAND = re.compile(r"^\s*([A-Za-z]+)(?:\s+(\S+))?\s*$")
+
+
+class TextInterface(gym.Wrapper):
+    """Text in, text out: the observation is a frame of text, the action a command string.
+
+    Observation (``spaces.Text``)::
+
+        EVENT (statement): Alice moved to Lyon.
+        CANDIDATES:
+          [0] ep_000003 (sim +0.71, recent): Alice lives in Paris.
+          ...
+        STORE: 12/64 live
+
+    Commands (case-insensitive): ``NOOP``, ``WRITE``, ``QUERY``, and ``UPDATE n``, ``LINK n``,
+    ``REFLECT n``, ``FORGET n`` where ``n`` is a slot number shown in the frame or the memory id
+    itself. A malformed command raises ``ValueError`` naming the allowed commands; with
+    ``on_error="noop"`` it is instead an invalid action (no-op, penalty) with ``info["parse_error"]``.
+    """
+
+    def __init__(self, env: gym.Env, max_length: int = 8192, on_error: str = "raise") -> None:
+        super().__init__(env)
+        if on_error not in ("raise", "noop"):
+            raise ValueError(f"on_error must be 'raise' or 'noop', got {on_error!r}")
+        self.on_error = on_error
+        self._base = _memory_env(env)
+        self.max_length = int(max_length)
+        charset = "".join(sorted(_CHARSET))
+        self.observation_space = spaces.Text(max_length=self.max_length, min_length=0, charset=charset)
+        self.action_space = spaces.Text(max_length=64, min_length=1,
+                                        charset=string.ascii_letters + string.digits + " _")
+
+    @staticmethod
+    def commands() -> str:
+        return "NOOP, WRITE, QUERY, UPDATE <slot|id>, LINK <slot|id>, REFLECT <slot|id>, FORGET <slot|id>"
+
+    def parse(self, command: str) -> np.ndarray:
+        """Parse a command into the base env's ``[op, slot]`` action; ValueError if malformed."""
+        if not isinstance(command, str):
+            raise ValueError(f"command must be a string, got {type(command).__name__}; allowed: {self.commands()}")
+        m = _COMMAND.match(command)
+        if not m:
+            raise ValueError(f"malformed command {command!r}; allowed: {self.commands()}")
+        name, arg = m.group(1).upper(), m.group(2)
+        if name not in _OP_NAMES:
+            raise ValueError(f"unknown operation {m.group(1)!r} in {command!r}; allowed: {self.commands()}")
+        op = int(Op[name])
+        if name in _UNTARGETED:
+            if arg is not None:
+                raise ValueError(f"{name} takes no target, got {command!r}; allowed: {self.commands()}")
+            return np.array([op, 0], dtype=np.int64)
+        if arg is None:
+            raise ValueError(f"{name} needs a target slot (0..{self._base.K - 1}) or memory id, got {command!r}")
+        ids = self._base.candidate_ids
+        if arg.isdigit():
+            slot = int(arg)
+            if not 0 <= slot < self._base.K:
+                raise ValueError(f"slot {slot} out of range in {command!r}; slots are 0..{self._base.K - 1}")
+            return np.array([op, slot], dtype=np.int64)
+        if arg in ids:
+            return np.array([op, ids.index(arg)], dtype=np.int64)
+        raise ValueError(
+            f"target {arg!r} in {command!r} is neither a slot number (0..{self._base.K - 1}) nor a candidate id "
+            f"({', '.join(ids) if ids else 'no candidates now'})"
+        )
+
+    def frame(self) -> str:
+        base = self._base
+        world = base.world
+        lines = []
+        if world.done:
+            lines.append("EVENT: (episode over)")
+        else:
+            ev = world.event
+            lines.append(f"EVENT ({ev.kind}): {ev.text}")
+        lines.append("CANDIDATES:" if base.candidate_ids else "CANDIDATES: (none)")
+        feats = base._features.candidates
+        for j, mid in enumerate(base.candidate_ids):
+            rec = world.store.get(mid)
+            tags = [f"sim {feats[j, 0]:+.2f}"]
+            if feats[j, 10]:
+                tags.append("recent")
+            if feats[j, 11]:
+                tags.append("superseded")
+            if feats[j, 7]:
+                tags.append("rule")
+            lines.append(f"  [{j}] {mid} ({', '.join(tags)}): {rec.content if rec else ''}")
+        lines.append(f"STORE: {len(world.store)}/{base.config.capacity} live")
+        lines.append(f"COMMANDS: {self.commands()}")
+        text = "\n".join(lines)
+        text = "".join(ch if ch in _CHARSET else "?" for ch in text)
+        return text[: self.max_length]
+
+    def reset(self, **kwargs):
+        _, info = self.env.reset(**kwargs)
+        return self.frame(), info
+
+    def step(self, action: str):
+        try:
+            act = self.parse(action)
+        except ValueError as e:
+            if self.on_error == "raise":
+                raise
+            # an UPDATE without a target is the world's defined invalid no-op (penalty, flag)
+            _, reward, terminated, truncated, info = self._base._step_with(Op.UPDATE, None)
+            info["parse_error"] = str(e)
+            return self.frame(), reward, terminated, truncated, info
+        _, reward, terminated, truncated, info = self.env.step(act)
+        return self.frame(), reward, terminated, truncated, info

@@ -1,0 +1,118 @@
+#!/usr/bin/env python
+"""Steps per second of every registered MemGym env, with CartPole-v1 measured in the same run.
+
+Uses gymnasium's ``benchmark_step`` (random actions, resets on truncation) on ``gym.make(id)`` for
+every id and ``benchmark_vector_step`` on ``SyncVectorEnv`` x 8, plus ``MemGym/Life-Easy-v0`` with
+the real sentence-transformers embedder (all-MiniLM-L6-v2, loaded offline) after a pass that warms its
+embedding cache. Prints a Markdown table with the ratio to CartPole and the issue's targets.
+
+    python scripts/bench_env.py            # every id, 2 s each
+    python scripts/bench_env.py --quick    # Life-Easy, Life-Hard, vector x 8; 0.3 s each; no MiniLM
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import gymnasium as gym  # noqa: E402
+from gymnasium.utils.performance import benchmark_step, benchmark_vector_step  # noqa: E402
+
+import envs  # noqa: E402
+
+TARGETS = {"MemGym/Life-Easy-v0": 10_000.0, "MemGym/Life-Hard-v0": 3_000.0}
+SEED = 0
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _vector(id_: str, n: int, duration: float) -> float:
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make(id_) for _ in range(n)])
+    try:
+        return benchmark_vector_step(vec, target_duration=duration, seed=SEED)
+    finally:
+        vec.close()
+
+
+def _minilm(duration: float) -> tuple[float, float]:
+    """(steps/s with MiniLM and a warm cache, model load seconds)."""
+    t0 = time.perf_counter()
+    env = gym.make("MemGym/Life-Easy-v0", embedder="minilm")
+    env.reset(seed=SEED)
+    load = time.perf_counter() - t0
+    # warm pass: same seeds as the measured pass, so the measured pass sees the same event texts
+    benchmark_step(env, target_duration=duration, seed=SEED)
+    rate = benchmark_step(env, target_duration=duration, seed=SEED)
+    env.close()
+    return rate, load
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a few ids, short runs, no MiniLM (used by tests)")
+    ap.add_argument("--duration", type=float, default=None, help="seconds per measurement (default 2, quick 0.3)")
+    ap.add_argument("--ids", default=None, help="comma-separated env ids (default: all registered)")
+    ap.add_argument("--num-envs", type=int, default=8, help="SyncVectorEnv size")
+    ap.add_argument("--no-minilm", action="store_true", help="skip the sentence-transformers row")
+    args = ap.parse_args(argv)
+
+    duration = args.duration if args.duration is not None else (0.3 if args.quick else 2.0)
+    if args.ids:
+        ids = [i.strip() for i in args.ids.split(",") if i.strip()]
+        for i in ids:
+            envs.parse_env_id(i)  # clear error for an unknown id
+    elif args.quick:
+        ids = ["MemGym/Life-Easy-v0", "MemGym/Life-Hard-v0"]
+    else:
+        ids = envs.registered_ids()
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is in the train extra
+        def tqdm(it, **_kw):
+            return it
+
+    rows: list[tuple[str, float, str]] = []
+    cart = gym.make("CartPole-v1")
+    cart_rate = benchmark_step(cart, target_duration=duration, seed=SEED)
+    cart.close()
+    rows.append(("CartPole-v1 (reference)", cart_rate, ""))
+    for id_ in tqdm(ids, desc="bench_env", unit="env", file=sys.stderr):
+        env = gym.make(id_)
+        rate = benchmark_step(env, target_duration=duration, seed=SEED)
+        env.close()
+        rows.append((id_, rate, _fmt(TARGETS[id_]) if id_ in TARGETS else ""))
+    n = args.num_envs
+    cart_vec = _vector("CartPole-v1", n, duration)
+    rows.append((f"CartPole-v1 SyncVectorEnv x {n} (reference)", cart_vec, ""))
+    vec_rate = _vector("MemGym/Life-Easy-v0", n, duration)
+    rows.append((f"MemGym/Life-Easy-v0 SyncVectorEnv x {n}", vec_rate, ""))
+    easy = dict((r[0], r[1]) for r in rows).get("MemGym/Life-Easy-v0")
+    load = None
+    if not (args.quick or args.no_minilm):
+        rate, load = _minilm(duration)
+        target = f"{_fmt(0.5 * easy)} (50% hashing)" if easy else ""
+        rows.append(("MemGym/Life-Easy-v0 minilm, warm cache", rate, target))
+
+    print(f"\nbench_env: {duration:g} s per row, gymnasium {gym.__version__}, seed {SEED}\n")
+    print("| env | steps/s | x CartPole | target steps/s | meets target |")
+    print("|---|---:|---:|---:|:---:|")
+    for name, rate, target in rows:
+        ref = cart_vec if "SyncVectorEnv" in name else cart_rate
+        ratio = f"1/{ref / rate:.1f}" if rate < ref else f"{rate / ref:.2f}"
+        met = ""
+        if target:
+            met = "yes" if rate >= float(target.split()[0].replace(",", "")) else "NO"
+        print(f"| {name} | {_fmt(rate)} | {ratio} | {target} | {met} |")
+    if load is not None:
+        print(f"\nMiniLM model load + first reset: {load:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,341 @@
+"""MemoryEnv: spaces, masks, invalid actions, rewards, truncation, render, registration, features."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import envs
+from envs import MemoryEnv
+from envs.features import CANDIDATE_FEATURES, STORE_FEATURES
+from world import FAMILIES, Op, WorldConfig
+
+NF = len(CANDIDATE_FEATURES)
+COL = {name: i for i, name in enumerate(CANDIDATE_FEATURES)}
+TARGETED = (Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET)
+
+
+def _until(env, kind, max_steps=200):
+    """NOOP until the current event has the given kind; returns False if the episode ends first."""
+    for _ in range(max_steps):
+        if env.world.done:
+            return False
+        if env.world.event.kind == kind:
+            return True
+        env.step(np.array([Op.NOOP, 0]))
+    return False
+
+
+def _check_obs(env, obs):
+    assert env.observation_space.contains(obs)
+    for key, value in obs.items():
+        assert np.all(np.isfinite(value)), key
+
+
+# ---------------------------------------------------------------------- spaces
+def test_spaces_follow_the_config():
+    env = MemoryEnv("recall-easy", n_candidates=5, n_recent=1)
+    assert env.action_space == spaces.MultiDiscrete([7, 5])
+    obs_space = env.observation_space
+    assert set(obs_space.spaces) == {"event", "event_kind", "candidates", "candidate_mask", "store"}
+    assert obs_space["event"].shape == (env.config.embed_dim,)
+    assert obs_space["candidates"].shape == (5 * NF,)
+    assert obs_space["candidate_mask"] == spaces.MultiBinary(5)
+    assert obs_space["store"].shape == (len(STORE_FEATURES),)
+    obs, info = env.reset(seed=0)
+    _check_obs(env, obs)
+    assert info["action_mask"].shape == (7 + 5,)
+    assert info["candidate_ids"] == []
+
+
+def test_empty_store_mask_keeps_a_pickable_action():
+    env = MemoryEnv("recall-easy")
+    env.reset(seed=3)
+    mask = env.action_masks()
+    assert mask.dtype == bool and mask.shape == (7 + env.K,)
+    assert mask[Op.NOOP]
+    assert not any(mask[op] for op in TARGETED)  # nothing to target yet
+    assert mask[7] and not mask[8:].any()  # slot 0 stays allowed
+
+
+def test_write_shows_the_memory_as_a_recent_candidate():
+    env = MemoryEnv("recall-easy")
+    env.reset(seed=5)
+    assert _until(env, "statement")
+    text = env.world.event.text
+    obs, _, _, _, info = env.step(np.array([Op.WRITE, 0]))
+    assert info["invalid_action"] is False
+    mid = info["memory_id"]
+    assert mid in info["candidate_ids"]
+    slot = info["candidate_ids"].index(mid)
+    rows = obs["candidates"].reshape(env.K, NF)
+    assert obs["candidate_mask"][slot] == 1 and rows[slot, COL["recent"]] == 1.0
+    assert env.world.store.get(mid).content == text
+    # the op mask now allows targeted ops, the slot mask exactly the filled slots
+    mask = env.action_masks()
+    assert mask[Op.FORGET]
+    np.testing.assert_array_equal(mask[7:], obs["candidate_mask"].astype(bool))
+    assert env.agent_view().candidate_ids == tuple(info["candidate_ids"])
+    assert env.agent_view().candidate_contents[slot] == text
+
+
+def test_unmasked_invalid_action_is_a_penalised_noop():
+    env = MemoryEnv("recall-easy")
+    env.reset(seed=1)
+    assert not env.action_masks()[Op.FORGET]
+    before = len(env.world.store)
+    obs, reward, terminated, truncated, info = env.step(np.array([Op.FORGET, 3]))
+    assert info["invalid_action"] is True and info["invalid_reason"]
+    assert len(env.world.store) == before
+    assert reward < 0 and reward == pytest.approx(sum(info["reward_terms"].values()))
+    assert terminated is False and truncated is False
+    # the store feature "last_invalid" reports it in the next observation, and only there
+    assert obs["store"][STORE_FEATURES.index("last_invalid")] == 1.0
+    obs, *_ = env.step(np.array([Op.NOOP, 0]))
+    assert obs["store"][STORE_FEATURES.index("last_invalid")] == 0.0
+
+
+def test_out_of_space_action_is_a_clear_error():
+    env = MemoryEnv("recall-easy")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="op must be in 0..6"):
+        env.step(np.array([9, 0]))
+    with pytest.raises(ValueError, match=r"slot in 0..7"):
+        env.step(np.array([0, 8]))
+    with pytest.raises(ValueError, match=r"\[op, slot\]"):
+        env.step("write")
+
+
+def test_truncation_at_the_horizon_with_metrics():
+    env = MemoryEnv("recall-easy", horizon=12)
+    env.reset(seed=2)
+    for t in range(12):
+        obs, _, terminated, truncated, info = env.step(np.array([Op.WRITE, 0]))
+        assert terminated is False
+        assert truncated is (t == 11)
+        assert ("metrics" in info) == (t == 11)
+        _check_obs(env, obs)
+    assert info["metrics"]
+    assert not obs["event"].any()  # nothing left to show
+
+
+def test_write_all_answers_questions_and_noop_does_not():
+    """The reward plumbing: a write-everything/query-questions policy gets correct answers, NOOP none."""
+
+    def run(policy):
+        env = MemoryEnv("recall-easy")
+        env.reset(seed=11)
+        verdicts, total = [], 0.0
+        done = False
+        while not done:
+            kind = env.world.event.kind
+            _, r, _, done, info = env.step(np.array([policy(kind), 0]))
+            total += r
+            assert r == sum(info["reward_terms"].values())
+            if "question" in info:
+                assert info["question"]["family"] == "recall"
+                verdicts.append(info["question"]["verdict"])
+        return verdicts, total
+
+    wa, ret_wa = run(lambda k: Op.QUERY if k == "question" else Op.WRITE)
+    noop, ret_noop = run(lambda k: Op.NOOP)
+    assert wa and wa.count("correct") >= len(wa) // 2
+    assert noop.count("correct") == 0
+    assert ret_wa > ret_noop
+
+
+def test_reset_options_switch_preset_and_reject_unknown_keys():
+    env = MemoryEnv("recall-easy")
+    env.reset(seed=0, options={"difficulty": "medium"})
+    assert env.config.difficulty == "medium" and env.config.family == "recall"
+    env.reset(seed=0, options={"family": "update"})
+    assert env.config.family == "update"
+    with pytest.raises(ValueError, match="allowed: 'family', 'difficulty'"):
+        env.reset(seed=0, options={"level": 3})
+
+
+def test_config_forms_and_errors():
+    assert MemoryEnv({"family": "update", "difficulty": "hard"}).config == WorldConfig.preset("update", "hard")
+    assert MemoryEnv(WorldConfig.preset("noise", "easy"), capacity=7).config.capacity == 7
+    with pytest.raises(ValueError, match="family"):
+        MemoryEnv("nonsense-easy")
+    with pytest.raises(ValueError, match="capacity"):
+        MemoryEnv("recall-easy", capacity=0)
+    with pytest.raises(ValueError, match="render_mode"):
+        MemoryEnv("recall-easy", render_mode="video")
+
+
+# ---------------------------------------------------------------------- robustness
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    family=st.sampled_from(FAMILIES),
+    seed=st.integers(0, 2**31 - 1),
+    actions=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 7)), min_size=1, max_size=60),
+)
+def test_random_actions_never_crash_or_leave_bounds(family, seed, actions):
+    env = MemoryEnv(f"{family}-easy", horizon=40)
+    obs, _ = env.reset(seed=seed)
+    _check_obs(env, obs)
+    for op, slot in actions:
+        obs, reward, terminated, truncated, info = env.step(np.array([op, slot]))
+        _check_obs(env, obs)
+        assert np.isfinite(reward)
+        assert isinstance(info["invalid_action"], bool)
+        mask = info["action_mask"]
+        assert mask[Op.NOOP] and mask[7:].any()
+        if truncated:
+            obs, _ = env.reset()
+            _check_obs(env, obs)
+
+
+def test_masked_random_policy_keeps_the_op_mask_honest():
+    """Any op the mask allows is valid on at least one slot the mask allows."""
+    rng = np.random.default_rng(0)
+    env = MemoryEnv("life-easy")
+    env.reset(seed=4)
+    invalid = 0
+    for _ in range(100):
+        pairs = env.action_mask_pairs()
+        mask = env.action_masks()
+        assert np.array_equal(mask[:7], pairs.any(axis=1))
+        ops = np.flatnonzero(mask[:7])
+        op = int(rng.choice(ops))
+        slots = np.flatnonzero(pairs[op])
+        _, _, _, truncated, info = env.step(np.array([op, int(rng.choice(slots))]))
+        invalid += info["invalid_action"]
+        if truncated:
+            env.reset()
+    assert invalid == 0
+
+
+# ---------------------------------------------------------------------- candidates and masks
+def _play(env, rng, n):
+    """n masked-random steps, yielding after each one."""
+    for _ in range(n):
+        mask = env.action_masks()
+        env.step(np.array([rng.choice(np.flatnonzero(mask[:7])), rng.choice(np.flatnonzero(mask[7:]))]))
+        if env.world.done:
+            env.reset()
+        yield
+
+
+def test_candidates_are_the_worlds_with_consistent_features():
+    env = MemoryEnv("life-easy", n_recent=2)
+    env.reset(seed=8)
+    rng = np.random.default_rng(3)
+    seen_recent = 0
+    for _ in _play(env, rng, 120):
+        store = env.world.store
+        ids = env.candidate_ids
+        assert ids == env.world.candidates() and len(set(ids)) == len(ids)
+        obs_rows = env._features.candidates
+        recent = store.recent_ids(2)
+        for j, mid in enumerate(ids):
+            rec = store.get(mid)
+            row = obs_rows[j]
+            assert row[COL["recent"]] == (mid in recent)
+            assert row[COL["superseded"]] == (not rec.active)
+            assert row[COL["semantic"]] == (mid in store.semantic)
+            sim = float(store.similarities(store.embed(env.world.event.text), [mid])[1][0])
+            assert row[COL["similarity"]] == pytest.approx(sim, abs=1e-6)
+            seen_recent += mid in recent
+        assert not obs_rows[len(ids):].any()
+    assert seen_recent > 0
+
+
+def test_mask_pairs_agree_with_world_is_valid():
+    """envs' vectorised validity equals World.is_valid on every (op, candidate) pair."""
+    for family in ("life", "consolidation", "update"):
+        env = MemoryEnv(f"{family}-easy", capacity=12)  # small capacity: the store fills up too
+        env.reset(seed=5)
+        rng = np.random.default_rng(1)
+        reflect_ok = 0
+        for _ in _play(env, rng, 150):
+            pairs = env.action_mask_pairs()
+            ids = env.candidate_ids
+            for op in Op:
+                if op in TARGETED:
+                    for j in range(env.K):
+                        expect = j < len(ids) and env.world.is_valid(op, ids[j])[0]
+                        assert pairs[op, j] == expect, (op.name, j)
+                else:
+                    assert pairs[op, 0] == env.world.is_valid(op, None)[0], op.name
+                    assert not pairs[op, 1:].any()
+            reflect_ok += pairs[Op.REFLECT].any()
+        if family == "consolidation":
+            assert reflect_ok > 0
+
+
+# ---------------------------------------------------------------------- render
+def test_render_modes(capsys):
+    env = MemoryEnv("recall-easy", render_mode="ansi")
+    env.reset(seed=0)
+    assert _until(env, "statement")
+    text = env.world.event.text
+    frame = env.render()
+    assert isinstance(frame, str) and text in frame
+    env.step(np.array([Op.WRITE, 0]))
+    assert "WRITE" in env.render()
+
+    rgb = MemoryEnv("recall-easy", render_mode="rgb_array")
+    rgb.reset(seed=0)
+    empty = rgb.render()
+    assert empty.shape[2] == 3 and empty.dtype == np.uint8
+    for _ in range(15):
+        rgb.step(np.array([Op.WRITE, 0]))
+    full = rgb.render()
+    assert full.shape == empty.shape and (full != empty).any()
+
+    human = MemoryEnv("recall-easy", render_mode="human")
+    human.reset(seed=0)
+    assert "candidates" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------- registration
+def test_registration_ids_and_names():
+    ids = envs.registered_ids()
+    assert len(ids) == len(FAMILIES) * 3 + 1 and len(set(ids)) == len(ids)
+    assert all(i in gym.registry for i in ids)
+    assert envs.env_id("multi_hop", "easy") == "MemGym/MultiHop-Easy-v0"
+    assert envs.env_id("life", "endless") == "MemGym/Life-Endless-v0"
+    assert envs.parse_env_id("MemGym/MultiHop-Hard-v0") == ("multi_hop", "hard")
+    with pytest.raises(ValueError, match="valid families"):
+        envs.env_id("dreams", "easy")
+    with pytest.raises(ValueError, match="only life-endless"):
+        envs.env_id("recall", "endless")
+    with pytest.raises(ValueError, match="registered ids"):
+        envs.parse_env_id("MemGym/Life-Impossible-v0")
+    env = gym.make("MemGym/Temporal-Medium-v0")
+    assert env.unwrapped.config == WorldConfig.preset("temporal", "medium")
+
+
+def test_id_table_matches_presets_and_docs():
+    rows = envs.id_table("rows")
+    assert [r["id"] for r in rows] == envs.registered_ids()
+    for r in rows:
+        cfg = WorldConfig.preset(r["family"], r["difficulty"])
+        assert (r["horizon"], r["capacity"], r["n_candidates"]) == (cfg.horizon, cfg.capacity, cfg.n_candidates)
+    table = envs.id_table()
+    assert table.count("\n") == len(rows) + 2
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "env.md").read_text()
+    assert table in doc, "docs/env.md's id table is stale: paste envs.id_table()"
+
+
+def test_make_with_module_prefix_in_a_fresh_process():
+    code = (
+        "import gymnasium as gym\n"
+        "env = gym.make('envs:MemGym/Life-Easy-v0')\n"
+        "obs, info = env.reset(seed=0)\n"
+        "print(env.unwrapped.config.family, env.unwrapped.config.difficulty, sorted(obs))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("life easy") and "candidates" in out

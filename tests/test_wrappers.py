@@ -1,0 +1,110 @@
+"""FlattenAction, MaskInObservation and TextInterface."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from envs import MemoryEnv
+from envs.wrappers import FlattenAction, MaskInObservation, TextInterface
+from world import Op
+
+
+def _until_statement(env, step_noop):
+    for _ in range(200):
+        if env.unwrapped.world.event.kind == "statement":
+            return
+        step_noop()
+    raise AssertionError("no statement event")
+
+
+# ---------------------------------------------------------------------- FlattenAction
+def test_flatten_action_space_and_decoding():
+    env = FlattenAction(MemoryEnv("recall-easy"))
+    k = env.unwrapped.K
+    assert env.action_space == spaces.Discrete(7 * k)
+    env.reset(seed=0)
+    _until_statement(env, lambda: env.step(0))
+    _, _, _, _, info = env.step(int(Op.WRITE) * k)
+    assert info["memory_id"] is not None and info["outcome_op"] == "WRITE"
+    assert info["action_mask"].shape == (7 * k,)
+    with pytest.raises(ValueError, match=r"0\.\.55"):
+        env.step(7 * k)
+
+
+def test_flatten_action_mask_is_exact_for_pairs():
+    """A masked random policy over (op, slot) pairs never makes an invalid action."""
+    env = FlattenAction(MemoryEnv("life-easy"))
+    rng = np.random.default_rng(0)
+    env.reset(seed=3)
+    ops_seen = set()
+    for _ in range(200):
+        mask = env.action_masks()
+        assert mask[0]  # NOOP on slot 0
+        a = int(rng.choice(np.flatnonzero(mask)))
+        _, _, _, truncated, info = env.step(a)
+        assert info["invalid_action"] is False, info["invalid_reason"]
+        ops_seen.add(info["outcome_op"])
+        if truncated:
+            env.reset()
+    assert {"WRITE", "FORGET", "LINK"} <= ops_seen
+
+
+# ---------------------------------------------------------------------- MaskInObservation
+def test_mask_in_observation_matches_action_masks():
+    env = MaskInObservation(MemoryEnv("life-easy"))
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        np.testing.assert_array_equal(obs["action_mask"], env.unwrapped.action_masks().astype(np.float32))
+        obs, *_ = env.step(np.array([rng.integers(7), rng.integers(8)]))
+        assert env.observation_space.contains(obs)
+    flat = MaskInObservation(FlattenAction(MemoryEnv("life-easy")))
+    obs, _ = flat.reset(seed=0)
+    assert obs["action_mask"].shape == (7 * 8,) and flat.observation_space.contains(obs)
+
+
+# ---------------------------------------------------------------------- TextInterface
+def test_text_interface_commands():
+    env = TextInterface(MemoryEnv("recall-easy"))
+    frame, _ = env.reset(seed=0)
+    assert env.observation_space.contains(frame) and frame.startswith("EVENT")
+    _until_statement(env, lambda: env.step("NOOP"))
+    frame, _, _, _, info = env.step("write")
+    mid = info["memory_id"]
+    assert mid is not None and mid in frame
+    assert env.observation_space.contains(frame)
+    _, _, _, _, info = env.step(f"forget {mid}")  # a memory id works as a target too
+    assert info["invalid_action"] is False and mid not in env.unwrapped.world.store
+
+
+@pytest.mark.parametrize(
+    "command, message",
+    [
+        ("", "malformed command"),
+        ("JUMP 3", "unknown operation 'JUMP'"),
+        ("WRITE 3", "WRITE takes no target"),
+        ("LINK", "LINK needs a target"),
+        ("FORGET 99", "slot 99 out of range"),
+        ("UPDATE ep_999999", "neither a slot number"),
+        ("LINK 1 2", "malformed command"),
+    ],
+)
+def test_text_interface_malformed_commands_name_the_problem(command, message):
+    env = TextInterface(MemoryEnv("recall-easy"))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=message) as exc:
+        env.step(command)
+    assert "NOOP" in str(exc.value) or "slot" in str(exc.value)
+
+
+def test_text_interface_on_error_noop():
+    env = TextInterface(MemoryEnv("recall-easy"), on_error="noop")
+    env.reset(seed=0)
+    before = len(env.unwrapped.world.store)
+    frame, reward, _, _, info = env.step("DANCE")
+    assert info["invalid_action"] is True and "unknown operation" in info["parse_error"]
+    assert reward < 0 and len(env.unwrapped.world.store) == before
+    assert isinstance(frame, str)
