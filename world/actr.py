@@ -109,21 +109,34 @@ def hybrid_base_level_batch(
     recent: np.ndarray,
     d: float = 0.5,
     min_lag: float = MIN_LAG,
+    assume_no_nan: bool = False,
 ) -> np.ndarray:
     """Vectorised hybrid base level for m memories.
 
     created: (m,) creation times; n: (m,) presentation counts (creation included);
-    recent: (m, k) times of the k most recent presentations, NaN where fewer than k exist.
+    recent: (m, k) times of the k most recent presentations, NaN or -inf where fewer than k exist.
     Lags are clipped below at `min_lag`. Exact when n <= k.
     """
-    lags = np.maximum(now - recent, min_lag)  # NaN stays NaN
-    powered = lags ** (-d)
-    total = np.nansum(powered, axis=1)
+    # Padding (-inf time, or NaN) becomes an infinite lag, whose t^-d is exactly 0.
+    lags = now - recent
+    if not assume_no_nan:
+        nan = np.isnan(lags)
+        if nan.any():
+            lags[nan] = np.inf
+    np.maximum(lags, min_lag, out=lags)
+    if d == 0.5:  # t^-0.5 = 1 / sqrt(t): four times faster than pow
+        np.sqrt(lags, out=lags)
+        np.divide(1.0, lags, out=lags)
+        total = lags.sum(axis=1)
+    else:
+        total = np.power(lags, -d).sum(axis=1)
     k = recent.shape[1]
-    extra = n - k
-    if np.any(extra > 0):
+    if len(n) and n.max() > k:
+        extra = n - k
+        lags = np.maximum(now - recent, min_lag)  # the buffer above was overwritten
         life = np.maximum(now - created, min_lag)
-        t_k = np.nanmax(lags, axis=1)
+        # rows with n > k are full, so their oldest kept lag is the row maximum
+        t_k = np.maximum(np.where(np.isfinite(lags), lags, -np.inf).max(axis=1), min_lag)
         gap = life - t_k
         safe_gap = np.where(gap > 1e-12 * np.maximum(life, 1.0), gap, 1.0)
         frac = np.where(
@@ -189,7 +202,7 @@ class ActRRecord:
             float(current_step),
             np.array([float(self.created_step)]),
             np.array([self.n]),
-            np.array([self.recent + [np.nan] * (self.k - len(self.recent))], dtype=float),
+            np.array([self.recent + [-np.inf] * (self.k - len(self.recent))], dtype=float),
             d=self.decay_rate,
         )
         return float(out[0])

@@ -212,7 +212,7 @@ class _Space:
         self.conf_w = np.ones(cap, dtype=np.float64)
         self.a_created = np.zeros(cap, dtype=np.float64)
         self.a_n = np.zeros(cap, dtype=np.int64)
-        self.a_recent = np.full((cap, k), np.nan, dtype=np.float64)
+        self.a_recent = np.full((cap, k), -np.inf, dtype=np.float64)  # -inf: no presentation
         self.gnode = np.full(cap, -1, dtype=np.int64)
         self.slot_id: list[str | None] = [None] * cap
         self.hi = 0
@@ -247,7 +247,7 @@ class _Space:
         self.conf_w = grow(self.conf_w, 1.0)
         self.a_created = grow(self.a_created, 0.0)
         self.a_n = grow(self.a_n, 0)
-        self.a_recent = grow(self.a_recent, np.nan)
+        self.a_recent = grow(self.a_recent, -np.inf)
         self.gnode = grow(self.gnode, -1)
         self.slot_id.extend([None] * (cap - len(self.slot_id)))
 
@@ -386,7 +386,7 @@ class MemoryStore:
         out = {}
         for mid, (space, slot) in self._loc.items():
             n = int(space.a_n[slot])
-            recent = [float(t) for t in space.a_recent[slot] if not math.isnan(t)]
+            recent = [float(t) for t in space.a_recent[slot] if math.isfinite(t)]
             out[mid] = ActRRecord(
                 created_step=int(space.a_created[slot]), decay_rate=self.decay, k=self.actr_k, n=n, recent=recent
             )
@@ -438,6 +438,26 @@ class MemoryStore:
             raise ValueError(f"embedder returned dimension {vec.shape[0]}, store uses {self._dim}")
         return vec
 
+    def _group(self, id_list: list[str]) -> list[tuple[_Space, np.ndarray, np.ndarray | None]]:
+        """Group ids by namespace: [(space, slots, positions or None when all ids share one space)]."""
+        loc = self._loc
+        try:
+            pairs = [loc[m] for m in id_list]
+        except KeyError:
+            bad = next(m for m in id_list if m not in loc)
+            raise KeyError(f"unknown memory id {bad!r}") from None
+        if not pairs:
+            return []
+        first = pairs[0][0]
+        if all(p[0] is first for p in pairs):  # the common case: one namespace
+            return [(first, np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs)), None)]
+        groups: dict[int, tuple[_Space, list[int], list[int]]] = {}
+        for pos, (space, slot) in enumerate(pairs):
+            g = groups.setdefault(id(space), (space, [], []))
+            g[1].append(slot)
+            g[2].append(pos)
+        return [(sp_, np.asarray(sl, dtype=np.int64), np.asarray(ps, dtype=np.int64)) for sp_, sl, ps in groups.values()]
+
     def similarities(self, vec: np.ndarray, ids: Iterable[str] | None = None, namespace: str | None = None):
         """(ids, cosine similarities) of `vec` against live memories: one mat-vec.
 
@@ -454,40 +474,30 @@ class MemoryStore:
             return list(id_list), sims[slots].astype(np.float64)
         id_list = list(ids)
         out = np.empty(len(id_list), dtype=np.float64)
-        groups: dict[int, tuple[_Space, list[int], list[int]]] = {}
-        for pos, mid in enumerate(id_list):
-            try:
-                space, slot = self._loc[mid]
-            except KeyError:
-                raise KeyError(f"unknown memory id {mid!r}") from None
-            g = groups.setdefault(id(space), (space, [], []))
-            g[1].append(pos)
-            g[2].append(slot)
-        for space, positions, slots in groups.values():
-            out[positions] = (space.emb[np.asarray(slots)] @ vec).astype(np.float64)
+        for space, slots, positions in self._group(id_list):
+            vals = space.emb[slots] @ vec
+            if positions is None:
+                out[:] = vals
+            else:
+                out[positions] = vals
         return id_list, out
 
     def activations(self, ids: Iterable[str]) -> np.ndarray:
         """ACT-R base-level activation (Petrov hybrid, exact for n <= k) at current_step."""
         id_list = list(ids)
         out = np.empty(len(id_list), dtype=np.float64)
-        groups: dict[int, tuple[_Space, list[int], list[int]]] = {}
-        for pos, mid in enumerate(id_list):
-            try:
-                space, slot = self._loc[mid]
-            except KeyError:
-                raise KeyError(f"unknown memory id {mid!r}") from None
-            g = groups.setdefault(id(space), (space, [], []))
-            g[1].append(pos)
-            g[2].append(slot)
-        for space, positions, slots in groups.values():
-            s = np.asarray(slots, dtype=np.int64)
-            out[positions] = self._activation_rows(space, s)
+        for space, slots, positions in self._group(id_list):
+            vals = self._activation_rows(space, slots)
+            if positions is None:
+                out[:] = vals
+            else:
+                out[positions] = vals
         return out
 
     def _activation_rows(self, space: _Space, slots: np.ndarray) -> np.ndarray:
         return hybrid_base_level_batch(
-            float(self.current_step), space.a_created[slots], space.a_n[slots], space.a_recent[slots], d=self.decay
+            float(self.current_step), space.a_created[slots], space.a_n[slots], space.a_recent[slots], d=self.decay,
+            assume_no_nan=True,  # the store pads with -inf
         )
 
     def link_count(self, memory_id: str) -> int:
@@ -693,7 +703,7 @@ class MemoryStore:
             actr = (float(rec.written_at), 1, [float(rec.written_at)])
         space.a_created[slot] = actr[0]
         space.a_n[slot] = actr[1]
-        space.a_recent[slot] = np.nan
+        space.a_recent[slot] = -np.inf
         recent = actr[2][-self.actr_k:]
         space.a_recent[slot, : len(recent)] = recent
         space.slot_id[slot] = mid
@@ -788,7 +798,7 @@ class MemoryStore:
         space.conf_w[slot] = 1.0
         space.a_created[slot] = 0.0
         space.a_n[slot] = 0
-        space.a_recent[slot] = np.nan
+        space.a_recent[slot] = -np.inf
         space.gnode[slot] = -1
         space.slot_id[slot] = None
         space.free.append(slot)
@@ -900,7 +910,7 @@ class MemoryStore:
         t = float(self.current_step)
         space.a_n[slot] += 1
         row = space.a_recent[slot]
-        empty = np.flatnonzero(np.isnan(row))
+        empty = np.flatnonzero(np.isneginf(row))
         if len(empty):
             row[empty[0]] = t
         else:
@@ -1138,7 +1148,7 @@ class MemoryStore:
             actr[mid] = {
                 "created": float(space.a_created[slot]),
                 "n": int(space.a_n[slot]),
-                "recent": [float(t) for t in space.a_recent[slot] if not math.isnan(t)],
+                "recent": [float(t) for t in space.a_recent[slot] if math.isfinite(t)],
             }
         edges = []
         for space in self._spaces.values():
