@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 REF_CAP = 5_000
 FULL_SIZES = (1_000, 5_000, 10_000, 100_000)
-QUICK_SIZES = (200, 1_000)
+QUICK_SIZES = (200, 500)
 
 
 def _texts(n: int, rng: np.random.Generator) -> tuple[list[str], list[list[str]]]:

@@ -1208,6 +1208,19 @@ class MemoryStore:
             "extra": extra,
         }
 
+    def save(self, path):
+        """Save to one SQLite file (world/persistence.py: atomic, exact round trip)."""
+        from world.persistence import save_store
+
+        return save_store(self, path)
+
+    @classmethod
+    def load(cls, path, embedder=None, **kwargs) -> MemoryStore:
+        """Load a store saved by `save` (raises world.persistence.StoreFileError on a bad file)."""
+        from world.persistence import load_store
+
+        return load_store(path, embedder, **kwargs)
+
     @classmethod
     def _from_state(cls, state: Mapping[str, Any], embedder=None) -> MemoryStore:
         """Rebuild a store from `_export_state()` output. embedder=None: a hashing embedder of the
