@@ -89,6 +89,14 @@ class HashingEmbedder:
             out[r] = self.encode(t)
         return out
 
+    def drop(self, text: str) -> bool:
+        """Forget the cached hash features of `text`'s words and word pairs, so that no word of an
+        erased memory stays in a cache (features are recomputed identically when needed). Added by
+        the lifecycle engineer (issue 3: the secret-string erasure test found them here)."""
+        toks = tokenize(text)
+        keys = toks + [a + " " + b for a, b in zip(toks, toks[1:])] + ["\x00empty:" + text.strip()]
+        return sum(self._feature_cache.pop(k, None) is not None for k in keys) > 0
+
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_feature_cache"] = {}
@@ -240,6 +248,9 @@ class CachedEmbedder:
         key = self.key(text)
         removed = self._mem.pop(key, None) is not None
         self._texts.pop(key, None)
+        inner_drop = getattr(self.inner, "drop", None)  # e.g. HashingEmbedder's word-feature cache
+        if callable(inner_drop):
+            inner_drop(text)
         if self._db is not None:
             cur = self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
             self._db.commit()

@@ -102,7 +102,12 @@ class _Crc:
 
     def feed(self, *parts: str | bytes) -> None:
         for part in parts:
-            data = part if isinstance(part, bytes) else part.encode("utf-8")
+            if isinstance(part, bytes):
+                data = part
+            elif isinstance(part, str):
+                data = part.encode("utf-8", "surrogatepass")
+            else:  # only a corrupted row holds a value of another type: make it count, differently
+                data = f"\x00{type(part).__name__}:{part!r}".encode()
             self.value = zlib.crc32(len(data).to_bytes(8, "little"), self.value)
             self.value = zlib.crc32(data, self.value)
 
@@ -317,7 +322,7 @@ def _read_state(path: Path) -> dict:
         raise
     except sqlite3.DatabaseError as exc:
         raise StoreFileError(path, f"corrupted SQLite file: {exc}") from exc
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever a corrupted row makes fail, the file is bad
         raise StoreFileError(path, f"corrupted store contents: {type(exc).__name__}: {exc}") from exc
     finally:
         conn.close()
