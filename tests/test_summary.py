@@ -16,6 +16,7 @@ from world.summary import (
     LLMSummarizer,
     RollingSummary,
     Summarizer,
+    all_summaries,
     export_summaries,
     restore_summaries,
     split_sentences,
@@ -275,3 +276,89 @@ def test_namespaces_have_separate_summaries():
     hits = store.query("Alice moved to Lisbon", top_k=10, namespace="bob", bump=False)
     assert all(m.namespace == "bob" for m in hits)
     assert a.memory_id not in [m.memory_id for m in hits]
+
+
+def _filled(max_chars: int = 800):
+    store = make_store()
+    rs = summaries(store, "alice", max_turns=3, keep_recent=1, summarizer=ExtractiveSummarizer(max_chars=max_chars))
+    ids = [rs.add_turn(t, step=i).memory_id for i, t in enumerate(TURNS)]
+    return store, rs, ids
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle", "from_state"])
+def test_snapshots_carry_summaries_and_their_erase_hooks(how):
+    """World/env snapshots (deepcopy, pickle) and _from_state rebuilds keep working summaries: an
+    erasure in the copy rebuilds the copy's summary and leaves the original alone."""
+    import copy
+    import pickle
+
+    store, rs, ids = _filled()
+    if how == "deepcopy":
+        twin = copy.deepcopy(store)
+    elif how == "pickle":
+        twin = pickle.loads(pickle.dumps(store))
+    else:
+        twin = MemoryStore._from_state(store._export_state(), HashingEmbedder(dim=64))
+    twin_rs = summaries(twin, "alice")
+    assert twin_rs is not rs and twin_rs.store is twin
+    assert twin_rs.export_state() == rs.export_state()
+    twin.erase(memory_id=ids[2])
+    assert "green tea" in rs.text and "green tea" not in twin_rs.text
+    assert store.get(ids[2]) is not None and rs.memory is not None
+
+
+def test_load_store_with_an_llm_summarizer(tmp_path):
+    from world.persistence import load_store, save_store
+
+    calls = []
+
+    def fake_llm(prompt: str) -> str:
+        calls.append(prompt)
+        return "LLM summary: " + prompt.rsplit("- ", 1)[-1]
+
+    store = make_store()
+    rs = summaries(store, "alice", max_turns=2, keep_recent=1, summarizer=LLMSummarizer(fake_llm, max_chars=200))
+    for i, t in enumerate(TURNS[:4]):
+        rs.add_turn(t, step=i)
+    n_calls = len(calls)
+    assert rs.export_state()["summarizer"] == {"name": "llm", "max_chars": 200}
+    save_store(store, tmp_path / "m.sqlite")
+    # without the summarizer the saved text is there, folding continues with the extractive default
+    plain = load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64))
+    assert summaries(plain, "alice").text == rs.text
+    assert isinstance(summaries(plain, "alice").summarizer, ExtractiveSummarizer)
+    # with it, the LLM keeps summarizing
+    loaded = load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64),
+                        summarizers={"alice": LLMSummarizer(fake_llm, max_chars=200)})
+    summaries(loaded, "alice").add_turn(TURNS[4], step=5)
+    summaries(loaded, "alice").add_turn(TURNS[5], step=6)
+    assert len(calls) > n_calls and summaries(loaded, "alice").text.startswith("LLM summary:")
+    with pytest.raises(KeyError, match="bob"):
+        load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64), summarizers={"bob": ExtractiveSummarizer()})
+
+
+def test_store_without_summaries_exports_no_summary_state():
+    store = make_store()
+    store.write_episode(0, "Alice moved to Lisbon.")
+    assert export_summaries(store) == {} and all_summaries(store) == {}
+    assert "summaries" not in store._export_state()["extra"]
+    restore_summaries(store)
+    assert "summaries" not in store._export_state()["extra"]
+
+
+def test_add_memory_and_fold_now():
+    store = make_store()
+    rs = RollingSummary(store, "alice", max_turns=5, keep_recent=1)
+    a = store.write_episode(0, TURNS[0], namespace="alice")
+    b = store.write_episode(1, TURNS[2], namespace="alice")
+    other = store.write_episode(1, TURNS[4], namespace="bob")
+    rs.add_memory(a.memory_id, step=0)
+    rs.add_memory(b.memory_id, step=1)
+    with pytest.raises(ValueError, match="namespace 'bob'"):
+        rs.add_memory(other.memory_id)
+    with pytest.raises(KeyError, match="no live memory"):
+        rs.add_memory("ep_999999")
+    assert rs.fold_now(step=2) is True
+    assert [t.memory_id for t in rs.folded] == [a.memory_id] and [t.memory_id for t in rs.window] == [b.memory_id]
+    assert rs.memory is not None and list(rs.memory.evidence) == [a.memory_id]
+    assert rs.fold_now() is False
