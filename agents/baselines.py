@@ -20,6 +20,7 @@ that the env's mask forbids (e.g. WRITE at capacity) becomes NOOP.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -193,6 +194,7 @@ _FUNCTION_WORDS = frozenset({"please", "let", "let's", "did", "do", "does", "wha
                              "how", "why", "on", "week", "write", "nothing", "there", "here", "so", "well", "oh"})
 
 
+@functools.lru_cache(maxsize=4096)
 def _subject_and_topic(text: str) -> tuple[frozenset, frozenset]:
     """Seed 003's key = subject + topic, read from the text.
 

@@ -145,23 +145,21 @@ EPISODE_FIELDS = {"agent", "family", "difficulty", "env_id", "seed", "episode", 
 
 
 @pytest.fixture(scope="module")
-def quick_runs(tmp_path_factory):
-    """`memgym bench --suite quick` through the CLI with 2 workers, and the bench API with 1 worker."""
-    from agents.cli import main
-
-    out2 = tmp_path_factory.mktemp("quick_w2")
-    out1 = tmp_path_factory.mktemp("quick_w1")
+def quick_run(tmp_path_factory):
+    """`memgym bench --suite quick` end to end through the CLI, with 2 worker processes."""
     import io
 
+    from agents.cli import main
+
+    out = tmp_path_factory.mktemp("quick_w2")
     buf = io.StringIO()
-    assert main(["bench", "--suite", "quick", "--workers", "2", "--out", str(out2), "--no-progress"], out=buf) == 0
-    bench.run_bench("quick", workers=1, out_dir=out1, progress=False, plot=False)
-    return out1, out2, buf.getvalue()
+    assert main(["bench", "--suite", "quick", "--workers", "2", "--out", str(out), "--no-progress"], out=buf) == 0
+    return out, buf.getvalue()
 
 
 @pytest.mark.slow
-def test_quick_suite_writes_every_file_with_the_schema(quick_runs):
-    _, out, printed = quick_runs
+def test_quick_suite_writes_every_file_with_the_schema(quick_run):
+    out, printed = quick_run
     for name in ("results.json", "results.csv", "leaderboard.md", "leaderboard.png", "timings.json"):
         assert (out / name).stat().st_size > 0, name
     data = json.loads((out / "results.json").read_text())
@@ -189,14 +187,21 @@ def test_quick_suite_writes_every_file_with_the_schema(quick_runs):
 
 
 @pytest.mark.slow
-def test_results_json_is_byte_identical_across_workers(quick_runs):
-    out1, out2, _ = quick_runs
-    assert (out1 / "results.json").read_bytes() == (out2 / "results.json").read_bytes()
+def test_results_json_is_byte_identical_across_workers(tmp_path):
+    # every agent, two families, 3 seeds: 1 worker in-process vs 2 forked workers
+    kw = dict(families=["update", "life"], seeds=3, progress=False, plot=False, overrides={"horizon": 60})
+    bench.run_bench("quick", workers=1, out_dir=tmp_path / "w1", **kw)
+    bench.run_bench("quick", workers=2, out_dir=tmp_path / "w2", **kw)
+    one, two = (tmp_path / "w1" / "results.json").read_bytes(), (tmp_path / "w2" / "results.json").read_bytes()
+    assert one == two
+    t1 = json.loads((tmp_path / "w1" / "timings.json").read_text())
+    t2 = json.loads((tmp_path / "w2" / "timings.json").read_text())
+    assert (t1["workers"], t2["workers"]) == (1, 2)
 
 
 @pytest.mark.slow
-def test_oracle_beats_best_heuristic_beats_random_on_life(quick_runs):
-    _, out, _ = quick_runs
+def test_oracle_beats_best_heuristic_beats_random_on_life(quick_run):
+    out, _ = quick_run
     data = json.loads((out / "results.json").read_text())
     agents = data["summary"]["agents"]
     life = {a: v["tasks"]["life"]["return"]["mean"] for a, v in agents.items()}
