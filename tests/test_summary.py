@@ -362,3 +362,42 @@ def test_add_memory_and_fold_now():
     assert [t.memory_id for t in rs.folded] == [a.memory_id] and [t.memory_id for t in rs.window] == [b.memory_id]
     assert rs.memory is not None and list(rs.memory.evidence) == [a.memory_id]
     assert rs.fold_now() is False
+
+
+def test_erasing_a_key_or_subject_reaches_turns_already_gone_from_the_store():
+    """A folded turn whose memory was forgotten or swept still lives in the summary's text; erasing
+    its key or its subject must take it out of the summary too."""
+    store = make_store()
+    rs = RollingSummary(store, "default", max_turns=2, keep_recent=1)
+    rs.add_turn("Alice's locker code is 4711.", step=0, key="alice/locker")
+    rs.add_turn("Gina rows on the river every morning.", step=1)
+    rs.add_turn("Frank teaches pottery at the library.", step=2)
+    rs.add_turn("Erin's favourite drink is green tea.", step=3)
+    rs.add_turn("Hugo plays the oboe.", step=4)
+    assert "4711" in rs.text and "Gina" in rs.text and "Frank" in rs.text
+    for t in rs.folded[:2]:
+        store.forget(t.memory_id)  # they leave the store; the summary keeps what they said
+    assert rs.memory is not None and "4711" in rs.memory.content  # the summary memory stays
+    report = store.erase(key="alice/locker")
+    assert report.episodic == []  # no memory of that key is left in the store ...
+    assert "4711" not in rs.text and "Gina" in rs.text  # ... but the summary forgot it
+    assert report.extra["summaries"]["default"]["turns_dropped"] == 1
+    store.erase(subject="Gina")
+    assert "Gina" not in rs.text and "Frank" in rs.text
+    assert all("Gina" not in t.text and "4711" not in t.text for t in rs.folded + rs.window)
+    for m in list(store.episodic.values()) + list(store.semantic.values()):
+        assert "4711" not in m.content and "Gina" not in m.content
+
+
+def test_erasure_in_another_namespace_does_not_touch_this_summary():
+    store = make_store()
+    a = summaries(store, "alice", max_turns=2, keep_recent=1)
+    b = summaries(store, "bob", max_turns=2, keep_recent=1)
+    for i, t in enumerate(TURNS[:4]):
+        a.add_turn(t, step=i)
+        b.add_turn(t, step=i)
+    before = a.export_state()
+    report = store.erase(subject="Alice", namespace="bob")
+    assert report.namespaces == ["bob"]
+    assert a.export_state() == before and "Alice" in a.text
+    assert "Alice" not in b.text

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from world.cues import extract_cues
+from world.dedup import signature
 
 __all__ = [
     "Summarizer",
@@ -209,19 +210,22 @@ def _summarizer_from_config(config: dict) -> Summarizer | None:
 
 @dataclass(frozen=True)
 class Turn:
-    """One verbatim turn: the memory it was written as, its text and the step it happened at."""
+    """One verbatim turn: the memory it was written as, its text, the step it happened at and the
+    memory's key (so that erasing a key also reaches turns whose memory already left the store)."""
 
     memory_id: str
     text: str
     step: int
+    key: str | None = None
 
     def to_json(self) -> list:
-        return [self.memory_id, self.text, self.step]
+        return [self.memory_id, self.text, self.step, self.key]
 
     @classmethod
     def from_json(cls, row: Sequence) -> Turn:
-        memory_id, text, step = row
-        return cls(str(memory_id), str(text), int(step))
+        memory_id, text, step, *rest = row
+        key = rest[0] if rest else None
+        return cls(str(memory_id), str(text), int(step), None if key is None else str(key))
 
 
 def _note(report: Any, namespace: str, entry: dict) -> None:
@@ -234,20 +238,51 @@ def _note(report: Any, namespace: str, entry: dict) -> None:
 def _erased_ids(report: Any) -> set[str]:
     """Every memory id an ``ErasureReport`` says was removed, whatever the kind."""
     ids: set[str] = set()
-    for attr in ("erased_ids", "removed_ids", "memory_ids"):
-        value = getattr(report, attr, None)
-        if value:
-            ids.update(value)
-    removed = getattr(report, "removed", None)
-    if isinstance(removed, dict):
-        for value in removed.values():
-            if isinstance(value, list | tuple | set | frozenset):
-                ids.update(v for v in value if isinstance(v, str))
-    for attr in ("episodic", "semantic", "summaries"):
+    for attr in ("episodic", "semantic"):
         value = getattr(report, attr, None)
         if isinstance(value, list | tuple | set | frozenset):
             ids.update(v for v in value if isinstance(v, str))
     return ids
+
+
+def _words(text: str) -> str:
+    return " " + " ".join(signature(text).words) + " "
+
+
+class _Erased:
+    """Which turns an erasure takes away from a namespace's summary: the removed memories, plus (for
+    an erasure aimed at this namespace) turns of an erased key and turns mentioning an erased subject
+    by the store's subject rule (its words, or one of its cues), even when their memory had already
+    been forgotten or swept: the summary is derived from them and must not keep what they said."""
+
+    def __init__(self, report: Any, namespace: str, default_namespace: str) -> None:
+        self.ids = _erased_ids(report)
+        target = getattr(report, "target", None) or {}
+        ns = target.get("namespace")
+        here = ns == "*" or (ns if ns is not None else default_namespace) == namespace
+        keys = set()
+        if namespace in (getattr(report, "namespaces", None) or ()):
+            keys.update(getattr(report, "keys", None) or ())
+        if here and target.get("key") is not None:
+            keys.add(target["key"])
+        self.keys = keys
+        subject = target.get("subject") if here else None
+        self.subject = subject.lower() if isinstance(subject, str) and subject.strip() else None
+        self.subject_words = _words(subject) if self.subject is not None else ""
+
+    def __bool__(self) -> bool:
+        return bool(self.ids or self.keys or self.subject)
+
+    def __call__(self, turn: Turn) -> bool:
+        if turn.memory_id in self.ids or (turn.key is not None and turn.key in self.keys):
+            return True
+        if self.subject is None:
+            return False
+        if turn.key is not None and (turn.key.lower() == self.subject or turn.key.lower().startswith(self.subject + "/")):
+            return True
+        if self.subject in extract_cues(turn.text):
+            return True
+        return self.subject_words.strip() != "" and self.subject_words in _words(turn.text)
 
 
 class RollingSummary:
@@ -352,7 +387,7 @@ class RollingSummary:
         step = self.store.current_step if step is None else int(step)
         write_kwargs.setdefault("namespace", self.namespace)
         record = self.store.write_episode(step, text, **write_kwargs)
-        self._push(Turn(record.memory_id, text, step))
+        self._push(Turn(record.memory_id, text, step, getattr(record, "key", None)))
         return record
 
     def add_memory(self, memory_id: str, step: int | None = None) -> None:
@@ -365,7 +400,7 @@ class RollingSummary:
             raise ValueError(f"RollingSummary.add_memory: {memory_id!r} is in namespace {ns!r}, "
                              f"this summary serves {self.namespace!r}")
         step = self.store.current_step if step is None else int(step)
-        self._push(Turn(memory_id, record.content, step))
+        self._push(Turn(memory_id, record.content, step, getattr(record, "key", None)))
 
     def _push(self, turn: Turn) -> None:
         window = [*self._window, turn]
@@ -426,14 +461,14 @@ class RollingSummary:
     # -- erasure ------------------------------------------------------------------------------ #
 
     def _on_erase(self, report: Any) -> None:
-        erased = _erased_ids(report)
-        if not erased:
+        gone = _Erased(report, self.namespace, _default_namespace(self.store))
+        if not gone:
             return
-        turn_hit = any(t.memory_id in erased for t in [*self.folded, *self._window])
-        summary_hit = any(v in erased for v in self._versions)
-        self._window = [t for t in self._window if t.memory_id not in erased]
-        self._versions = [v for v in self._versions if v not in erased]
-        if self._memory_id in erased:
+        turn_hit = any(gone(t) for t in [*self.folded, *self._window])
+        summary_hit = any(v in gone.ids for v in self._versions)
+        self._window = [t for t in self._window if not gone(t)]
+        self._versions = [v for v in self._versions if v not in gone.ids]
+        if self._memory_id in gone.ids:
             self._memory_id = None
         if not turn_hit:
             if summary_hit:
@@ -444,16 +479,18 @@ class RollingSummary:
                 self._drop_stale_versions(None)
                 _note(report, self.namespace, {"rebuilt": None, "history_forgotten": True})
             return
-        dropped = sum(t.memory_id in erased for fold in self._folds for t in fold)
-        folds = [[t for t in fold if t.memory_id not in erased] for fold in self._folds]
+        dropped = [t.memory_id for fold in self._folds for t in fold if gone(t)]
+        if not dropped and not summary_hit:
+            return  # only window turns went; the summary never saw them
+        folds = [[t for t in fold if not gone(t)] for fold in self._folds]
         self._folds = [f for f in folds if f]
         text = ""
         for fold in self._folds:
             text = self._summarize(text, fold)
-        self._drop_stale_versions(erased)
+        self._drop_stale_versions(set(dropped) | gone.ids)
         self.text = text
         self._write(self.store.current_step)
-        _note(report, self.namespace, {"rebuilt": self.memory_id, "turns_dropped": dropped,
+        _note(report, self.namespace, {"rebuilt": self.memory_id, "turns_dropped": len(dropped),
                                        "folds": len(self._folds)})
 
     def _drop_stale_versions(self, erased: set[str] | None) -> None:
