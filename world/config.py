@@ -302,12 +302,12 @@ _DIFFICULTY: dict[str, dict[str, Any]] = {
     "medium": dict(
         horizon=250, n_entities=18, capacity=60, top_k=5, delay_min=8, delay_max=50,
         noise_ratio=0.6, repeat_ratio=0.25, thread_rate=0.11, max_hops=3, max_changes=2,
-        episodes=5, sweep_every=10, forget_threshold=-1.5,
+        episodes=5, sweep_every=10, forget_threshold=-1.8,
     ),
     "hard": dict(
         horizon=600, n_entities=30, capacity=80, top_k=5, delay_min=15, delay_max=150,
         noise_ratio=0.65, repeat_ratio=0.3, thread_rate=0.1, max_hops=3, max_changes=3,
-        episodes=6, sweep_every=10, forget_threshold=-1.5,
+        episodes=6, sweep_every=10, forget_threshold=-1.8,
     ),
     "endless": dict(
         horizon=None, n_entities=12, capacity=60, top_k=5, delay_min=4, delay_max=20,

@@ -60,7 +60,7 @@ COLOURS = "teal crimson ochre indigo amber olive violet coral navy saffron jade 
 DRINKS = "espresso chai matcha cocoa cider lemonade kefir kombucha oolong mate".split()
 SPORTS = "tennis squash badminton volleyball handball rugby hockey cricket padel curling".split()
 SNACKS = "pretzels almonds popcorn grapes crackers olives figs dates cashews biscuits".split()
-SPOTS = "the harbour the market the park the library the bakery the pier the old mill the square".split()
+SPOTS = "the harbour|the market|the park|the library|the bakery|the pier|the old mill|the square".split("|")
 MONTHS = (
     "January February March April May June July August September October November December"
 ).split()
@@ -113,53 +113,56 @@ RELATIONS: dict[str, Relation] = {
     for r in [
         Relation(
             "lives_in", "home town", "place",
-            fact=("{s} lives in {o}.", "{s} has a flat in {o}.", "{s} is living in {o} these days."),
-            change=("{s} moved to {o}.", "{s} has just relocated to {o}.", "{s} packed up and went to live in {o}."),
-            ask=("Where does {s} live?", "In which town does {s} live now?", "Where is {s} living at the moment?"),
-            before=("Where did {s} live before the last move?", "Which town did {s} live in before moving?"),
-            order=("Did {s} live in {a} or in {b} first?", "Which came first for {s}: {a} or {b}?"),
+            fact=("{s} lives in the town of {o}.", "{s}'s home town is {o}.", "{s} has a flat in the town of {o}."),
+            change=("{s} moved to the town of {o}.", "{s}'s new home town is {o}.",
+                    "{s} packed up and went to live in the town of {o}."),
+            ask=("Which town does {s} live in?", "What is {s}'s home town?", "In which town is {s} living now?"),
+            before=("Which town did {s} live in before the last move?", "What was {s}'s home town before?"),
+            order=("Did {s} live in {a} or in {b} first?", "Which home town came first for {s}: {a} or {b}?"),
             ref=("That town", "The town"),
         ),
         Relation(
-            "works_at", "employer", "org",
-            fact=("{s} works at {o}.", "{s} has a job at {o}.", "{s} is employed by {o}."),
-            change=("{s} started a new job at {o}.", "{s} switched jobs and joined {o}.", "{s} was hired by {o}."),
-            ask=("Where does {s} work?", "Which company does {s} work for now?", "Who employs {s} at present?"),
-            before=("Where did {s} work before the last job change?", "Which company did {s} work for previously?"),
-            order=("Did {s} work at {a} or at {b} first?", "Which employer came first for {s}: {a} or {b}?"),
+            "works_at", "job", "org",
+            fact=("{s} has a job at {o}.", "{s}'s job is at {o}.", "{s} works at {o}, a good job."),
+            change=("{s} got a new job at {o}.", "{s} quit and took a job at {o}.", "{s} has a new job at {o}."),
+            ask=("Where is {s}'s job?", "Which company is {s}'s job at?", "Where does {s} have a job now?"),
+            before=("Where was {s}'s job before the last change?", "Which company was {s}'s job at before?"),
+            order=("Was {s}'s job at {a} or at {b} first?", "Which job came first for {s}: {a} or {b}?"),
             ref=("That company", "The firm", "That employer"),
         ),
         Relation(
             "favourite_food", "favourite food", "food",
-            fact=("{s}'s favourite food is {o}.", "{s} loves {o} more than anything.", "Nothing beats {o} for {s}."),
-            change=("These days {s} prefers {o}.", "{s}'s new favourite food is {o}.", "{s} has gone off everything except {o}."),
-            ask=("What is {s}'s favourite food?", "Which food does {s} like best now?", "What does {s} love to eat most?"),
-            before=("What was {s}'s favourite food before?", "Which food did {s} prefer before the change?"),
-            order=("Did {s} prefer {a} or {b} first?", "Which was {s}'s favourite first: {a} or {b}?"),
+            fact=("{s}'s favourite food is {o}.", "{s} says {o} is the favourite food.", "The favourite food of {s} is {o}."),
+            change=("{s}'s new favourite food is {o}.", "These days {s}'s favourite food is {o}.",
+                    "{s} has a new favourite food: {o}."),
+            ask=("What is {s}'s favourite food?", "Which food is {s}'s favourite now?", "What favourite food does {s} have?"),
+            before=("What was {s}'s favourite food before?", "Which favourite food did {s} have before the change?"),
+            order=("Was {s}'s favourite food {a} or {b} first?", "Which favourite food came first for {s}: {a} or {b}?"),
         ),
         Relation(
             "hobby", "hobby", "hobby",
-            fact=("{s}'s hobby is {o}.", "{s} spends weekends on {o}.", "{s} is really into {o}."),
-            change=("{s} took up {o} instead.", "{s} dropped the old hobby for {o}.", "{s} is now obsessed with {o}."),
-            ask=("What is {s}'s hobby?", "Which hobby does {s} have now?", "What does {s} do for fun?"),
+            fact=("{s}'s hobby is {o}.", "{s} has {o} as a hobby.", "{s}'s weekend hobby is {o}."),
+            change=("{s}'s new hobby is {o}.", "{s} dropped the old hobby for {o}.", "{s} took up {o} as a new hobby."),
+            ask=("What is {s}'s hobby?", "Which hobby does {s} have now?", "What hobby is {s} into?"),
             before=("What was {s}'s hobby before?", "Which hobby did {s} have previously?"),
-            order=("Did {s} do {a} or {b} first?", "Which hobby came first for {s}: {a} or {b}?"),
+            order=("Was {s}'s hobby {a} or {b} first?", "Which hobby came first for {s}: {a} or {b}?"),
         ),
         Relation(
             "instrument", "instrument", "instrument",
-            fact=("{s} plays the {o}.", "{s} has played the {o} for years.", "{s} practises the {o} every evening."),
-            change=("{s} switched to the {o}.", "{s} is learning the {o} now.", "{s} sold the old instrument and bought a {o}."),
-            ask=("Which instrument does {s} play?", "What instrument does {s} play now?", "What does {s} practise in the evenings?"),
-            before=("Which instrument did {s} play before?", "What did {s} play before switching?"),
-            order=("Did {s} play the {a} or the {b} first?", "Which instrument came first for {s}: {a} or {b}?"),
+            fact=("{s}'s instrument is the {o}.", "{s} plays the {o}, a lovely instrument.", "The instrument {s} plays is the {o}."),
+            change=("{s} switched instrument to the {o}.", "{s}'s new instrument is the {o}.",
+                    "{s} sold the old instrument and plays the {o} now."),
+            ask=("Which instrument does {s} play?", "What is {s}'s instrument?", "What instrument does {s} play now?"),
+            before=("Which instrument did {s} play before?", "What was {s}'s instrument before switching?"),
+            order=("Was {s}'s instrument the {a} or the {b} first?", "Which instrument came first for {s}: {a} or {b}?"),
         ),
         Relation(
             "car", "car", "car",
-            fact=("{s} drives a {o}.", "{s} owns a {o}.", "{s} gets around in a {o}."),
-            change=("{s} bought a {o}.", "{s} traded the old car for a {o}.", "{s} now drives a {o}."),
-            ask=("What car does {s} drive?", "Which car does {s} have now?", "What does {s} drive these days?"),
+            fact=("{s}'s car is a {o}.", "{s} drives a {o}, a reliable car.", "The car {s} drives is a {o}."),
+            change=("{s}'s new car is a {o}.", "{s} traded the old car for a {o}.", "{s} bought a {o} as a new car."),
+            ask=("What car does {s} drive?", "What is {s}'s car?", "Which car does {s} have now?"),
             before=("What car did {s} drive before?", "Which car did {s} have before the new one?"),
-            order=("Did {s} drive the {a} or the {b} first?", "Which car came first for {s}: {a} or {b}?"),
+            order=("Was {s}'s car the {a} or the {b} first?", "Which car came first for {s}: {a} or {b}?"),
         ),
         Relation(
             "sibling", "sibling", "person",
@@ -181,19 +184,26 @@ RELATIONS: dict[str, Relation] = {
             subject_kind="place",
         ),
         # the user's own details (erasure)
-        Relation("phone", "phone number", "phone", fact=("My phone number is {o}.", "You can reach me on {o}."),
-                 ask=("What is my phone number?", "Which number can I be reached on?"), subject_kind="user"),
-        Relation("email", "email address", "email", fact=("My email address is {o}.", "Write to me at {o}."),
-                 ask=("What is my email address?", "Where can people email me?"), subject_kind="user"),
-        Relation("address", "home address", "address", fact=("I live at {o}.", "My address is {o}."),
-                 ask=("What is my home address?", "Where do I live?"), subject_kind="user"),
-        Relation("birthday", "birthday", "birthday", fact=("My birthday is on {o}.", "I was born on {o}."),
-                 ask=("When is my birthday?", "What is my date of birth?"), subject_kind="user"),
-        Relation("plate", "licence plate", "plate", fact=("My licence plate is {o}.", "My car's plate reads {o}."),
-                 ask=("What is my licence plate?", "What does my number plate read?"), subject_kind="user"),
-        Relation("doctor", "doctor", "doctor", fact=("My doctor is {o}.", "I see {o} for check-ups."),
+        Relation("phone", "phone number", "phone",
+                 fact=("My phone number is {o}.", "You can reach me on my phone number, {o}."),
+                 ask=("What is my phone number?", "Which phone number can I be reached on?"), subject_kind="user"),
+        Relation("email", "email address", "email",
+                 fact=("My email address is {o}.", "Write to my email address, {o}."),
+                 ask=("What is my email address?", "Which email address do I use?"), subject_kind="user"),
+        Relation("address", "home address", "address",
+                 fact=("My home address is {o}.", "My address is {o}, if you need to visit."),
+                 ask=("What is my home address?", "What is my address?"), subject_kind="user"),
+        Relation("birthday", "birthday", "birthday",
+                 fact=("My birthday is on {o}.", "My birthday falls on {o}."),
+                 ask=("When is my birthday?", "What day is my birthday?"), subject_kind="user"),
+        Relation("plate", "licence plate", "plate",
+                 fact=("My licence plate is {o}.", "My car's licence plate reads {o}."),
+                 ask=("What is my licence plate?", "What does my licence plate read?"), subject_kind="user"),
+        Relation("doctor", "doctor", "doctor",
+                 fact=("My doctor is {o}.", "I see {o}, my doctor, for check-ups."),
                  ask=("Who is my doctor?", "Which doctor do I see?"), subject_kind="user"),
-        Relation("locker", "locker code", "code", fact=("My gym locker code is {o}.", "The code to my locker is {o}."),
+        Relation("locker", "locker code", "code",
+                 fact=("My gym locker code is {o}.", "The code to my locker is {o}."),
                  ask=("What is my locker code?", "Which code opens my locker?"), subject_kind="user"),
     ]
 }
@@ -204,11 +214,16 @@ PERSON_RELATIONS = ("lives_in", "works_at", "favourite_food", "hobby", "instrume
 CHANGE_RELATIONS = PERSON_RELATIONS
 USER_RELATIONS = ("phone", "email", "address", "birthday", "plate", "doctor", "locker")
 
-#: Forget requests, by user relation.
+#: Forget requests: about the user's own details ({n} = noun) and about another person's.
 FORGET_REQUESTS = (
     "Please forget my {n}.",
     "I'd rather you didn't keep my {n}; delete it.",
     "Can you erase my {n} from your memory?",
+)
+FORGET_PERSON_REQUESTS = (
+    "Please forget what I told you about {s}'s {n}.",
+    "{s} asked me to have you delete {s}'s {n}.",
+    "Erase {s}'s {n} from your memory, please.",
 )
 
 
@@ -232,7 +247,7 @@ HABITS: dict[str, Habit] = {
               "What does {s} usually order on Fridays?", "{s} usually orders {o} on Fridays."),
         Habit("morning_drink", "drink",
               ("On a Monday in week {w} {s} started the day with {o}.", "{s} drank {o} at breakfast in week {w}.",
-               "Week {w}: {s} made a {o} before work.", "{s} had {o} first thing this morning (week {w})."),
+               "Week {w}: {s} made {o} before work.", "{s} had {o} first thing this morning (week {w})."),
               "What does {s} usually drink in the morning?", "{s} usually drinks {o} in the morning."),
         Habit("sunday_sport", "sport",
               ("On Sunday of week {w} {s} played {o}.", "{s} spent Sunday in week {w} playing {o}.",

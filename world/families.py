@@ -38,6 +38,7 @@ import numpy as np
 from world.config import WorldConfig
 from world.entities import (
     CHANGE_RELATIONS,
+    FORGET_PERSON_REQUESTS,
     FORGET_REQUESTS,
     HABITS,
     PERSON_RELATIONS,
@@ -426,23 +427,30 @@ class ScriptGenerator:
 
     def _t_erasure(self, fam: str) -> list[_TE] | None:
         free = [r for r in USER_RELATIONS if ("user", r) not in self._used]
-        if not free:
-            return self._t_recall(fam)
-        r = free[int(self.rng.integers(len(free)))]
-        self._used.add(("user", r))
-        rel = RELATIONS[r]
+        if free and self.rng.random() < 0.6:
+            r = free[int(self.rng.integers(len(free)))]
+            s = "user"
+            self._used.add((s, r))
+            rel = RELATIONS[r]
+            req = pick(self.rng, FORGET_REQUESTS).format(n=rel.noun)
+        else:  # someone else's detail, told in confidence
+            pair = self._alloc(PERSON_RELATIONS)
+            if pair is None:
+                return None
+            s, r = pair
+            rel = RELATIONS[r]
+            req = pick(self.rng, FORGET_PERSON_REQUESTS).format(s=s, n=rel.noun)
         v = self.cast.value(rel.objects)
-        ask = pick(self.rng, rel.ask)
         out = [
-            self._stmt(0, "fact", self._render_fact(rel, "user", v), fam, subject="user", relation=r, object=v),
-            self._question(int(self.rng.integers(2, 8)), ask, fam, "current", v, [0], subject="user", relation=r),
+            self._stmt(0, "fact", self._render_fact(rel, s, v), fam, subject=s, relation=r, object=v),
+            self._question(int(self.rng.integers(2, 8)), pick(self.rng, rel.ask).format(s=s), fam, "current", v, [0],
+                           subject=s, relation=r),
         ]
-        req = pick(self.rng, FORGET_REQUESTS).format(n=rel.noun)
         out.append(_TE(int(self.rng.integers(3, 10)), REQUEST, req,
-                       {"kind": "request", "family": fam, "thread": self._threads, "subject": "user",
+                       {"kind": "request", "family": fam, "thread": self._threads, "subject": s,
                         "relation": r, "erases": v}))
-        out.append(self._question(self._delay(), pick(self.rng, rel.ask), fam, "erased", UNKNOWN, [],
-                                  subject="user", relation=r, erased=[v]))
+        out.append(self._question(self._delay(), pick(self.rng, rel.ask).format(s=s), fam, "erased", UNKNOWN, [],
+                                  subject=s, relation=r, erased=[v]))
         return out
 
     def _t_life(self, fam: str) -> list[_TE] | None:  # pragma: no cover - life uses the mix

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 from world.families import QUESTION, REQUEST
 from world.grading import FACT_KINDS
 from world.sim import Op, World
@@ -29,9 +31,10 @@ from world.sim import Op, World
 class Oracle:
     """Privileged policy. ``act(world) -> (op, target)``; ``disabled_ops`` are never used."""
 
-    def __init__(self, disabled_ops: Iterable[Op | int | str] = (), cleanup: bool = True):
+    def __init__(self, disabled_ops: Iterable[Op | int | str] = (), cleanup: bool = True, margin: float = 0.6):
         self.disabled = frozenset(_op(o) for o in disabled_ops)
         self.cleanup = cleanup
+        self.margin = margin  # rehearse needed memories whose activation + importance is this close to the threshold
         self._to_forget: list[tuple[str, str]] = []  # (subject, relation) whose stale/erased memories must go
 
     def reset(self) -> None:
@@ -80,9 +83,38 @@ class Oracle:
                             return Op.LINK, a
                 if self.on(Op.WRITE):
                     return Op.WRITE, None
+            elif kind == "episode":
+                reflect = self._reflect_now(world, p, cands)
+                if reflect is not None:
+                    return Op.REFLECT, reflect
+                if self.on(Op.WRITE):
+                    return Op.WRITE, None
             elif self.on(Op.WRITE):
                 return Op.WRITE, None
         return self._free(world, cands)
+
+    def _reflect_now(self, world: World, p: dict, cands: list[str]) -> str | None:
+        """At the last episode of a habit, REFLECT instead of writing it when the episodes already
+        stored give the final majority (the episodes are candidates now: they resemble this one)."""
+        if not self.on(Op.REFLECT):
+            return None
+        acc = world.privileged
+        script = acc.script
+        now = p["event"]
+        for i in range(now + 1, min(len(script), p.get("last_use", -1) + 1)):
+            e = script[i].payload
+            if e.get("thread") == p.get("thread") and e.get("kind") == "episode":
+                return None  # more episodes to come
+        gold = script[p["last_use"]].payload.get("gold") if 0 <= p.get("last_use", -1) < len(script) else None
+        cluster = acc.find(p["subject"], p["relation"], kinds={"episode"})
+        if any(acc.payload(m).get("kind") == "rule" for m in acc.find(p["subject"], p["relation"])):
+            return None
+        if len(cluster) < 2 or _majority([acc.payload(m) for m in cluster]) != gold:
+            return None
+        for m in cands:
+            if m in cluster and world.is_valid(Op.REFLECT, m)[0]:
+                return m
+        return None
 
     # ------------------------------------------------------------------ free slots
     def _free(self, world: World, cands: list[str]) -> tuple[Op, str | None]:
@@ -121,11 +153,21 @@ class Oracle:
                 q = acc.payload(mid)
                 if q is not None and q.get("last_use", -1) < now and not self._chain_needed(world, mid, now):
                     return Op.FORGET, mid
-        # 4. rehearse a needed fact when it is repeated
+        # 4. rehearse: a repeat of a needed fact, or any event whose retrieval reaches a needed
+        #    memory that the next sweeps would drop
         p = acc.event_payload
-        if self.on(Op.QUERY) and p.get("kind") == "repeat":
-            if any(acc.payload(m).get("last_use", -1) > now for m in acc.find(p["subject"], p["relation"])):
+        if self.on(Op.QUERY):
+            if p.get("kind") == "repeat" and any(
+                acc.payload(m).get("last_use", -1) > now for m in acc.find(p["subject"], p["relation"])
+            ):
                 return Op.QUERY, None
+            needed = [m for m, q in acc.payloads.items() if q.get("last_use", -1) > now]
+            if needed:
+                store = world.store
+                act = store.activations(needed) + np.array([store.get(m).importance for m in needed])
+                risky = {m for m, a in zip(needed, act) if a < world.config.forget_threshold + self.margin}
+                if risky and risky & set(world.view().query(world.event.text)):
+                    return Op.QUERY, None
         return Op.NOOP, None
 
     @staticmethod
@@ -150,6 +192,18 @@ class Oracle:
             if q is not None and q.get("last_use", -1) >= now:
                 return True
         return False
+
+
+def _majority(payloads: list[dict]) -> str | None:
+    """The value REFLECT would consolidate: most frequent, ties to the earliest stated."""
+    if not payloads:
+        return None
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for p in sorted(payloads, key=lambda q: q["event"]):
+        counts[p["object"]] = counts.get(p["object"], 0) + 1
+        first.setdefault(p["object"], p["event"])
+    return max(counts, key=lambda o: (counts[o], -first[o]))
 
 
 def _op(o) -> Op:

@@ -110,6 +110,28 @@ def shared_embedder(name: str, dim: int):
     return emb
 
 
+class _StoreEmbedder:
+    """The store's view of the shared embedder cache: encode through it, and on erasure drop the
+    erased texts from it (exact texts, O(1)). It has no ``drop_matching``: a full scan of a
+    process-wide cache per FORGET would cost milliseconds, and the world erases by memory id, whose
+    texts are dropped exactly."""
+
+    def __init__(self, shared):
+        self.shared = shared
+        self.name = getattr(shared, "name", type(shared).__name__)
+        self.dim = getattr(shared, "dim", None)
+
+    def encode(self, text: str):
+        return self.shared.encode(text)
+
+    def encode_batch(self, texts):
+        return self.shared.encode_batch(texts)
+
+    def drop(self, text: str) -> bool:
+        drop = getattr(self.shared, "drop", None)
+        return bool(drop(text)) if callable(drop) else False
+
+
 def _event(se: ScriptEvent) -> Event:
     return Event(se.index, se.step, se.text, se.kind, se.session)
 
@@ -143,11 +165,7 @@ class World:
         self._gen = ScriptGenerator(cfg, self._rng)
         if cfg.horizon is None:
             self._gen.extend()
-        # a per-episode cache over the shared one: erasure drops entries from this small cache
-        # (the store scans it), while texts seen in earlier episodes stay free to embed
-        from world.embedding import CachedEmbedder
-
-        self.store = MemoryStore(CachedEmbedder(self._embedder), forget_threshold=cfg.forget_threshold,
+        self.store = MemoryStore(_StoreEmbedder(self._embedder), forget_threshold=cfg.forget_threshold,
                                  decay=cfg.decay)
         self._payloads: dict[str, dict] = {}
         self._i = 0

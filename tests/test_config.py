@@ -1,0 +1,104 @@
+"""WorldConfig: validation errors name the key and the allowed range; presets; YAML round trip."""
+
+from pathlib import Path
+
+import pytest
+
+from world import DIFFICULTIES, FAMILIES, WorldConfig
+from world.config import DEFAULT_REWARDS, ConfigError, preset_names, write_preset_yamls
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("difficulty", DIFFICULTIES)
+def test_every_preset_is_valid(family, difficulty):
+    cfg = WorldConfig.preset(family, difficulty)
+    assert cfg.family == family and cfg.difficulty == difficulty
+    assert (cfg.horizon is None) == (difficulty == "endless")
+    assert cfg.n_candidates == 8
+    assert set(cfg.rewards) == set(DEFAULT_REWARDS)
+
+
+def test_easy_horizons_are_modest_and_difficulty_grows():
+    for fam in FAMILIES:
+        e, m, h = (WorldConfig.preset(fam, d) for d in ("easy", "medium", "hard"))
+        assert 60 <= e.horizon <= 150
+        assert e.horizon < m.horizon < h.horizon
+        assert e.delay_max < m.delay_max < h.delay_max
+
+
+@pytest.mark.parametrize(
+    "overrides, needle",
+    [
+        ({"horizont": 10}, "horizont"),
+        ({"capacity": 0}, "capacity"),
+        ({"capacity": "40"}, "capacity"),
+        ({"capacity": 4.5}, "capacity"),
+        ({"top_k": True}, "top_k"),
+        ({"embedder": "word2vec"}, "embedder"),
+        ({"decay": 1.5}, "decay"),
+        ({"family": "chess"}, "family"),
+        ({"noise_ratio": -0.1}, "noise_ratio"),
+        ({"rewards": {"correct": 1.0, "bonus": 2.0}}, "bonus"),
+        ({"rewards": {"leaked": "a lot"}}, "rewards.leaked"),
+        ({"mix": {"poetry": 1.0}}, "poetry"),
+        ({"delay_min": 30, "delay_max": 10}, "delay_max"),
+        ({"horizon": None}, "horizon"),
+        ({"n_recent": 9}, "n_recent"),
+    ],
+)
+def test_bad_values_raise_with_the_key_named(overrides, needle):
+    with pytest.raises(ConfigError) as exc:
+        WorldConfig.preset("recall", "easy").replace(**overrides)
+    assert needle in str(exc.value)
+
+
+def test_range_is_in_the_message():
+    with pytest.raises(ConfigError, match=r"capacity: must be an integer in \[1, 100000\], got 0"):
+        WorldConfig(capacity=0)
+    with pytest.raises(ConfigError, match=r"embedder: must be one of \['hashing', 'minilm'\]"):
+        WorldConfig(embedder="bert")
+
+
+def test_replace_and_to_dict_round_trip():
+    cfg = WorldConfig.preset("life", "medium")
+    again = WorldConfig(**cfg.to_dict())
+    assert again == cfg and hash(again) == hash(cfg)
+    small = cfg.replace(capacity=7, rewards={"leaked": -5.0})
+    assert small.capacity == 7 and small.rewards["leaked"] == -5.0
+    assert small.rewards["correct"] == DEFAULT_REWARDS["correct"]  # missing reward keys keep defaults
+    assert cfg.capacity != 7  # frozen: replace copies
+
+
+def test_from_yaml_partial_uses_the_preset(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("family: erasure\ndifficulty: medium\ncapacity: 33\n")
+    cfg = WorldConfig.from_yaml(p)
+    assert cfg == WorldConfig.preset("erasure", "medium").replace(capacity=33)
+    p.write_text("preset: multi_hop-hard\ntop_k: 7\n")
+    assert WorldConfig.from_yaml(p) == WorldConfig.preset("multi_hop", "hard").replace(top_k=7)
+
+
+def test_from_yaml_errors_name_file_and_key(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("family: recall\ncapacty: 3\n")
+    with pytest.raises(ConfigError, match="bad.yaml.*capacty"):
+        WorldConfig.from_yaml(p)
+    p.write_text("family: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        WorldConfig.from_yaml(p)
+    with pytest.raises(ConfigError, match="no such config file"):
+        WorldConfig.from_yaml(tmp_path / "missing.yaml")
+
+
+def test_shipped_yamls_match_the_presets(tmp_path):
+    shipped = ROOT / "configs" / "world"
+    names = preset_names()
+    assert "life-endless" in names and len(names) == len(FAMILIES) * 3 + 1
+    for name in names:
+        fam, _, diff = name.rpartition("-")
+        assert WorldConfig.from_yaml(shipped / f"{name}.yaml") == WorldConfig.preset(fam, diff), name
+    written = write_preset_yamls(tmp_path)
+    for p in written:
+        assert p.read_text() == (shipped / p.name).read_text()

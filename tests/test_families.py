@@ -1,0 +1,217 @@
+"""Each family's generator produces the structure it claims (seeded, several seeds)."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from world import WorldConfig
+from world.families import UNKNOWN, ScriptGenerator, generate_script
+
+SEEDS = range(4)
+
+
+def script(family, seed, difficulty="easy", **over):
+    cfg = WorldConfig.preset(family, difficulty)
+    if over:
+        cfg = cfg.replace(**over)
+    return generate_script(cfg, seed)
+
+
+def questions(events, qtype=None):
+    return [e for e in events if e.kind == "question" and (qtype is None or e.payload["qtype"] == qtype)]
+
+
+def statements_about(events, subject, relation, before=None):
+    return [
+        e for e in events[:before]
+        if e.kind == "statement" and e.payload.get("subject") == subject and e.payload.get("relation") == relation
+    ]
+
+
+@pytest.mark.parametrize("family", ["recall", "update", "temporal", "multi_hop", "consolidation", "abstention",
+                                    "erasure", "noise", "life"])
+def test_deterministic_and_seed_dependent(family):
+    a = [(e.index, e.step, e.kind, e.text) for e in script(family, 11)]
+    b = [(e.index, e.step, e.kind, e.text) for e in script(family, 11)]
+    c = [(e.index, e.step, e.kind, e.text) for e in script(family, 12)]
+    assert a == b
+    assert a != c
+    assert len(a) == WorldConfig.preset(family, "easy").horizon
+    assert [e[0] for e in a] == list(range(len(a)))
+    assert len(questions(script(family, 11))) >= 5
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_recall_question_follows_its_fact(seed):
+    ev = script("recall", seed)
+    for q in questions(ev):
+        p = q.payload
+        facts = statements_about(ev, p["subject"], p["relation"], before=q.index)
+        assert facts, q.text
+        assert all(f.payload["object"] == p["gold"] for f in facts)
+        assert p["evidence"] and all(ev[i].payload["object"] == p["gold"] for i in p["evidence"])
+        assert p["subject"] in q.text
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_update_asks_for_the_newest_value_and_knows_the_stale_ones(seed):
+    ev = script("update", seed, "medium")
+    post = [q for q in questions(ev) if q.payload["stale"]]
+    assert post
+    for q in post:
+        p = q.payload
+        said = statements_about(ev, p["subject"], p["relation"], before=q.index)
+        kinds = [s.payload["kind"] for s in said]
+        assert "change" in kinds
+        assert said[-1].payload["object"] == p["gold"]
+        assert set(p["stale"]) == {s.payload["object"] for s in said} - {p["gold"]}
+        # a change statement does not reuse the first statement's wording (WRITE cannot dedup it away)
+        first = said[0]
+        assert all(s.text != first.text for s in said if s.payload["kind"] == "change")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_temporal_questions_follow_the_order_of_statements(seed):
+    ev = script("temporal", seed, "medium")
+    qs = questions(ev, "before") + questions(ev, "order")
+    assert qs
+    for q in qs:
+        p = q.payload
+        values = []
+        for s in statements_about(ev, p["subject"], p["relation"], before=q.index):
+            if s.payload["kind"] in ("fact", "change") and (not values or values[-1] != s.payload["object"]):
+                values.append(s.payload["object"])
+        assert len(values) >= 2
+        if p["qtype"] == "before":
+            assert p["gold"] == values[-2]
+        else:
+            a, b = p["options"]
+            assert p["gold"] == (a if values.index(a) < values.index(b) else b)
+            assert a in q.text and b in q.text
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_multi_hop_refers_without_naming_and_soon_after(seed):
+    ev = script("multi_hop", seed, "medium")
+    refs = [e for e in ev if e.payload["kind"] == "ref"]
+    assert refs
+    for r in refs:
+        p = r.payload
+        assert p["subject"].startswith("ref:")
+        assert p["resolves"] not in r.text  # the referent is not named
+        ante = ev[p["antecedent"]]
+        assert 0 < r.index - ante.index <= 8  # it follows its antecedent within a few events
+        assert ante.payload["object"] == p["resolves"] or ante.payload.get("resolves") is not None
+    for q in questions(ev, "hop"):
+        p = q.payload
+        # walk the chain through the payloads: it must end at the gold
+        ent = p["subject"]
+        evid = [ev[i] for i in p["evidence"]]
+        assert len(evid) == len(p["path"])
+        for e, rel in zip(evid, p["path"]):
+            assert e.payload["relation"] == rel
+            assert e.payload.get("resolves", e.payload["subject"]) == ent
+            ent = e.payload["object"]
+        assert ent == p["gold"]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_consolidation_majority_of_several_episodes(seed):
+    ev = script("consolidation", seed)
+    qs = questions(ev, "usually")
+    assert qs
+    for q in qs:
+        p = q.payload
+        eps = [e for e in statements_about(ev, p["subject"], p["relation"], before=q.index) if e.payload["kind"] == "episode"]
+        assert len(eps) >= 3
+        counts = Counter(e.payload["object"] for e in eps)
+        assert counts.most_common(1)[0][0] == p["gold"] and counts[p["gold"]] > len(eps) / 2
+        assert len({e.text for e in eps}) == len(eps)  # every episode is worded differently
+        assert q.index - eps[-1].index >= WorldConfig.preset("consolidation", "easy").delay_min
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_abstention_asks_about_never_stated_attributes(seed):
+    ev = script("abstention", seed)
+    unans = questions(ev, "unanswerable")
+    assert unans
+    stated = {(e.payload.get("subject"), e.payload.get("relation")) for e in ev if e.kind == "statement"}
+    for q in unans:
+        assert q.payload["gold"] == UNKNOWN
+        assert (q.payload["subject"], q.payload["relation"]) not in stated
+    assert questions(ev, "current")  # answerable ones too
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_erasure_fact_question_request_question(seed):
+    ev = script("erasure", seed)
+    erased = questions(ev, "erased")
+    assert erased
+    for q in erased:
+        p = q.payload
+        assert p["gold"] == UNKNOWN and len(p["erased"]) == 1
+        reqs = [e for e in ev[: q.index] if e.kind == "request" and e.payload["relation"] == p["relation"]
+                and e.payload["subject"] == p["subject"]]
+        assert reqs and reqs[-1].payload["erases"] == p["erased"][0]
+        before = [e for e in questions(ev[: reqs[-1].index], "current")
+                  if (e.payload["subject"], e.payload["relation"]) == (p["subject"], p["relation"])]
+        assert before and before[-1].payload["gold"] == p["erased"][0]  # useful before the request
+        assert p["erased"][0] not in reqs[-1].text
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_noise_repeats_copy_earlier_facts(seed):
+    ev = script("noise", seed)
+    reps = [e for e in ev if e.payload["kind"] == "repeat" and e.payload["family"] == "noise"]
+    chit = [e for e in ev if e.payload["kind"] == "chitchat"]
+    assert len(reps) >= 10 and len(chit) >= 10
+    for r in reps:
+        src = ev[r.payload["of"]]
+        assert src.index < r.index
+        assert (src.payload["subject"], src.payload["relation"], src.payload["object"]) == (
+            r.payload["subject"], r.payload["relation"], r.payload["object"])
+        if r.payload["verbatim"]:
+            assert r.text == src.text
+        else:
+            assert r.text != src.text and r.payload["object"] in r.text
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_facts_never_contradict_outside_change_threads(seed):
+    ev = script("life", seed, "medium")
+    values: dict = {}
+    for e in ev:
+        p = e.payload
+        if e.kind != "statement" or p["kind"] not in ("fact", "distractor", "repeat"):
+            continue
+        if p["family"] in ("update", "temporal"):
+            continue
+        key = (p["subject"], p["relation"])
+        values.setdefault(key, set()).add(p["object"])
+    assert all(len(v) == 1 for v in values.values())
+
+
+def test_life_mixes_families_over_sessions():
+    cfg = WorldConfig.preset("life", "easy")
+    fams = Counter()
+    for seed in SEEDS:
+        ev = generate_script(cfg, seed)
+        fams.update(q.payload["family"] for q in questions(ev))
+        sessions = sorted({e.session for e in ev})
+        assert sessions == list(range(cfg.sessions))
+        jumps = [b.step - a.step for a, b in zip(ev, ev[1:])]
+        assert jumps.count(1 + cfg.session_gap) == cfg.sessions - 1
+    assert len(fams) >= 6
+
+
+def test_endless_generator_extends_and_levels_raise_delays():
+    cfg = WorldConfig.preset("life", "endless")
+    gen = ScriptGenerator(cfg, np.random.default_rng(5))
+    gen.extend()
+    n = len(gen.events)
+    assert n == cfg.chunk
+    gen.extend(level=4)
+    assert len(gen.events) == 2 * cfg.chunk and gen.level == 4
+    assert [e.index for e in gen.events] == list(range(2 * cfg.chunk))
+    assert gen._delay() <= int(cfg.delay_max * 3)

@@ -1,0 +1,155 @@
+"""Grading verdicts and the default reader on constructed cases."""
+
+import pytest
+
+from world.families import UNKNOWN
+from world.grading import DefaultReader, ParsedQuestion, Reader, evidence_recall, grade
+
+
+def Q(gold, **kw):
+    q = {"qtype": "current", "subject": "Ada", "relation": "car", "gold": gold, "stale": [], "erased": [],
+         "evidence": [1]}
+    q.update(kw)
+    return q
+
+
+@pytest.mark.parametrize(
+    "question, answer, revealed, verdict",
+    [
+        (Q("Volvo"), "Volvo", (), "correct"),
+        (Q("Volvo"), "  volvo ", (), "correct"),
+        (Q("Volvo"), "Saab", (), "wrong"),
+        (Q("Volvo", stale=["Fiat"]), "Fiat", (), "stale"),
+        (Q("Volvo"), UNKNOWN, (), "abstained"),
+        (Q("Volvo"), None, (), "abstained"),
+        (Q(UNKNOWN, qtype="unanswerable"), UNKNOWN, (), "correct"),
+        (Q(UNKNOWN, qtype="unanswerable"), "Volvo", (), "hallucinated"),
+        (Q(UNKNOWN, qtype="unanswerable"), None, (), "abstained"),
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "555-0101", (), "leaked"),
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), UNKNOWN, ["555-0101"], "leaked"),
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), UNKNOWN, ["Volvo"], "correct"),
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "555-9999", (), "hallucinated"),
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), None, ["555-0101"], "abstained"),
+    ],
+)
+def test_verdicts(question, answer, revealed, verdict):
+    assert grade(question, answer, revealed) == verdict
+
+
+def test_parsed_question_hides_answerability():
+    for qtype in ("unanswerable", "erased", "current"):
+        pq = ParsedQuestion.from_payload("What car does Ada drive?", Q(UNKNOWN, qtype=qtype))
+        assert pq.qtype == "current"
+    assert not hasattr(pq, "gold")
+
+
+class Ctx:
+    """A hand-built reader context: payloads, version chains and links."""
+
+    def __init__(self, payloads, chains=(), links=()):
+        self.store = None
+        self.p = payloads
+        self.chains = {}
+        for chain in chains:
+            for m in chain:
+                self.chains[m] = list(chain)
+        self.links = {}
+        for a, b in links:
+            self.links.setdefault(a, []).append(b)
+            self.links.setdefault(b, []).append(a)
+
+    def payload(self, m):
+        return self.p.get(m)
+
+    def chain(self, m):
+        return self.chains.get(m, [m])
+
+    def neighbours(self, m):
+        return self.links.get(m, [])
+
+    def content(self, m):
+        return ""
+
+
+def fact(s, r, o, kind="fact", event=0):
+    return {"kind": kind, "subject": s, "relation": r, "object": o, "event": event}
+
+
+R = DefaultReader()
+
+
+def pq(qtype="current", subject="Ada", relation="car", path=(), options=()):
+    return ParsedQuestion("?", qtype, subject, relation, tuple(path), tuple(options))
+
+
+def test_default_reader_is_a_reader():
+    assert isinstance(R, Reader)
+
+
+def test_current_takes_the_first_matching_memory_in_rank_order():
+    ctx = Ctx({"a": fact("Ada", "car", "Fiat"), "b": fact("Ada", "car", "Volvo", "change"),
+               "c": fact("Bo", "car", "Kia")})
+    assert R.answer(pq(), ["c", "a", "b"], ctx).answer == "Fiat"
+    assert R.answer(pq(), ["b", "a"], ctx).answer == "Volvo"
+    assert R.answer(pq(), ["c"], ctx).answer == UNKNOWN
+    assert R.answer(pq(subject="Cy"), ["a", "b", "c"], ctx).answer == UNKNOWN
+
+
+def test_a_chained_memory_answers_with_its_newest_version():
+    ctx = Ctx({"a": fact("Ada", "car", "Fiat"), "b": fact("Ada", "car", "Volvo", "change")}, chains=[("a", "b")])
+    ans = R.answer(pq(), ["a"], ctx)
+    assert ans.answer == "Volvo" and ans.used == ["a", "b"]
+    # a chain whose head is about something else (a misused UPDATE) answers nothing
+    ctx = Ctx({"a": fact("Ada", "car", "Fiat"), "b": fact("Bo", "hobby", "chess")}, chains=[("a", "b")])
+    assert R.answer(pq(), ["a"], ctx).answer == UNKNOWN
+
+
+def test_before_and_order_need_a_version_chain():
+    p = {"a": fact("Ada", "car", "Fiat"), "b": fact("Ada", "car", "Volvo", "change"),
+         "c": fact("Ada", "car", "Kia", "change")}
+    chained = Ctx(p, chains=[("a", "b", "c")])
+    loose = Ctx(p)
+    assert R.answer(pq("before"), ["c"], chained).answer == "Volvo"
+    assert R.answer(pq("before"), ["c", "b", "a"], loose).answer == UNKNOWN
+    assert R.answer(pq("order", options=("Kia", "Fiat")), ["c"], chained).answer == "Fiat"
+    assert R.answer(pq("order", options=("Volvo", "Kia")), ["b"], chained).answer == "Volvo"
+    assert R.answer(pq("order", options=("Kia", "Fiat")), ["a", "c"], loose).answer == UNKNOWN
+
+
+def test_hops_follow_links_not_similarity():
+    p = {
+        "a": fact("Ada", "sibling", "Bo"),
+        "b": {"kind": "ref", "subject": "ref:her sibling", "relation": "works_at", "object": "Zenix Labs",
+              "resolves": "Bo", "event": 2},
+        "c": {"kind": "ref", "subject": "ref:that company", "relation": "based_in", "object": "Varholm",
+              "resolves": "Zenix Labs", "event": 3},
+    }
+    path2 = pq("hop", relation="works_at", path=("sibling", "works_at"))
+    path3 = pq("hop", relation="based_in", path=("sibling", "works_at", "based_in"))
+    unlinked = Ctx(p)
+    assert R.answer(path2, ["a", "b", "c"], unlinked).answer == UNKNOWN  # retrieved, but not linked
+    linked = Ctx(p, links=[("b", "a"), ("c", "b")])
+    assert R.answer(path2, ["a"], linked).answer == "Zenix Labs"
+    ans = R.answer(path3, ["a"], linked)
+    assert ans.answer == "Varholm" and ans.used == ["a", "b", "c"]
+    half = Ctx(p, links=[("b", "a")])
+    assert R.answer(path3, ["a"], half).answer == UNKNOWN
+    # a memory that names the intermediate entity works without a link
+    p2 = dict(p, d=fact("Bo", "works_at", "Quor Media"))
+    assert R.answer(path2, ["a", "d"], Ctx(p2)).answer == "Quor Media"
+
+
+def test_usually_is_answered_only_by_a_rule():
+    eps = {f"e{i}": fact("Ada", "friday_dinner", o, "episode", i) for i, o in enumerate(["pho", "pho", "gumbo"])}
+    q = pq("usually", relation="friday_dinner")
+    assert R.answer(q, list(eps), Ctx(eps)).answer == UNKNOWN
+    rule = dict(eps, r=fact("Ada", "friday_dinner", "pho", "rule"))
+    assert R.answer(q, ["e2", "r"], Ctx(rule)).answer == "pho"
+
+
+def test_evidence_recall():
+    p = {"a": fact("Ada", "car", "Fiat", event=3), "r": {"kind": "rule", "event": 40, "derived_events": [5, 6]}}
+    assert evidence_recall({"evidence": [3, 4]}, ["a"], p.get) == 0.5
+    assert evidence_recall({"evidence": [5, 6]}, ["r", "zz"], p.get) == 1.0
+    assert evidence_recall({"evidence": []}, ["a"], p.get) is None
+    assert evidence_recall({"evidence": [3]}, [], p.get) == 0.0
