@@ -66,7 +66,6 @@ LINK_CAP = 8
 CHAIN_CAP = 8
 ENDLESS_CLOCK_SCALE = 1_000.0
 TIERS = ("fact", "preference", "inference")
-_TIER_COL = {t: CANDIDATE_FEATURES.index(f"tier_{t}") for t in TIERS}
 _LOG_AGE_CAP = math.log1p(AGE_CAP)
 
 
@@ -74,14 +73,63 @@ def squash_activation(b: np.ndarray, threshold: float) -> np.ndarray:
     """Map ACT-R base-level activations to (0, 1): ``1 / (1 + exp(-(B - threshold)))``.
 
     This is the retrieval probability of ACT-R with noise scale s = 1 and retrieval threshold at the
-    store's forget threshold: 0.5 means "about to be swept". ``-inf`` (no presentation) maps to 0,
-    NaN to 0.
+    store's forget threshold: 0.5 means "about to be swept". ``-inf`` and NaN map to ~0 (the
+    argument is clipped to [-60, 60], so no overflow warning is possible).
     """
-    x = np.asarray(b, dtype=np.float64) - threshold
-    x = np.nan_to_num(x, nan=-np.inf)
-    with np.errstate(over="ignore"):
-        out = 1.0 / (1.0 + np.exp(-x))
-    return out
+    x = np.subtract(b, threshold, dtype=np.float64)
+    np.fmax(x, -60.0, out=x)  # fmax drops NaN in favour of -60
+    np.fmin(x, 60.0, out=x)
+    np.negative(x, out=x)
+    np.exp(x, out=x)
+    x += 1.0
+    return np.reciprocal(x, out=x)
+
+
+class _StoreArrays:
+    """Vectorised per-step reads of the store (similarities, ACT-R activations of the candidates and
+    of the whole store) through its slot arrays: one mat-vec and one activation batch per step.
+
+    Uses the store's internal layout (``_space``, ``_loc``, ``_activation_rows``); any store without
+    it (or candidates in other namespaces) takes the public API instead. A test checks both paths
+    give the same numbers.
+    """
+
+    @staticmethod
+    def read(store, ids: list[str], vec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(similarities of ids, activations of ids, activations of every live memory)."""
+        try:
+            space = store._space(store.default_namespace)
+            loc = store._loc
+            all_ids, all_slots = space.view()
+            if len(all_ids) != len(store):
+                raise LookupError("several namespaces")
+            slots = np.empty(len(ids), dtype=np.int64)
+            for i, mid in enumerate(ids):
+                sp, slot = loc[mid]
+                if sp is not space:
+                    raise LookupError("candidate outside the default namespace")
+                slots[i] = slot
+            sims = space.emb[slots] @ vec if len(ids) else np.zeros(0)
+            acts = store._activation_rows(space, np.concatenate((slots, all_slots)))
+            return sims, acts[: len(ids)], acts[len(ids):]
+        except (AttributeError, KeyError, LookupError, TypeError):
+            sims = store.similarities(vec, ids)[1] if ids else np.zeros(0)
+            all_ids = list(store.episodic) + list(store.semantic)
+            acts = store.activations(list(ids) + all_ids) if (ids or all_ids) else np.zeros(0)
+            return sims, acts[: len(ids)], acts[len(ids):]
+
+
+def _incoming_links(store) -> dict[str, int]:
+    """memory id -> typed links pointing at it. With ``len(record.links)`` (its outgoing typed links,
+    which the store keeps in step with the graph) this is ``store.link_count`` without walking the
+    graph's cue edges; a test checks the two agree."""
+    incoming: dict[str, int] = {}
+    for records in (store.episodic, store.semantic):
+        for rec in records.values():
+            if rec.links:
+                for dst in rec.links:
+                    incoming[dst] = incoming.get(dst, 0) + 1
+    return incoming
 
 
 class FeatureBuilder:
@@ -101,8 +149,46 @@ class FeatureBuilder:
         self.store = np.zeros(N_STORE_FEATURES, dtype=np.float32)
         self.ids: list[str] = []
         self._cue_cache: dict[str, frozenset[str]] = {}
+        self._links_key: tuple | None = None
+        self._static_store = None
+        self._static: dict = {}
+        self._links: dict = {}
 
     # ------------------------------------------------------------------ features
+    def _link_counts(self, world: World) -> dict:
+        """Incoming typed links and chain lengths, cached while the store is unchanged (the world
+        bumps ``_version`` on every write, link, erasure and sweep)."""
+        key = (world.store, getattr(world, "_version", None))
+        if self._links_key != key or key[1] is None:
+            self._links_key = key
+            self._links = {}
+        return self._links
+
+    def _static_rows(self, store) -> dict:
+        """Per-memory parts that never change while the memory lives (ids are never reused)."""
+        if self._static_store is not store:
+            self._static_store = store
+            self._static = {}
+        return self._static
+
+    @staticmethod
+    def _static_row(store, mid: str) -> tuple:
+        rec = store.episodic.get(mid)
+        semantic = rec is None
+        if semantic:
+            rec = store.semantic[mid]
+        tier = rec.tier
+        conf = float(rec.confidence)
+        head = (
+            float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
+            frozenset(rec.cues or ()),
+        )
+        return rec, int(rec.written_at), min(max(conf, 0.0), 1.0), head
+
+    @staticmethod
+    def _dim(store) -> int:
+        return int(store.embed("dimension probe").shape[0])
+
     def event_cues(self, text: str) -> frozenset[str]:
         cues = self._cue_cache.get(text)
         if cues is None:
@@ -127,48 +213,64 @@ class FeatureBuilder:
         self.mask.fill(0)
         m = len(ids)
         now = int(store.current_step)
+        n_live = len(store)
+        if n_live:
+            vec = event_vec if event_vec is not None else np.zeros(self._dim(store), dtype=np.float32)
+            sims, acts, all_acts = _StoreArrays.read(store, ids, vec)
+            squashed = squash_activation(np.concatenate((acts, all_acts)), threshold)
+            mean_act = float(squashed[m:].sum()) / len(all_acts) if len(all_acts) else 0.0
+        else:
+            mean_act = 0.0
         if m:
             self.mask[:m] = 1
-            c[:m, 0] = np.clip(store.similarities(event_vec, ids)[1], -1.0, 1.0)
-            c[:m, 1] = squash_activation(store.activations(ids), threshold)
+            np.minimum(sims, 1.0, out=sims)
+            np.maximum(sims, -1.0, out=sims)
+            c[:m, 0] = sims
+            c[:m, 1] = squashed[:m]
             ev_cues = self.event_cues(event_text) if event_text else frozenset()
             n_ev = max(1, len(ev_cues))
-            recent = set(store.recent_ids(self.n_recent)) if self.n_recent else set()
-            episodic = store.episodic
-            for i, mid in enumerate(ids):
-                rec = episodic.get(mid)
-                semantic = rec is None
-                if semantic:
-                    rec = store.semantic[mid]
-                row = c[i]
-                row[2] = min(max(float(rec.importance) / IMPORTANCE_CAP, 0.0), 1.0)
-                age = max(0, now - int(rec.written_at))
-                row[3] = min(math.log1p(age) / _LOG_AGE_CAP, 1.0)
-                col = _TIER_COL.get(rec.tier)
-                if col is not None:
-                    row[col] = 1.0
-                row[7] = 1.0 if semantic else 0.0
-                row[8] = min(store.link_count(mid), LINK_CAP) / LINK_CAP
-                if ev_cues and rec.cues:
-                    row[9] = len(ev_cues.intersection(rec.cues)) / n_ev
-                row[10] = 1.0 if mid in recent else 0.0
-                row[11] = 0.0 if rec.superseded_at is None else 1.0
+            recent = store.recent_ids(self.n_recent) if self.n_recent else ()
+            links = self._link_counts(world)
+            incoming = links.get("incoming")
+            if incoming is None:
+                incoming = links["incoming"] = _incoming_links(store)
+            static = self._static_rows(store)
+            rows = []
+            for mid in ids:
+                st = static.get(mid)
+                if st is None:
+                    st = static[mid] = self._static_row(store, mid)
+                rec, written_at, conf, head = st
+                imp = rec.importance / IMPORTANCE_CAP
+                age = now - written_at
+                n_links = len(rec.links) + incoming.get(mid, 0)
                 key = rec.key
-                n_versions = len(store.versions(key)) if key is not None else 1
-                row[12] = min(max(n_versions, 1), CHAIN_CAP) / CHAIN_CAP
-                row[13] = min(max(float(rec.confidence), 0.0), 1.0)
+                if key is None:
+                    chain = 1.0 / CHAIN_CAP
+                else:
+                    chain = links.get(key)
+                    if chain is None:
+                        chain = links[key] = min(max(len(store.versions(key)), 1), CHAIN_CAP) / CHAIN_CAP
+                cues = head[-1]
+                rows.append((
+                    1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
+                    min(math.log1p(age) / _LOG_AGE_CAP, 1.0) if age > 0 else 0.0,
+                    *head[:-1],
+                    (n_links if n_links < LINK_CAP else LINK_CAP) / LINK_CAP,
+                    len(ev_cues.intersection(cues)) / n_ev if (ev_cues and cues) else 0.0,
+                    mid in recent,
+                    rec.superseded_at is not None,
+                    chain,
+                    conf,
+                ))
+            c[:m, 2:] = rows
         # store features
         s = self.store
         cap = max(1, int(cfg.capacity))
-        n_live = len(store)
         s[0] = min(n_live / cap, 1.0)
         s[1] = min(len(store.episodic) / cap, 1.0)
         s[2] = min(len(store.semantic) / cap, 1.0)
-        if n_live:
-            all_ids = list(store.episodic) + list(store.semantic)
-            s[3] = float(np.mean(squash_activation(store.activations(all_ids), threshold)))
-        else:
-            s[3] = 0.0
+        s[3] = mean_act
         every = max(1, int(cfg.sweep_every))
         s[4] = (every - (now % every)) / every
         horizon = cfg.horizon

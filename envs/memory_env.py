@@ -290,7 +290,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             "memory_id": outcome.memory_id,
         }
         if outcome.question is not None:
-            info["question"] = copy.deepcopy(outcome.question)
+            info["question"] = dict(outcome.question)
         if truncated:
             info["metrics"] = copy.deepcopy(self.world.metrics())
         if self.render_mode == "human":
@@ -424,8 +424,9 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             vec = None
             text = None
         else:
-            vec = world.store.embed(event.text)
-            np.clip(vec, -1.0, 1.0, out=ev)
+            vec = self._embed(event.text)
+            np.minimum(vec, 1.0, out=ev)
+            np.maximum(ev, -1.0, out=ev)
             kind[F.EVENT_KINDS.index(event.kind)] = 1.0
             text = event.text
         fb = self._features
@@ -439,6 +440,16 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             "candidate_mask": fb.mask.copy(),
             "store": fb.store.copy(),
         }
+
+    def _embed(self, text: str) -> np.ndarray:
+        """The event's unit embedding from the world's (cached) embedder; the world embeds the same
+        text for its candidates, so one of the two calls is a cache hit."""
+        store = self.world.store
+        embedder = getattr(store, "embedder", None)
+        if embedder is None:
+            return store.embed(text)
+        vec = np.asarray(embedder.encode(text), dtype=np.float32)
+        return vec if vec.ndim == 1 and vec.shape[0] == self.embed_dim else store.embed(text)
 
     def _compute_masks(self, live: bool) -> None:
         pair = self._pair
@@ -495,7 +506,7 @@ def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | Non
 
 
 def _cluster_counts(world: World, cache: dict | None) -> dict:
-    key = (world.store, world._version, world._i)
+    key = (world.store, world._version)
     if cache is not None and cache.get("key") == key:
         return cache["counts"]
     episodic = world.store.episodic

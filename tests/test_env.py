@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import envs
 from envs import MemoryEnv
-from envs.features import CANDIDATE_FEATURES, STORE_FEATURES
+from envs.features import CANDIDATE_FEATURES, STORE_FEATURES, squash_activation
 from world import FAMILIES, Op, WorldConfig
 
 NF = len(CANDIDATE_FEATURES)
@@ -226,28 +226,56 @@ def _play(env, rng, n):
         yield
 
 
-def test_candidates_are_the_worlds_with_consistent_features():
+def _reference_row(env, mid):
+    """One candidate's features from the public store API, written out plainly (the env computes
+    them through caches and the store's slot arrays)."""
+    import math
+
+    from world import extract_cues
+
+    store, world = env.world.store, env.world
+    rec = store.get(mid)
+    ev = world.event
+    ev_cues = set(extract_cues(ev.text))
+    chain = len(store.versions(rec.key)) if rec.key else 1
+    return np.array([
+        np.clip(store.similarities(store.embed(ev.text), [mid])[1][0], -1, 1),
+        squash_activation(store.activations([mid]), env.config.forget_threshold)[0],
+        min(max(rec.importance / 2.5, 0.0), 1.0),
+        min(math.log1p(max(store.current_step - rec.written_at, 0)) / math.log1p(10_000), 1.0),
+        rec.tier == "fact", rec.tier == "preference", rec.tier == "inference",
+        mid in store.semantic,
+        min(store.link_count(mid), 8) / 8,
+        len(ev_cues & set(rec.cues)) / max(1, len(ev_cues)) if ev_cues else 0.0,
+        mid in store.recent_ids(env.config.n_recent),
+        not rec.active,
+        min(chain, 8) / 8,
+        min(max(rec.confidence, 0.0), 1.0),
+    ], dtype=np.float32)
+
+
+def test_candidates_are_the_worlds_with_features_as_documented():
     env = MemoryEnv("life-easy", n_recent=2)
     env.reset(seed=8)
     rng = np.random.default_rng(3)
-    seen_recent = 0
-    for _ in _play(env, rng, 120):
+    seen = np.zeros(len(CANDIDATE_FEATURES))
+    for _ in _play(env, rng, 150):
         store = env.world.store
         ids = env.candidate_ids
         assert ids == env.world.candidates() and len(set(ids)) == len(ids)
-        obs_rows = env._features.candidates
-        recent = store.recent_ids(2)
+        rows = env._features.candidates
         for j, mid in enumerate(ids):
-            rec = store.get(mid)
-            row = obs_rows[j]
-            assert row[COL["recent"]] == (mid in recent)
-            assert row[COL["superseded"]] == (not rec.active)
-            assert row[COL["semantic"]] == (mid in store.semantic)
-            sim = float(store.similarities(store.embed(env.world.event.text), [mid])[1][0])
-            assert row[COL["similarity"]] == pytest.approx(sim, abs=1e-6)
-            seen_recent += mid in recent
-        assert not obs_rows[len(ids):].any()
-    assert seen_recent > 0
+            np.testing.assert_allclose(rows[j], _reference_row(env, mid), atol=1e-6, err_msg=mid)
+            seen += rows[j] > 0
+        assert not rows[len(ids):].any()
+        acts = store.activations(list(store.episodic) + list(store.semantic))
+        mean = squash_activation(acts, env.config.forget_threshold).mean() if len(acts) else 0.0
+        assert env._features.store[STORE_FEATURES.index("mean_activation")] == pytest.approx(mean, abs=1e-6)
+    # the play exercised every column except the tiers the world never writes
+    unused = {"tier_preference"}
+    for name, count in zip(CANDIDATE_FEATURES, seen):
+        if name not in unused:
+            assert count > 0, name
 
 
 def test_mask_pairs_agree_with_world_is_valid():
