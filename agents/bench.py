@@ -298,6 +298,10 @@ def run_episode(agent: Agent, env: Any, seed: int, *, trace: Callable[[dict], No
     return row, timing
 
 
+class EpisodeError(RuntimeError):
+    """An episode raised; the message names the agent, env and seed and carries the traceback."""
+
+
 def _task(args: tuple) -> list[tuple[dict, dict]]:
     """Worker entry: one (agent, family, difficulty, overrides) group over a chunk of seeds."""
     spec, family, difficulty, overrides, seeds = args
@@ -305,7 +309,13 @@ def _task(args: tuple) -> list[tuple[dict, dict]]:
     env = make_env(family, difficulty, overrides)
     out = []
     for seed in seeds:
-        row, timing = run_episode(agent, env, seed)
+        try:
+            row, timing = run_episode(agent, env, seed)
+        except Exception as exc:  # name the episode: the traceback of a worker process is easy to lose
+            import traceback
+
+            raise EpisodeError(f"agent {spec!r} on {family}/{difficulty}, seed {seed}: {exc!r}\n"
+                               f"{traceback.format_exc()}") from exc
         key = {"agent": spec, "family": family, "difficulty": difficulty, "seed": int(seed)}
         out.append(({**key, "env_id": env_id_for(family, difficulty), **row}, {**key, **timing}))
     env.close()
