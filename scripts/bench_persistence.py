@@ -100,6 +100,11 @@ def run(n: int, dim: int, seed: int, show: bool) -> dict:
         size = path.stat().st_size
         loaded, t_load = timed(lambda: load_store(path, embedder=HashingEmbedder(dim=dim)))
         exact = answers(loaded) == answers(store)
+        del loaded
+        # where the time goes: the store's own state export / rebuild, timed alone
+        exported, t_export = timed(store._export_state)
+        _, t_from = timed(lambda: MemoryStore._from_state(exported, HashingEmbedder(dim=dim)))
+        exported = None
 
         ref_path = Path(tmp) / "state.pickle"
 
@@ -117,7 +122,7 @@ def run(n: int, dim: int, seed: int, show: bool) -> dict:
     return {
         "n": n, "live": len(store), "build_s": t_build, "save_s": t_save, "load_s": t_load,
         "size": size, "exact": exact, "ref_save_s": t_ref_save, "ref_load_s": t_ref_load,
-        "ref_size": ref_size,
+        "ref_size": ref_size, "export_s": t_export, "from_state_s": t_from,
     }
 
 
@@ -133,6 +138,15 @@ def table(rows: list[dict]) -> str:
             f"| {r['ref_save_s']:.2f} | {r['ref_load_s']:.2f} | {r['ref_size'] / 1e6:.1f} "
             f"| {r['save_s'] / r['ref_save_s']:.2f}x | {r['load_s'] / r['ref_load_s']:.2f}x "
             f"| {r['size'] / r['ref_size']:.2f}x |")
+    lines += ["", "Where the time goes (s): the store's `_export_state()` / `_from_state()` timed alone; the rest of "
+              "save / load is encoding, checksums and SQLite I/O (world/persistence.py).", "",
+              "| episodes written | save | of which _export_state | of which encode + SQLite write | load "
+              "| of which SQLite read + checks | of which _from_state |",
+              "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['n']:,} | {r['save_s']:.2f} | {r['export_s']:.2f} | {max(r['save_s'] - r['export_s'], 0):.2f} "
+            f"| {r['load_s']:.2f} | {max(r['load_s'] - r['from_state_s'], 0):.2f} | {r['from_state_s']:.2f} |")
     return "\n".join(lines)
 
 

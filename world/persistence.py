@@ -101,15 +101,18 @@ class _Crc:
         self.value = 0
 
     def feed(self, *parts: str | bytes) -> None:
+        """One row: its text cells joined by US (0x1f) and ended by RS (0x1e), then its blob if any."""
+        text: list[str] = []
+        blob = b""
         for part in parts:
-            if isinstance(part, bytes):
-                data = part
-            elif isinstance(part, str):
-                data = part.encode("utf-8", "surrogatepass")
+            if isinstance(part, str):
+                text.append(part)
+            elif isinstance(part, bytes):
+                blob = part
             else:  # only a corrupted row holds a value of another type: make it count, differently
-                data = f"\x00{type(part).__name__}:{part!r}".encode()
-            self.value = zlib.crc32(len(data).to_bytes(8, "little"), self.value)
-            self.value = zlib.crc32(data, self.value)
+                text.append(f"\x00{type(part).__name__}:{part!r}")
+        data = ("\x1f".join(text) + "\x1e").encode("utf-8", "surrogatepass")
+        self.value = zlib.crc32(data + blob if blob else data, self.value)
 
 
 def _export(store: Any) -> dict:
