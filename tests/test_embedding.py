@@ -125,3 +125,12 @@ def test_sentence_transformer_offline():
     assert vecs.shape == (3, 384) and vecs.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
     assert vecs[0] @ vecs[1] > vecs[0] @ vecs[2]
+
+
+def test_missing_embed_extra_names_it(monkeypatch):
+    import world.embedding as emb
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import fails as if not installed
+    e = emb.SentenceTransformerEmbedder(model_name="not-loaded-in-this-process")
+    with pytest.raises(ImportError, match=r"memgym\[embed\]"):
+        e.encode("hello")
