@@ -86,6 +86,10 @@ def test_inference_confidence_rule_and_tier_inheritance(store):
     assert (r2.tier, r2.confidence, r2.source, r2.key) == ("inference", 0.6, "reflect", f"chain:{r.memory_id}")
     with pytest.raises(ValueError, match="inference"):
         store.supersede(r2.memory_id, "Ivy likes birds", 4, confidence=0.95)
+    plain = store.write_semantic(5, "Ivy owns a bike", [], confidence=0.5)
+    with pytest.raises(ValueError, match="inference"):
+        store.supersede(plain.memory_id, "Ivy owns two bikes", 6, confidence=0.9)
+    assert plain.key is None and plain.active  # a rejected supersede changes nothing
     assert r2.active and store.conflicts() == []
 
 

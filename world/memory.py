@@ -945,6 +945,9 @@ class MemoryStore:
             raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
         if signature(new_content).fp == space.sigs[memory_id].fp:
             return self._report_duplicate(rec, "key")
+        # validate before touching the target, so that a rejected call changes nothing
+        _check_tier(write_kwargs.get("tier", rec.tier), write_kwargs.get("confidence", rec.confidence))
+        self._importance(write_kwargs.get("importance", rec.importance), new_content)
         if rec.key is None:
             key = f"chain:{memory_id}"
             rec.key = key
@@ -1021,7 +1024,7 @@ class MemoryStore:
                 return True
         if s in rec.cues:
             return True
-        words = " " + " ".join(signature(rec.content).words) + " "
+        words = " " + " ".join(self._loc[rec.memory_id][0].sigs[rec.memory_id].words) + " "
         target = " " + " ".join(signature(subject).words) + " "
         return target.strip() != "" and target in words
 
