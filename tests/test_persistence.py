@@ -244,6 +244,36 @@ def test_save_is_atomic_when_writing_fails(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.sqlite"]
 
 
+def test_killed_while_saving_leaves_a_loadable_file(tmp_path):
+    """SIGKILL a process in the middle of saves: the file at the path is always a complete store
+    (the previous or the new one), never a half-written one."""
+    import signal
+    import time
+
+    path = tmp_path / "m.sqlite"
+    code = (
+        "import sys; from tests.test_persistence import build_store; from world.persistence import save_store\n"
+        "store = build_store(seed=11, n=80)\n"
+        "for i in range(10_000):\n"
+        "    store.tick(store.current_step + 1)\n"
+        "    store.write_episode(store.current_step, f'Fact number {i} about Kyoto and jazz.')\n"
+        "    save_store(store, sys.argv[1])\n"
+        "    print(i, flush=True)\n"
+    )
+    rng = random.Random(3)
+    for _ in range(2):
+        proc = subprocess.Popen([sys.executable, "-c", code, str(path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        try:
+            proc.stdout.readline()  # one save completed
+            time.sleep(rng.uniform(0.0, 0.3))
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc.stdout.close()
+        loaded = load_store(path, embedder=embedder())  # never a StoreFileError
+        assert any(r.content.startswith("Fact number") for r in loaded.episodic.values())
+
+
 def test_save_overwrites_and_keeps_mode(tmp_path):
     path = tmp_path / "m.sqlite"
     save_store(build_store(seed=1, n=10), path)
