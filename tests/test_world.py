@@ -302,3 +302,32 @@ def test_validate_script_quick():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "| update" in out.stdout and "targets hold" in out.stdout
     assert "FAIL" not in out.stdout
+
+
+def test_erasure_needs_hard_deletion():
+    """FORGET answers "unknown" after the request; a soft delete (UPDATE with the request) still leaks."""
+
+    def play(at_request):
+        w = World(WorldConfig.preset("erasure", "easy"), seed=6)
+        verdicts = []
+        mem: dict = {}
+        while not w.done:
+            p = w.privileged.event_payload
+            ev = w.event
+            if ev.kind == "question":
+                out = w.apply(Op.QUERY)
+                verdicts.append((p["qtype"], out.question["verdict"]))
+            elif ev.kind == "request" and (p["subject"], p["relation"]) in mem:
+                w.apply(at_request, mem.pop((p["subject"], p["relation"])))
+            elif p["kind"] == "fact" and p["family"] == "erasure":
+                mem[(p["subject"], p["relation"])] = w.apply(Op.WRITE).memory_id
+            else:
+                w.apply(Op.NOOP)
+            w.advance()
+        return verdicts
+
+    hard = play(Op.FORGET)
+    soft = play(Op.UPDATE)
+    assert any(q == "erased" for q, _ in hard)
+    assert all(v == "correct" for q, v in hard if q == "erased")
+    assert all(v == "leaked" for q, v in soft if q == "erased")

@@ -291,11 +291,11 @@ class ScriptGenerator:
                           object=values[0])]
         # the first value is restated or asked (and so rehearsed) before it changes, as in
         # conversation: an outdated version that is kept stays the better-known one
-        if self.rng.random() < 0.6:
+        if self.rng.random() < 0.85:
             para = self._render_fact(rel, s, values[0], avoid=out[0].text)
             out.append(self._stmt(int(self.rng.integers(2, 5)), "repeat", para, fam, subject=s, relation=r,
                                   object=values[0], of_pos=0, verbatim=False))
-        if self.rng.random() < 0.5:
+        if self.rng.random() < 0.4:
             out.append(self._question(int(self.rng.integers(2, 6)), pick(self.rng, rel.ask).format(s=s), fam,
                                       "current", values[0], [0], subject=s, relation=r))
         for v in values[1:]:

@@ -22,8 +22,8 @@ Nothing found -> ``"unknown"``. A :class:`Reader` protocol lets an LLM reader re
 the question text and the retrieved records' contents through the same context object.
 
 Verdicts (:func:`grade`): ``correct``, ``wrong``, ``stale`` (an outdated value of the attribute),
-``hallucinated`` (an answer where the right answer is unknown), ``leaked`` (the answer or the
-retrieved evidence reveals an erased value: worse than wrong), ``abstained`` (unknown on an
+``hallucinated`` (an answer where the right answer is unknown), ``leaked`` (the answer reveals an
+erased value, or the store still holds the erased fact: worse than wrong), ``abstained`` (unknown on an
 answerable question, or the question was not answered with QUERY).
 """
 
@@ -168,8 +168,9 @@ class DefaultReader:
 def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> str:
     """Verdict of ``answer`` (None = not answered) to a question payload.
 
-    ``revealed``: values visible in the retrieved evidence (payload objects of the retrieved
-    memories); an erased value among them is a leak even if the reader said unknown.
+    ``revealed``: values the store still holds for the erased fact (the world passes the objects of
+    live memories about the question's subject and relation); an erased value among them is a
+    leak even if the reader said unknown.
     """
     if answer is None:
         return "abstained"

@@ -122,7 +122,7 @@ class Oracle:
         now = world.event.index
         # 1. reflect habit clusters whose episodes have all been seen
         if self.on(Op.REFLECT):
-            rules = {(q["subject"], q["relation"]) for q in acc.payloads.values() if q.get("kind") == "rule"}
+            rules = {(q["subject"], q["relation"]) for _, q in acc.items() if q.get("kind") == "rule"}
             for mid in cands:
                 q = acc.payload(mid)
                 if not q or q.get("kind") != "episode" or q.get("last_use", -1) <= now:
@@ -161,7 +161,7 @@ class Oracle:
                 acc.payload(m).get("last_use", -1) > now for m in acc.find(p["subject"], p["relation"])
             ):
                 return Op.QUERY, None
-            needed = [m for m, q in acc.payloads.items() if q.get("last_use", -1) > now]
+            needed = [m for m, q in acc.items() if q.get("last_use", -1) > now]
             if needed:
                 store = world.store
                 act = store.activations(needed) + np.array([store.get(m).importance for m in needed])

@@ -168,6 +168,7 @@ class World:
         self.store = MemoryStore(_StoreEmbedder(self._embedder), forget_threshold=cfg.forget_threshold,
                                  decay=cfg.decay)
         self._payloads: dict[str, dict] = {}
+        self._by_key: dict[tuple, dict[str, None]] = {}  # (subject, relation) -> ids (insertion order)
         self._i = 0
         self._done = False
         self._applied = False
@@ -220,7 +221,7 @@ class World:
             swept = self.store.sweep_decayed()
             if swept:
                 for mid in swept:
-                    self._payloads.pop(mid, None)
+                    self._drop_payload(mid)
                 self._swept_pending.extend(swept)
                 st.swept += len(swept)
                 self._version += 1
@@ -326,7 +327,7 @@ class World:
         if op is Op.FORGET:
             report = store.erase(memory_id=target)
             for mid in _removed_ids(report, target):
-                self._payloads.pop(mid, None)
+                self._drop_payload(mid)
             self._version += 1
             return
         # creating ops
@@ -347,21 +348,32 @@ class World:
         if dup:
             self._stats.duplicates += 1
         else:
-            self._payloads[rec.memory_id] = se.payload
+            self._add_payload(rec.memory_id, se.payload)
         if op is Op.LINK and rec.memory_id != target:
             store.link(rec.memory_id, target, LINK_RELATION)
 
+    def _add_payload(self, mid: str, p: dict) -> None:
+        self._payloads[mid] = p
+        self._by_key.setdefault((p.get("subject"), p.get("relation")), {})[mid] = None
+
+    def _drop_payload(self, mid: str) -> None:
+        p = self._payloads.pop(mid, None)
+        if p is not None:
+            key = (p.get("subject"), p.get("relation"))
+            ids = self._by_key.get(key)
+            if ids is not None:
+                ids.pop(mid, None)
+                if not ids:
+                    del self._by_key[key]
+
     def _cluster(self, target: str) -> list[str]:
         p = self._payloads.get(target)
-        if not p or p.get("kind") not in FACT_KINDS | {"episode", "ref"}:
+        kinds = FACT_KINDS | {"episode", "ref"}
+        if not p or p.get("kind") not in kinds:
             return []
-        key = (p.get("subject"), p.get("relation"))
         episodic = self.store.episodic
-        return [
-            mid for mid, q in self._payloads.items()
-            if mid in episodic and (q.get("subject"), q.get("relation")) == key
-            and q.get("kind") in FACT_KINDS | {"episode", "ref"}
-        ]
+        ids = self._by_key.get((p.get("subject"), p.get("relation")), {})
+        return [mid for mid in ids if mid in episodic and self._payloads[mid].get("kind") in kinds]
 
     def _reflect(self, target: str, out: Outcome) -> None:
         cluster = self._cluster(target)
@@ -381,11 +393,11 @@ class World:
         # consolidated knowledge is durable: rules get the maximal importance (slower sweep)
         rec = self.store.write_semantic(self._se.step, text, list(cluster), importance=1.0)
         out.memory_id = rec.memory_id
-        self._payloads[rec.memory_id] = {
+        self._add_payload(rec.memory_id, {
             "kind": "rule", "family": ps[0].get("family"), "subject": subj, "relation": rel, "object": obj,
             "event": self._se.index, "step": self._se.step, "derived_events": sorted(p["event"] for p in ps),
             "last_use": max(p.get("last_use", -1) for p in ps),
-        }
+        })
 
     # ------------------------------------------------------------------ grading
     def _grade(self, out: Outcome) -> None:
@@ -398,11 +410,11 @@ class World:
             pq = ParsedQuestion.from_payload(se.text, qp)
             ans = self.reader.answer(pq, out.retrieved, _ReaderCtx(self))
             answer = ans.answer
-            revealed = [p["object"] for m in out.retrieved if (p := self._payloads.get(m)) and "object" in p]
             if qp.get("erased"):
-                # hard deletion: an erased value still held anywhere in the store (e.g. a superseded
-                # version kept by a soft delete) is reachable, hence leaked
-                revealed += [p["object"] for p in self._payloads.values() if "object" in p]
+                # hard deletion: the erased fact still held anywhere in the store (a copy, a repeat,
+                # a superseded version kept by a soft delete) is reachable, hence leaked
+                key = (qp["subject"], qp["relation"])
+                revealed = [self._payloads[m].get("object") for m in self._by_key.get(key, ())]
             recall = evidence_recall(qp, out.retrieved, self._payloads.get)
         else:
             recall = 0.0 if qp.get("evidence") else None
@@ -650,13 +662,23 @@ class OracleAccess:
 
     @property
     def payloads(self) -> dict[str, dict]:
+        """A copy of ``memory_id -> payload`` (use :meth:`items` to iterate without copying)."""
         return dict(self._w._payloads)
+
+    def items(self):
+        return self._w._payloads.items()
 
     def find(self, subject: str | None = None, relation: str | None = None, *, event: int | None = None,
              kinds: frozenset | set | None = None) -> list[str]:
         """Live memory ids whose payload matches (oldest first)."""
+        w = self._w
+        if subject is not None and relation is not None:
+            pool = list(w._by_key.get((subject, relation), ()))
+        else:
+            pool = list(w._payloads)
         out = []
-        for mid, p in self._w._payloads.items():
+        for mid in pool:
+            p = w._payloads[mid]
             if event is not None and p.get("event") != event:
                 continue
             if subject is not None and p.get("subject") != subject:
