@@ -8,7 +8,7 @@ and prints a Markdown table. The reference, measured in the same run, is picklin
 exported state (protocol 5) to a file and back: no checks, no atomic rename, no SQLite.
 
     .venv/bin/python scripts/bench_persistence.py            # N = 100,000
-    .venv/bin/python scripts/bench_persistence.py --quick    # N = 2,000 (what the test runs)
+    .venv/bin/python scripts/bench_persistence.py --quick    # N = 1,000 (what the test runs)
 """
 
 from __future__ import annotations
@@ -153,12 +153,12 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[100_000], help="store sizes (default 100000)")
-    parser.add_argument("--quick", action="store_true", help="N = 2,000 only (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="N = 1,000 only (smoke test)")
     parser.add_argument("--dim", type=int, default=384, help="hashing embedder dimension (default 384)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    sizes = [2_000] if args.quick else args.n
+    sizes = [1_000] if args.quick else args.n
     if any(n < 1 for n in sizes):
         parser.error(f"--n: sizes must be >= 1, got {sizes}")
     rows = [run(n, args.dim, args.seed, not args.no_progress) for n in sizes]

@@ -445,5 +445,5 @@ def test_bench_persistence_quick():
     lines = [line for line in out.stdout.splitlines() if line.startswith("|")]
     assert len(lines) == 6 and "save s" in lines[0] and "_export_state" in lines[3]
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
-    assert cells[0] == "2,000" and cells[6] == "yes"  # the loaded store answered exactly like the saved one
+    assert cells[0] == "1,000" and cells[6] == "yes"  # the loaded store answered exactly like the saved one
     assert float(cells[2]) > 0 and float(cells[4]) > 0
