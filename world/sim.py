@@ -176,6 +176,7 @@ class World:
         self._swept_pending: list[str] = []
         self._version = 0  # bumps whenever the store changes (candidate cache key)
         self._cand_cache: tuple | None = None
+        self._vec_cache: tuple | None = None
         self._stats = _Stats()
         self._chunk_q = [0, 0]  # endless: questions, correct since the last extension
         se = self._gen.events[0]
@@ -449,29 +450,35 @@ class World:
             n_rec = min(self.config.n_recent, k)
             if n_rec:
                 out.extend(store.recent_ids(n_rec))
-            ids, sims = store.similarities(store.embed(self._se.text))
+            ids, sims = store.similarities(self.event_vector())
             if len(ids):
-                m = min(len(ids), 2 * k + len(out))
-                if m < len(ids):
-                    top = np.argpartition(-sims, m - 1)[:m]
-                    top = top[np.lexsort((top, -sims[top]))]
-                else:
-                    top = np.lexsort((np.arange(len(ids)), -sims))
+                # most similar first, ties in write order (stable sort)
+                order = np.argsort(-sims, kind="stable")[: 2 * k + len(out)].tolist()
                 seen = set(out)
-                for j in top:
+                get = store.get
+                for j in order:
                     if len(out) >= k:
                         break
                     mid = ids[j]
                     if mid in seen:
                         continue
-                    rec = store.get(mid)
-                    if rec is None or not rec.active:
+                    rec = get(mid)
+                    if rec is None or rec.superseded_at is not None:
                         continue
                     seen.add(mid)
                     out.append(mid)
         out = out[:k]
         self._cand_cache = (key, tuple(out))
         return out
+
+    def event_vector(self) -> np.ndarray:
+        """Unit embedding of the current event text (computed once per event)."""
+        cached = self._vec_cache
+        if cached is not None and cached[0] == self._i:
+            return cached[1]
+        vec = self.store.embed(self._se.text)
+        self._vec_cache = (self._i, vec)
+        return vec
 
     def view(self) -> WorldView:
         return WorldView(self)
