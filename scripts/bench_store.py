@@ -156,15 +156,15 @@ def _fmt(v, spec=".3f") -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| N | write p50 / p95 (ms) | query p50 / p95 (ms) | sweep p50 / p95 (ms) | peak RSS (MB) "
+    head = ("| N | write p50 / p95 (ms) | query p50 / p95 (ms) | sweep p50 / p95 (ms) | swept | peak RSS (MB) "
             "| reference query p50 / p95 (ms) | speed-up (p50) |")
-    lines = [head, "|" + "---|" * 7]
+    lines = [head, "|" + "---|" * 8]
     for r in rows:
         ref = f"{_fmt(r.get('ref_p50_ms'), '.1f')} / {_fmt(r.get('ref_p95_ms'), '.1f')}" if "ref_p50_ms" in r else "- (N > 5,000)"
         sp = f"{r['speedup_p50']:.0f}x" if "speedup_p50" in r else "-"
         lines.append(
             f"| {r['n']:,} | {r['write_p50_ms']:.3f} / {r['write_p95_ms']:.3f} | {r['query_p50_ms']:.3f} / "
-            f"{r['query_p95_ms']:.3f} | {r['sweep_p50_ms']:.2f} / {r['sweep_p95_ms']:.2f} | {r['peak_rss_mb']:.0f} "
+            f"{r['query_p95_ms']:.3f} | {r['sweep_p50_ms']:.2f} / {r['sweep_p95_ms']:.2f} | {r['swept']:,} | {r['peak_rss_mb']:.0f} "
             f"| {ref} | {sp} |"
         )
     return "\n".join(lines)
