@@ -305,7 +305,7 @@ _DIFFICULTY: dict[str, dict[str, Any]] = {
         episodes=5, sweep_every=10, forget_threshold=-1.8,
     ),
     "hard": dict(
-        horizon=600, n_entities=30, capacity=80, top_k=5, delay_min=15, delay_max=150,
+        horizon=600, n_entities=30, capacity=80, top_k=4, delay_min=15, delay_max=150,
         noise_ratio=0.65, repeat_ratio=0.3, thread_rate=0.1, max_hops=3, max_changes=3,
         episodes=6, sweep_every=10, forget_threshold=-1.8,
     ),
