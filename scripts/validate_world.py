@@ -46,7 +46,9 @@ FAMILY_OPS: dict[str, tuple[str, ...] | None] = {
 WRITE_ALL_BELOW = ("update", "consolidation", "erasure", "life")
 ABLATIONS: list[tuple[str, ...]] = [("WRITE",), ("UPDATE",), ("LINK",), ("REFLECT",), ("QUERY",), ("FORGET",),
                                     ("UPDATE", "FORGET")]
-POLICIES = ["oracle"] + ["-" + "/".join(a) for a in ABLATIONS] + ["write_all", "random"]
+POLICIES = ["oracle"] + ["-" + "/".join(a) for a in ABLATIONS] + ["write_all", "random", "noop"]
+#: policies whose mean return is printed (reward defaults: good management must beat them all)
+RETURN_POLICIES = ["oracle", "write_all", "random", "noop"]
 
 
 class WriteAll:
@@ -55,6 +57,13 @@ class WriteAll:
     def act(self, world: World):
         k = world.event.kind
         return (Op.WRITE, None) if k == "statement" else (Op.QUERY, None) if k == "question" else (Op.NOOP, None)
+
+
+class Noop:
+    """Never stores, never answers: every question is abstained."""
+
+    def act(self, world: World):
+        return Op.NOOP, None
 
 
 class RandomPolicy:
@@ -78,6 +87,8 @@ def make_policy(name: str, seed: int):
         return WriteAll()
     if name == "random":
         return RandomPolicy(seed + 7919)
+    if name == "noop":
+        return Noop()
     return Oracle(disabled_ops=name[1:].split("/"))
 
 
@@ -97,8 +108,9 @@ def ci(values: list[float]) -> tuple[float, float]:
     return float(a.mean()), 1.96 * float(a.std(ddof=1)) / math.sqrt(len(a))
 
 
-def run(families, difficulties, seeds, progress=True) -> dict:
+def run(families, difficulties, seeds, progress=True) -> tuple[dict, dict]:
     results: dict[tuple[str, str, str], list[float]] = {}
+    returns: dict[tuple[str, str, str], list[float]] = {}
     jobs = [(f, d) for d in difficulties for f in families]
     total = len(jobs) * len(POLICIES) * len(seeds)
     bar = None
@@ -112,26 +124,29 @@ def run(families, difficulties, seeds, progress=True) -> dict:
     for fam, diff in jobs:
         cfg = WorldConfig.preset(fam, diff)
         for pol in POLICIES:
-            accs = []
+            accs, rets = [], []
             for s in seeds:
-                accs.append(play(cfg, s, make_policy(pol, s))["accuracy"])
+                m = play(cfg, s, make_policy(pol, s))
+                accs.append(m["accuracy"])
+                rets.append(m["return"])
                 if bar is not None:
                     bar.update()
             results[(fam, diff, pol)] = accs
+            returns[(fam, diff, pol)] = rets
     if bar is not None:
         bar.close()
-    return results
+    return results, returns
 
 
-def table(results, families, difficulties) -> str:
-    head = ["family", "diff"] + POLICIES
+def table(results, families, difficulties, policies=POLICIES, digits=2) -> str:
+    head = ["family", "diff"] + list(policies)
     rows = []
     for d in difficulties:
         for f in families:
             row = [f, d]
-            for p in POLICIES:
+            for p in policies:
                 m, h = ci(results[(f, d, p)])
-                row.append(f"{m:.2f}±{h:.2f}")
+                row.append(f"{m:.{digits}f}±{h:.{digits}f}")
             rows.append(row)
     widths = [max(len(str(r[i])) for r in [head] + rows) for i in range(len(head))]
     fmt = lambda r: "| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths)) + " |"  # noqa: E731
@@ -186,12 +201,19 @@ def main(argv=None) -> int:
         n_seeds, diffs = 3, ["easy"]
     seeds = list(range(n_seeds))
     t0 = time.perf_counter()
-    results = run(fams, diffs, seeds, progress=not args.no_progress)
+    results, returns = run(fams, diffs, seeds, progress=not args.no_progress)
     dt = time.perf_counter() - t0
     print(f"mean accuracy ± 95% CI over {n_seeds} seeds (seeds 0..{n_seeds - 1}); "
           f"-X = oracle without operation X")
     print(table(results, fams, diffs))
+    print(f"\nmean episode return ± 95% CI (default reward weights), {n_seeds} seeds")
+    print(table(returns, fams, diffs, RETURN_POLICIES, digits=1))
     checks = check(results, fams, diffs)
+    for d in diffs:
+        for f in fams:
+            o, _ = ci(returns[(f, d, "oracle")])
+            worst = max(ci(returns[(f, d, p)])[0] for p in RETURN_POLICIES[1:])
+            checks.append((f"oracle return above write_all/random/noop on {f}/{d}", o > worst, f"{o:.1f} vs {worst:.1f}"))
     print()
     for name, ok, detail in checks:
         print(f"[{'PASS' if ok else 'FAIL'}] {name}: {detail}")
