@@ -62,7 +62,7 @@ def _add_bench(sub: Any) -> None:
     p.add_argument("--difficulties", help="comma-separated difficulties (default: the suite's)")
     p.add_argument("--seeds", type=int, help="number of evaluation seeds per family (default: the suite's)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
-    p.add_argument("--out", help="output folder (default: bench_results/<suite>, or bench_results/ablation)")
+    p.add_argument("--out", help="output folder (default: bench_out/<suite>, or bench_out/ablation)")
     p.add_argument("--ablate", action="store_true",
                    help="also run the oracle with each operation removed and print the ablation table")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field "
@@ -75,7 +75,7 @@ def _add_bench(sub: Any) -> None:
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     from agents import bench, report
 
-    out_dir = args.out or os.path.join("bench_results", "ablation" if args.ablate and not args.agents else args.suite)
+    out_dir = args.out or os.path.join("bench_out", "ablation" if args.ablate and not args.agents else args.suite)
     t0 = time.perf_counter()
     try:
         payload = bench.run_bench(args.suite, agents=_csv(args.agents), families=_csv(args.families),
@@ -144,6 +144,8 @@ def cmd_play(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -
             if not line:  # end of input
                 line = "quit"
             cmd = line.strip()
+            if not (hasattr(inp, "isatty") and inp.isatty()):
+                print(cmd, file=out)  # scripted input: echo it so that the transcript reads like a session
             if not cmd:
                 continue
             if cmd.lower() in ("quit", "exit", "q!"):
@@ -229,6 +231,8 @@ def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     for name, doc in agent_summaries().items():
         print(f"  {name:<18} {doc}", file=out)
     print(f"  {'sb3:PATH':<18} a trained Stable-Baselines3 model (MaskablePPO, PPO, DQN, A2C)", file=out)
+    print(f"  {'memsys:MOD:FACTORY':<18} an external memory library through the MemorySystem adapter "
+          "(docs/bench.md)", file=out)
     print("\nSuites (memgym bench --suite ...)\n", file=out)
     for s in bench.suites().values():
         print(f"  {s.name:<8} {s.description}", file=out)
@@ -326,8 +330,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
 def _add_plot(sub: Any) -> None:
     p = sub.add_parser("plot", help="redraw leaderboard.png (and leaderboard.md) from a results.json",
                        description="Redraw the figure and the Markdown leaderboard of a finished benchmark.")
-    p.add_argument("results", nargs="?", default="bench_results/default/results.json",
-                   help="results.json or its folder (default: bench_results/default/results.json)")
+    p.add_argument("results", nargs="?", default="bench_out/default/results.json",
+                   help="results.json or its folder (default: bench_out/default/results.json)")
     p.add_argument("--out", help="PNG path (default: leaderboard.png next to results.json)")
     p.set_defaults(func=cmd_plot)
 

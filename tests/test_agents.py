@@ -255,13 +255,17 @@ def test_memsys_spec_imports_a_factory():
 def test_sb3_models_are_detected_and_evaluated(tmp_path):
     pytest.importorskip("sb3_contrib")
     from sb3_contrib import MaskablePPO
-    from stable_baselines3 import PPO
+    from stable_baselines3 import A2C, DQN, PPO
 
     from agents.sb3_agent import SB3ModelError, detect_algorithm
+    from envs.wrappers import FlattenAction
 
     env = make_env("recall", "easy", {"horizon": 30})
-    for cls, algo in ((PPO, "ppo"), (MaskablePPO, "maskable_ppo")):
-        model = cls("MultiInputPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    small = {"n_steps": 32, "batch_size": 32, "n_epochs": 1}
+    for cls, algo, kw, e in ((PPO, "ppo", small, env), (MaskablePPO, "maskable_ppo", small, env),
+                             (A2C, "a2c", {"n_steps": 8}, env),
+                             (DQN, "dqn", {"learning_starts": 0, "buffer_size": 64}, FlattenAction(env))):
+        model = cls("MultiInputPolicy", e, seed=0, device="cpu", **kw)
         model.learn(32)
         path = tmp_path / algo / "model.zip"
         path.parent.mkdir()
@@ -269,6 +273,10 @@ def test_sb3_models_are_detected_and_evaluated(tmp_path):
         assert detect_algorithm(path) == algo
         rows = evaluate(f"sb3:{path}", "MemGym/Recall-Easy-v0", [10_000], overrides={"horizon": 30})
         assert rows[0]["events"] == 30 and rows[0]["agent"] == f"sb3:{path}"
+        assert sum(rows[0]["ops"].values()) == 30
+    # the model.json that `memgym train` writes next to the model wins over detection
+    (tmp_path / "ppo" / "model.json").write_text('{"algo": "a2c"}')
+    assert detect_algorithm(tmp_path / "ppo" / "model.zip") == "a2c"
     bad = tmp_path / "bad.zip"
     bad.write_text("not a zip")
     with pytest.raises(SB3ModelError, match="not a Stable-Baselines3"):
