@@ -208,3 +208,28 @@ def test_oracle_beats_best_heuristic_beats_random_on_life(quick_run):
     heuristics = {a: r for a, r in life.items() if a in bench.HEURISTICS}
     best = max(heuristics, key=heuristics.get)
     assert life["oracle"] > heuristics[best] > life["random"], life
+
+
+def test_ablation_runs_every_op_removed_and_writes_the_table(tmp_path):
+    payload = bench.run_bench("quick", families=["update"], seeds=2, workers=1, out_dir=tmp_path, ablate=True,
+                              progress=False, plot=False, overrides={"horizon": 40})
+    assert payload["agents"] == ["random", "oracle"] + [f"oracle[-{op}]" for op in bench.ABLATION_OPS]
+    abl = payload["ablation"]
+    assert list(abl) == ["none", *bench.ABLATION_OPS]
+    assert abl["none"]["per_task"]["update"] == pytest.approx(1.0)
+    episodes = [e for e in payload["episodes"] if e["agent"].startswith("oracle[-")]
+    for e in episodes:
+        removed = e["agent"][len("oracle[-"):-1]
+        assert e["ops"][removed] == 0, e["agent"]
+    text = (tmp_path / "ablation.md").read_text()
+    assert "-UPDATE" in text and "-FORGET" in text
+
+
+def test_evaluate_accepts_the_training_pipelines_env_spec():
+    rows = bench.evaluate("write_all", {"id": "MemGym/Update-Easy-v0", "overrides": {"horizon": 30}}, [10_000])
+    assert rows[0]["env_id"] == "MemGym/Update-Easy-v0" and rows[0]["events"] == 30
+    assert rows[0]["timing"]["steps_per_s"] > 0
+    with pytest.raises(ValueError, match="allowed: 'id', 'overrides'"):
+        bench.evaluate("write_all", {"id": "MemGym/Update-Easy-v0", "horizon": 30}, [10_000])
+    with pytest.raises(ValueError, match="MemGym/Life-Easy-v0"):
+        bench.evaluate("write_all", "MemGym/Nope-Easy-v0", [10_000])
