@@ -161,7 +161,7 @@ class World:
         cfg = self.config
         if seed is not None:
             self._rng = np.random.default_rng(seed)
-            self.seed = seed
+        self.seed = seed  # None: this episode continues the previous generator (not replayable by seed)
         self._gen = ScriptGenerator(cfg, self._rng)
         if cfg.horizon is None:
             self._gen.extend()
