@@ -384,11 +384,20 @@ def _group_stats(rows: list[dict]) -> dict:
     }
 
 
+def _task_order(task: tuple[str, str]) -> tuple:
+    """Families and difficulties in the world's order (recall, update, ...; easy, medium, ...)."""
+    from world import DIFFICULTIES, FAMILIES
+
+    f, d = task
+    return (FAMILIES.index(f) if f in FAMILIES else len(FAMILIES), f,
+            DIFFICULTIES.index(d) if d in DIFFICULTIES else len(DIFFICULTIES), d)
+
+
 def summarise(rows: list[dict]) -> dict:
     """Per agent: per task (family/difficulty) and overall statistics, and the normalised scores."""
     rows = sorted(rows, key=_sort_key)
     agents = list(dict.fromkeys(r["agent"] for r in rows))
-    tasks = sorted({(r["family"], r["difficulty"]) for r in rows})
+    tasks = sorted({(r["family"], r["difficulty"]) for r in rows}, key=_task_order)
     by: dict[tuple, list[dict]] = {}
     for r in rows:
         by.setdefault((r["agent"], r["family"], r["difficulty"]), []).append(r)

@@ -81,7 +81,8 @@ def _f(x: Any, nd: int = 2) -> str:
 
 
 def _ci(e: dict | None, nd: int = 2) -> str:
-    if not e or e.get("mean") is None or not math.isfinite(e.get("mean", math.nan) or math.nan):
+    mean = (e or {}).get("mean")
+    if mean is None or not math.isfinite(mean):
         return "n/a"
     return f"{_f(e['mean'], nd)} [{_f(e['lo'], nd)}, {_f(e['hi'], nd)}]"
 
@@ -142,6 +143,23 @@ def per_task_table(payload: dict, metric: str = "normalised") -> str:
     return _md_table(["agent", *tasks, last], rows)
 
 
+def per_task_detail(payload: dict) -> str:
+    """One row per (family, agent): every statistic with its CI (the long table of leaderboard.md)."""
+    s = payload["summary"]
+    rows = []
+    for t in s["tasks"]:
+        for a in _ranked_agents(s):
+            g = s["agents"][a]["tasks"].get(t)
+            if g is None:
+                continue
+            rows.append([t, a, _f(s["agents"][a]["normalised"]["per_task"].get(t)), _ci(g["return"]),
+                         _ci(g["accuracy"]), _f(g["stale_rate"]), _f(g["hallucination_rate"]), _f(g["leak_rate"]),
+                         _f(g["live_memories"], 1), _f(g["ops_per_event"])])
+    header = ["family", "agent", "norm.", "return [95% CI]", "accuracy [95% CI]", "stale", "halluc.", "leak",
+              "live mem", "ops/event"]
+    return _md_table(header, rows, ["l", "l"] + ["r"] * 8)
+
+
 def ablation_md(payload: dict) -> str:
     abl = payload.get("ablation") or {}
     tasks = payload["summary"]["tasks"]
@@ -165,7 +183,8 @@ def leaderboard_md(payload: dict) -> str:
     parts = [head, "## Overall\n", leaderboard_table(payload), "",
              "## Normalised score per family\n", per_task_table(payload, "normalised"), "",
              "## Accuracy per family\n", per_task_table(payload, "accuracy"), "",
-             "## Mean return per family\n", per_task_table(payload, "return"), ""]
+             "## Mean return per family\n", per_task_table(payload, "return"), "",
+             "## Every family in detail\n", per_task_detail(payload), ""]
     if payload.get("ablation"):
         parts += ["## Ablation: the oracle's normalised score with one operation removed\n", ablation_md(payload), ""]
     return "\n".join(parts)
