@@ -78,6 +78,8 @@ class AgentView:
     candidate_contents: tuple[str, ...]
 
     def __getattr__(self, name: str) -> Any:  # only called for names that are not fields
+        if name.startswith("_"):  # the view's private handle on the world stays private
+            raise AttributeError(name)
         return getattr(object.__getattribute__(self, "view"), name)
 
 
@@ -203,7 +205,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.render_mode = render_mode
         self._overrides = dict(overrides)
         self.config = resolve_config(config, **overrides)
-        self.world = World(self.config)
+        self.world = World(self.config, seed=0)  # reset() reseeds it from np_random
         self._setup_spaces()
         self._cluster_cache: dict = {}
         # per-step state
@@ -385,7 +387,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         cfg = resolve_config(f"{family}-{difficulty}", **self._overrides)
         old_obs, old_act = self.observation_space, self.action_space
         self.config = cfg
-        self.world = World(cfg)
+        self.world = World(cfg, seed=0)
         self._setup_spaces()
         if self.observation_space != old_obs or self.action_space != old_act:
             raise ValueError(
@@ -442,8 +444,11 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         }
 
     def _embed(self, text: str) -> np.ndarray:
-        """The event's unit embedding from the world's (cached) embedder; the world embeds the same
-        text for its candidates, so one of the two calls is a cache hit."""
+        """The event's unit embedding, computed once per event by the world (``World.event_vector``,
+        which its candidate selection uses too)."""
+        vector = getattr(self.world, "event_vector", None)
+        if vector is not None:
+            return vector()
         store = self.world.store
         embedder = getattr(store, "embedder", None)
         if embedder is None:

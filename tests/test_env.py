@@ -86,6 +86,20 @@ def test_write_shows_the_memory_as_a_recent_candidate():
     assert env.agent_view().candidate_contents[slot] == text
 
 
+def test_agent_view_shows_candidates_but_no_payloads():
+    env = MemoryEnv("recall-easy")
+    env.reset(seed=5)
+    assert _until(env, "statement")
+    _, _, _, _, info = env.step(np.array([Op.WRITE, 0]))
+    view = env.agent_view()
+    assert view.candidate_ids == tuple(info["candidate_ids"]) and view.event == env.world.event
+    mid = info["memory_id"]
+    assert view.content(mid) == env.world.store.get(mid).content  # falls through to the WorldView
+    for name in ("privileged", "_w", "_payloads", "payload"):
+        assert not hasattr(view, name), name
+    assert not any("payload" in n for n in dir(view))
+
+
 def test_unmasked_invalid_action_is_a_penalised_noop():
     env = MemoryEnv("recall-easy")
     env.reset(seed=1)
