@@ -366,29 +366,35 @@ class GenerativeAgentsAgent(HeuristicAgent):
         return NOOP, 0
 
 
-@register_agent("actr_rehearsal", "write-all + QUERY rehearsal of related memories near the ACT-R forget threshold")
+@register_agent("actr_rehearsal", "write-all + QUERY rehearsal of memories near the ACT-R forget threshold")
 class ActrRehearsalAgent(HeuristicAgent):
     """Write everything and keep it alive by rehearsal.
 
     ACT-R's base level ``B = ln(sum t_j^-d)`` rises with every retrieval; the world sweeps memories
     whose activation falls below the forget threshold every ``sweep_every`` steps. A QUERY retrieves
-    with the current event as the cue and so rehearses what it retrieves. When a statement is related
-    to a visible memory (similarity >= ``related_sim`` or cue overlap >= ``related_cue``) whose
-    squashed activation is within ``margin`` of the threshold (0.5 on the feature's scale), the agent
-    QUERYs (rehearses it) instead of writing: such a statement is mostly a repeat of that memory.
-    Otherwise it writes, as write_all does.
+    with the current event as the cue and so rehearses what it retrieves. When a statement repeats
+    a visible memory (seed 000's duplicate rules, or similarity >= ``repeat_sim``) whose squashed
+    activation is within ``margin`` of the threshold (0.5 on the feature's scale), the agent QUERYs
+    instead of writing: the fact is already stored, and the retrieval refreshes it before the next
+    sweep. Everything else is as write_all.
     """
 
     name = "actr_rehearsal"
 
-    def __init__(self, margin: float = 0.15, related_sim: float = 0.5, related_cue: float = 0.5) -> None:
+    def __init__(self, margin: float = 0.15, repeat_sim: float = 0.9) -> None:
         super().__init__()
-        self.margin, self.related_sim, self.related_cue = margin, related_sim, related_cue
+        self.margin, self.repeat_sim = margin, repeat_sim
 
     def on_statement(self, text: str, cands: list[Candidate], observation: dict) -> tuple[int, int]:
-        at_risk = [c for c in cands if c.activation < 0.5 + self.margin
-                   and (c.similarity >= self.related_sim or c.cue_overlap >= self.related_cue)]
-        if at_risk and self.view.valid(QUERY):
-            return QUERY, 0
-        return WRITE, 0
+        from world.dedup import duplicate_rule, signature
 
+        new = None
+        for c in cands:
+            if c.activation >= 0.5 + self.margin or not c.text:
+                continue
+            if new is None:
+                new = signature(text)
+            if c.similarity >= self.repeat_sim or duplicate_rule(new, signature(c.text)):
+                if self.view.valid(QUERY):
+                    return QUERY, 0
+        return WRITE, 0

@@ -138,13 +138,15 @@ def test_generative_agents_reflects_when_importance_accumulates():
     assert ops[i + 1] == (WRITE, 0)  # the sum restarts after a reflection
 
 
-def test_actr_rehearsal_queries_when_a_related_memory_is_near_the_threshold():
-    fading = [cand(0, "Hal lives in Oslo.", sim=0.8, act=0.55)]
-    fresh = [cand(0, "Hal lives in Oslo.", sim=0.8, act=0.95)]
-    unrelated = [cand(0, "Ivy paints.", sim=0.05, act=0.52)]
-    assert decide("actr_rehearsal", StubView("statement", "Hal still lives in Oslo.", fading)) == (QUERY, 0)
-    assert decide("actr_rehearsal", StubView("statement", "Hal still lives in Oslo.", fresh)) == (WRITE, 0)
-    assert decide("actr_rehearsal", StubView("statement", "Hal still lives in Oslo.", unrelated)) == (WRITE, 0)
+def test_actr_rehearsal_queries_when_a_repeated_memory_is_near_the_threshold():
+    fading = [cand(0, "Hal lives in Oslo.", sim=0.95, act=0.55)]
+    fresh = [cand(0, "Hal lives in Oslo.", sim=0.95, act=0.95)]
+    paraphrase = [cand(0, "Hal lives in Oslo.", sim=0.7, act=0.55)]   # containment: a repeat
+    other = [cand(0, "Ivy lives in Rome.", sim=0.6, act=0.52)]          # same template, new fact
+    assert decide("actr_rehearsal", StubView("statement", "Hal lives in Oslo.", fading)) == (QUERY, 0)
+    assert decide("actr_rehearsal", StubView("statement", "Hal lives in Oslo.", fresh)) == (WRITE, 0)
+    assert decide("actr_rehearsal", StubView("statement", "Hal lives in Oslo, you know.", paraphrase)) == (QUERY, 0)
+    assert decide("actr_rehearsal", StubView("statement", "Jon lives in Oslo.", other)) == (WRITE, 0)
 
 
 def test_masked_choice_becomes_noop():
