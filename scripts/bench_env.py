@@ -64,6 +64,52 @@ def _minilm(duration: float, episodes: int) -> tuple[float, float, float]:
     return rate, load, warm
 
 
+def _split(id_: str, steps: int) -> dict[str, float]:
+    """CPU microseconds per step (uniform random actions, as benchmark_step) spent in the world's
+    apply / advance / candidates + event embedding, and in the env around them."""
+    import numpy as np
+
+    from world import World
+
+    env = gym.make(id_).unwrapped
+    spent = {"world.reset (script generation)": 0.0, "world.apply": 0.0, "world.advance": 0.0,
+             "world.candidates+embed": 0.0}
+    originals = {name: getattr(World, name) for name in ("reset", "apply", "advance", "candidates", "event_vector")}
+
+    def timed(name, label):
+        fn = originals[name]
+
+        def wrapper(self, *a, **kw):
+            t = time.process_time()
+            try:
+                return fn(self, *a, **kw)
+            finally:
+                spent[label] += time.process_time() - t
+        return wrapper
+
+    World.reset = timed("reset", "world.reset (script generation)")
+    World.apply = timed("apply", "world.apply")
+    World.advance = timed("advance", "world.advance")
+    World.candidates = timed("candidates", "world.candidates+embed")
+    World.event_vector = timed("event_vector", "world.candidates+embed")
+    try:
+        rng = np.random.default_rng(SEED)
+        env.reset(seed=SEED)
+        t0 = time.process_time()
+        for _ in range(steps):
+            _, _, _, truncated, _ = env.step(np.array([rng.integers(7), rng.integers(env.K)]))
+            if truncated:
+                env.reset()
+        total = time.process_time() - t0
+    finally:
+        for name, fn in originals.items():
+            setattr(World, name, fn)
+    out = {k: v / steps * 1e6 for k, v in spent.items()}
+    out["env (observation, masks, info)"] = total / steps * 1e6 - sum(out.values())
+    out["total"] = total / steps * 1e6
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few ids, short runs, no MiniLM (used by tests)")
@@ -76,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                          "oversubscribe and one encode takes ~1 s instead of ~45 ms)")
     ap.add_argument("--minilm-episodes", type=int, default=30,
                     help="episodes whose texts are embedded before the MiniLM measurement (default 30)")
+    ap.add_argument("--split", action="store_true",
+                    help="also print where a step's CPU time goes (world vs env) for Life-Easy and Life-Hard")
     args = ap.parse_args(argv)
 
     duration = args.duration if args.duration is not None else (0.3 if args.quick else 2.0)
@@ -128,6 +176,14 @@ def main(argv: list[str] | None = None) -> int:
         if target:
             met = "yes" if rate >= float(target.split()[0].replace(",", "")) else "NO"
         print(f"| {name} | {_fmt(rate)} | {ratio} | {target} | {met} |")
+    if args.split:
+        steps = 600 if args.quick else 6000
+        splits = {i: _split(i, steps) for i in ("MemGym/Life-Easy-v0", "MemGym/Life-Hard-v0")}
+        print(f"\nCPU us per step by part ({steps} random steps incl. resets, process time):\n")
+        print("| part | " + " | ".join(splits) + " |")
+        print("|---|" + "---:|" * len(splits))
+        for part in next(iter(splits.values())):
+            print(f"| {part} | " + " | ".join(f"{splits[i][part]:.1f}" for i in splits) + " |")
     if load is not None:
         print(f"\nMiniLM: model load + first reset {load:.1f} s; cache warm-up ({args.minilm_episodes} episodes) "
               f"{warm:.1f} s")
