@@ -15,7 +15,7 @@ that the env's mask forbids (e.g. WRITE at capacity) becomes NOOP.
 | `versioned` | key = subject + topic; same key, new content -> UPDATE (old version kept, superseded); same content -> NOOP; erasure request -> FORGET (hard, the whole chain) | seed 003 (versioned MemoryStore.write / forget(hard=True)) |
 | `mem0` | ADD / UPDATE / DELETE / NOOP from similarity thresholds against the retrieved candidates | Mem0's update step (Chhikara et al. 2025) |
 | `generative_agents` | WRITE every observation; REFLECT on the most salient memory (recency + importance + relevance) when the summed importance of recent writes passes a threshold | Park et al. 2023 |
-| `actr_rehearsal` | write-all, plus QUERY rehearsal when a memory related to the event is near the ACT-R forget threshold before a sweep | ACT-R base-level learning (Anderson & Schooler 1991) |
+| `actr_rehearsal` | write-all, plus QUERY rehearsal when a statement repeats a memory near the ACT-R forget threshold | ACT-R base-level learning (Anderson & Schooler 1991) |
 """
 
 from __future__ import annotations
