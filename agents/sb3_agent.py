@@ -90,6 +90,10 @@ class SB3Agent:
             raise ValueError(f"algo must be one of {', '.join(ALGORITHMS)}, got {algo!r}")
         self.algo = algo or detect_algorithm(self.path)
         cls = _algorithm_class(self.algo)
+        import torch
+
+        # one thread per agent: the bench already runs one worker process per core
+        torch.set_num_threads(1)
         try:
             self.model = cls.load(str(self.path), device=device)
         except Exception as exc:  # noqa: BLE001 - SB3 raises many kinds on a bad archive
