@@ -381,3 +381,18 @@ def test_make_with_module_prefix_in_a_fresh_process():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("life easy") and "candidates" in out
+
+
+def test_bench_env_quick_prints_the_table():
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_env.py"
+    out = subprocess.run([sys.executable, str(script), "--quick", "--duration", "0.05", "--split"],
+                         capture_output=True, text=True, check=True, timeout=300).stdout
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
+    for name in ("CartPole-v1 (reference)", "MemGym/Life-Easy-v0", "MemGym/Life-Hard-v0",
+                 "MemGym/Life-Easy-v0 SyncVectorEnv x 8", "world.apply", "env (observation, masks, info)"):
+        assert name in rows, name
+    rate = float(rows["MemGym/Life-Easy-v0"].split("|")[2].replace(",", ""))
+    assert rate > 0
+    assert rows["MemGym/Life-Easy-v0"].rstrip().endswith(("| yes |", "| NO |"))
