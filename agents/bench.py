@@ -208,6 +208,15 @@ def make_env(target: Any, difficulty: str | None = None, overrides: dict | None 
     return envs.MemoryEnv(config=target, **overrides)
 
 
+def _finite_env(env: Any) -> Any:
+    """Refuse endless worlds without a horizon: an episode would never end."""
+    cfg = env.unwrapped.config
+    if cfg.horizon is None:
+        raise ValueError(f"{cfg.family}-{cfg.difficulty} is endless (horizon: null): give a horizon to evaluate "
+                         "it, e.g. --set horizon=800")
+    return env
+
+
 def _question_of(info: dict) -> dict | None:
     q = info.get("question")
     return q if isinstance(q, dict) and q.get("verdict") else None
@@ -306,7 +315,7 @@ def _task(args: tuple) -> list[tuple[dict, dict]]:
     """Worker entry: one (agent, family, difficulty, overrides) group over a chunk of seeds."""
     spec, family, difficulty, overrides, seeds = args
     agent = make_agent(spec)
-    env = make_env(family, difficulty, overrides)
+    env = _finite_env(make_env(family, difficulty, overrides))
     out = []
     for seed in seeds:
         try:
@@ -334,8 +343,8 @@ def evaluate(agent_spec: str | Agent, env_id_or_config: Any, seeds: Iterable[int
     default easy), a ``WorldConfig`` or a config dict. Used by ``memgym bench`` and the training
     pipeline's final evaluation, so a trained agent is scored by the same code path.
     """
+    env = _finite_env(make_env(env_id_or_config, difficulty, overrides))
     agent = make_agent(agent_spec)
-    env = make_env(env_id_or_config, difficulty, overrides)
     cfg = env.unwrapped.world.config
     label = agent_spec if isinstance(agent_spec, str) else getattr(agent, "name", type(agent).__name__)
     rows = []
@@ -564,6 +573,9 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     overrides = {**suite.overrides, **(overrides or {})}
     workers = max(1, int(workers if workers is not None else (os.cpu_count() or 1)))
 
+    for d in difficulties:
+        if d == "endless" and overrides.get("horizon") is None:
+            raise ValueError("difficulty 'endless' never ends: give a horizon, e.g. --set horizon=800")
     tasks = build_tasks(agents, families, difficulties, seed_list, overrides)
     t0 = time.perf_counter()
     rows, timings = run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})")

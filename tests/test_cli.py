@@ -55,6 +55,7 @@ def test_every_subcommand_has_help(sub, capsys):
     (["bench", "--families", "recal", "--no-progress"], ["recal", "multi_hop", "consolidation"]),
     (["bench", "--suite", "huge", "--no-progress"], ["huge", "quick", "default", "full"]),
     (["bench", "--difficulties", "insane", "--no-progress"], ["insane", "easy", "medium", "hard"]),
+    (["bench", "--families", "life", "--difficulties", "endless", "--no-progress"], ["endless", "horizon"]),
     (["play", "MemGym/Life-Eazy-v0"], ["Life-Eazy", "MemGym/Life-Easy-v0", "MemGym/Recall-Easy-v0"]),
     (["replay", "/nonexistent/results.json", "--episode", "0"], ["not found"]),
     (["plot", "/nonexistent/results.json"], ["not found"]),
