@@ -124,3 +124,21 @@ def test_equal_life_and_tk_uses_limit():
     # all presentations at creation: L == t_k, the fraction is L^-d
     got = hybrid_base_level([4.0], n=3, life=4.0, k=1)
     assert got == pytest.approx(math.log(3 * 4.0 ** -0.5))
+
+
+def test_batch_fast_path_is_bit_identical():
+    rng = np.random.default_rng(3)
+    m, k = 1000, 4
+    created = rng.uniform(0, 100, m)
+    n = np.ones(m, dtype=np.int64)
+    recent = np.full((m, k), -np.inf)
+    recent[:, 0] = created
+    for i in rng.choice(m, 50, replace=False):  # a few retrieved memories, some beyond k
+        times = np.sort(rng.uniform(created[i] + 1, 400, int(rng.integers(1, 9))))
+        n[i] = 1 + len(times)
+        kept = np.concatenate([[created[i]], times])[-k:]
+        recent[i, : len(kept)] = kept
+    for d in (0.5, 0.3):
+        fast = hybrid_base_level_batch(500.0, created, n, recent, d=d, assume_no_nan=True)
+        rows = [hybrid_base_level_batch(500.0, created[i:i + 1], n[i:i + 1], recent[i:i + 1], d=d)[0] for i in range(m)]
+        assert fast.tobytes() == np.array(rows).tobytes()

@@ -424,3 +424,16 @@ def test_export_state_round_trip_is_exact(store):
     assert store.write_episode(6, "Dora swims").memory_id == clone.write_episode(6, "Dora swims").memory_id
     with pytest.raises(ValueError, match="schema"):
         MemoryStore._from_state({**state, "schema": 99}, None)
+
+
+def test_registered_extra_is_restored_by_from_state(store):
+    seen = []
+    MemoryStore.register_extra("test-component", lambda st, state: seen.append((st, state)))
+    try:
+        store.extra_state["test-component"] = {"n": 3}
+        clone = MemoryStore._from_state(store._export_state(), store.embedder)
+        assert seen == [(clone, {"n": 3})]
+        MemoryStore._from_state({**store._export_state(), "extra": {}}, store.embedder)
+        assert len(seen) == 1  # only for states that carry the component
+    finally:
+        MemoryStore._extra_restorers.pop("test-component")

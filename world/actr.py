@@ -117,6 +117,23 @@ def hybrid_base_level_batch(
     recent: (m, k) times of the k most recent presentations, NaN or -inf where fewer than k exist.
     Lags are clipped below at `min_lag`. Exact when n <= k.
     """
+    m = len(n)
+    if m > 256 and assume_no_nan:
+        # Most memories were never retrieved (n == 1): their only term is the first column. Compute
+        # those rows from that column alone and the others in full. Same operations per element, so
+        # the result is bit-identical to the general path (adding exact zeros changes nothing).
+        multi = np.flatnonzero(n != 1)
+        if len(multi) * 4 < m:
+            lag1 = np.maximum(now - recent[:, 0], min_lag)
+            if d == 0.5:
+                np.sqrt(lag1, out=lag1)
+                np.divide(1.0, lag1, out=lag1)
+                out = np.log(lag1)
+            else:
+                out = np.log(np.power(lag1, -d))
+            if len(multi):
+                out[multi] = hybrid_base_level_batch(now, created[multi], n[multi], recent[multi], d, min_lag, True)
+            return out
     # Padding (-inf time, or NaN) becomes an infinite lag, whose t^-d is exactly 0.
     lags = now - recent
     if not assume_no_nan:

@@ -31,7 +31,7 @@ from world.cues import STOP_WORDS
 
 __all__ = [
     "TextSignature", "signature", "fingerprint", "normalize", "value_change", "duplicate_rule",
-    "embedding_duplicate", "DedupConfig",
+    "embedding_duplicate", "DedupConfig", "words",
 ]
 
 _WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z0-9]+)*")
@@ -60,6 +60,11 @@ class TextSignature:
 def _word(w: str) -> str:
     w = w.replace("’", "'")  # noqa: RUF001
     return w[:-2] if w.lower().endswith("'s") else w
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words of `text` as the dedup rules see them (possessive 's removed)."""
+    return [_word(w).lower() for w in _WORD_RE.findall(text)]
 
 
 def signature(text: str) -> TextSignature:

@@ -34,7 +34,7 @@ import numpy as np
 
 from world.actr import ActRRecord, hybrid_base_level_batch
 from world.cues import extract_cues
-from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature
+from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature, words
 from world.embedding import CachedEmbedder, HashingEmbedder
 from world.graph import AssocGraph
 from world.importance import ImportanceScorer, Scorer
@@ -223,7 +223,11 @@ class _Space:
         self._view: tuple[int, list[str], np.ndarray] | None = None
         self.fp: dict[str, list[str]] = {}  # fingerprint -> active ids
         self.chains: dict[str, list[str]] = {}  # key -> ids, oldest first
+        self.fps: dict[str, str] = {}  # id -> content fingerprint (every live memory)
+        # signatures of recently written memories (what the dedup window looks at); older ones are
+        # recomputed from the text on demand: keeping all of them cost ~3.5 kB per memory
         self.sigs: dict[str, TextSignature] = {}
+        self.sig_cap = 2 * max(64, embed_window or 0)
         self.recent_slots: deque[int] = deque(maxlen=embed_window) if embed_window else deque()
         self.embed_window = embed_window
 
@@ -584,7 +588,7 @@ class MemoryStore:
         cand = np.fromiter(dict.fromkeys(cand.tolist()), dtype=np.int64)
         for slot in cand[: cfg.window]:
             mid = space.slot_id[slot]
-            rule = duplicate_rule(sig, space.sigs[mid], cfg)
+            rule = duplicate_rule(sig, self._sig(space, mid), cfg)
             if rule is not None:
                 return mid, rule
         if len(cand):
@@ -593,7 +597,7 @@ class MemoryStore:
                 if sims[j] < cfg.embed_threshold:
                     break
                 mid = space.slot_id[cand[j]]
-                if embedding_duplicate(sig, space.sigs[mid], float(sims[j]), cfg):
+                if embedding_duplicate(sig, self._sig(space, mid), float(sims[j]), cfg):
                     return mid, "embedding"
         return None
 
@@ -675,7 +679,7 @@ class MemoryStore:
         if key is not None:
             current = space.active_version(key, self._records)
             if current is not None:
-                if current.kind == ("semantic" if semantic else "episodic") and space.sigs[current.memory_id].fp == sig.fp:
+                if current.kind == ("semantic" if semantic else "episodic") and space.fps[current.memory_id] == sig.fp:
                     return self._report_duplicate(current, "key")
                 to_supersede = current
         else:
@@ -726,7 +730,10 @@ class MemoryStore:
         space.slot_id[slot] = mid
         space.order[mid] = slot
         space.recent_slots.append(slot)
+        space.fps[mid] = sig.fp
         space.sigs[mid] = sig
+        if len(space.sigs) > space.sig_cap:
+            del space.sigs[next(iter(space.sigs))]
         if rec.active:
             space.fp.setdefault(sig.fp, []).append(mid)
         if rec.key is not None:
@@ -751,11 +758,17 @@ class MemoryStore:
         self._records[mid] = rec
         self._loc[mid] = (space, slot)
 
+    def _sig(self, space: _Space, mid: str) -> TextSignature:
+        sig = space.sigs.get(mid)
+        if sig is None:
+            sig = signature(self._records[mid].content)
+        return sig
+
     def _mark_superseded(self, space: _Space, rec: Record, step: int) -> None:
         rec.superseded_at = step
         _, slot = self._loc[rec.memory_id]
         space.active[slot] = False
-        fp = space.sigs[rec.memory_id].fp
+        fp = space.fps[rec.memory_id]
         ids = space.fp.get(fp)
         if ids and rec.memory_id in ids:
             ids.remove(rec.memory_id)
@@ -820,12 +833,13 @@ class MemoryStore:
         space.slot_id[slot] = None
         space.free.append(slot)
         del space.order[memory_id]
-        sig = space.sigs.pop(memory_id)
-        ids = space.fp.get(sig.fp)
+        space.sigs.pop(memory_id, None)
+        fp = space.fps.pop(memory_id)
+        ids = space.fp.get(fp)
         if ids and memory_id in ids:
             ids.remove(memory_id)
             if not ids:
-                del space.fp[sig.fp]
+                del space.fp[fp]
         if rec.key is not None:
             chain = space.chains.get(rec.key)
             if chain is not None and memory_id in chain:
@@ -960,7 +974,7 @@ class MemoryStore:
         space, _ = self._loc[memory_id]
         if not isinstance(new_content, str) or not new_content.strip():
             raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
-        if signature(new_content).fp == space.sigs[memory_id].fp:
+        if signature(new_content).fp == space.fps[memory_id]:
             return self._report_duplicate(rec, "key")
         # validate before touching the target, so that a rejected call changes nothing
         _check_tier(write_kwargs.get("tier", rec.tier), write_kwargs.get("confidence", rec.confidence))
@@ -1041,9 +1055,9 @@ class MemoryStore:
                 return True
         if s in rec.cues:
             return True
-        words = " " + " ".join(self._loc[rec.memory_id][0].sigs[rec.memory_id].words) + " "
+        text_words = " " + " ".join(self._sig(self._loc[rec.memory_id][0], rec.memory_id).words) + " "
         target = " " + " ".join(signature(subject).words) + " "
-        return target.strip() != "" and target in words
+        return target.strip() != "" and target in text_words
 
     def erase(self, key: str | None = None, memory_id: str | None = None, subject: str | None = None, *,
               namespace: str | None = None) -> ErasureReport:
@@ -1104,7 +1118,7 @@ class MemoryStore:
         keys_before = {(r.namespace, r.key) for r in (self._records[m] for m in targets) if r.key is not None}
         erased_words: set[str] = set()
         for m in targets:
-            erased_words |= self._loc[m][0].sigs[m].content
+            erased_words |= self._sig(self._loc[m][0], m).content
         texts = []
         namespaces = set()
         for m in targets:
@@ -1112,7 +1126,7 @@ class MemoryStore:
             texts.append(rec.content)
             namespaces.add(rec.namespace)
             space = self._loc[m][0]
-            report.fingerprints.append(space.sigs[m].fp)
+            report.fingerprints.append(space.fps[m])
             (report.semantic if rec.kind == "semantic" else report.episodic).append(m)
             if m not in direct:
                 report.cascaded.append(m)
@@ -1131,11 +1145,12 @@ class MemoryStore:
         if callable(drop_matching) and targets:
             # Cached texts (queries included) that quote erased content, mention the subject, or use a
             # content word that only the erased memories had (a secret code, a name) go too.
-            remaining: set[str] = set()
-            for space in self._spaces.values():
-                for sig in space.sigs.values():
-                    remaining |= sig.content
-            unique = frozenset(erased_words - remaining)
+            unique = set(erased_words)
+            for rec in self._records.values():
+                if not unique:
+                    break
+                unique.difference_update(words(rec.content))
+            unique = frozenset(unique)
             low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
             if subject is not None and subject.strip():
                 low.append(subject.lower())
@@ -1227,6 +1242,18 @@ class MemoryStore:
             "embeddings": emb,
             "extra": extra,
         }
+
+    #: name -> restore(store, state): called by `_from_state` for every `state["extra"][name]` present,
+    #: after the store is rebuilt, so attached components (rolling summaries) are live at once.
+    _extra_restorers: ClassVar[dict[str, Callable[[MemoryStore, Any], Any]]] = {}
+
+    @classmethod
+    def register_extra(cls, name: str, restore: Callable[[MemoryStore, Any], Any]) -> None:
+        """Register how a component named `name` re-attaches itself to a store rebuilt by `_from_state`
+        (it finds its JSON state in `store.extra_state[name]`, also passed as the second argument)."""
+        if not callable(restore):
+            raise TypeError("restore must be callable")
+        cls._extra_restorers[name] = restore
 
     def save(self, path):
         """Save to one SQLite file (world/persistence.py: atomic, exact round trip)."""
@@ -1321,6 +1348,9 @@ class MemoryStore:
                 raise ValueError(f"edge {src!r} -> {dst!r}: both ends must be live memories of one namespace")
             store._loc[src][0].graph.add_edge(src, dst, rel, float(w))
         store.extra_state = dict(state.get("extra") or {})
+        for name, restore in list(cls._extra_restorers.items()):
+            if name in store.extra_state:
+                restore(store, store.extra_state[name])
         return store
 
     # ------------------------------------------------------------------ views and stats
