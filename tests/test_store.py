@@ -437,3 +437,25 @@ def test_registered_extra_is_restored_by_from_state(store):
         assert len(seen) == 1  # only for states that carry the component
     finally:
         MemoryStore._extra_restorers.pop("test-component")
+
+
+def test_failed_pagerank_is_never_silent():
+    from world.ppr import PPRConvergenceError
+
+    def build(**kw):
+        s = MemoryStore(CachedEmbedder(HashingEmbedder(64)), ppr_max_iter=1, ppr_tol=1e-12, **kw)
+        for i, t in enumerate(["Alice likes tea", "Alice walks her dog", "Bob fixes bikes"]):
+            s.write_episode(i, t)
+        return s
+
+    s = build()
+    got = s.query_scored("Alice", bump=False)
+    assert s.last_ppr_method == "solve" and s.counters["ppr_solve"] == 1
+    exact = MemoryStore(CachedEmbedder(HashingEmbedder(64)), ppr_max_iter=10_000, ppr_tol=1e-15)
+    for i, t in enumerate(["Alice likes tea", "Alice walks her dog", "Bob fixes bikes"]):
+        exact.write_episode(i, t)
+    want = exact.query_scored("Alice", bump=False)
+    assert [r.memory_id for r, _ in got] == [r.memory_id for r, _ in want]
+    np.testing.assert_allclose([x for _, x in got], [x for _, x in want], atol=1e-9)
+    with pytest.raises(PPRConvergenceError):
+        build(ppr_fallback="raise").query("Alice")
