@@ -168,3 +168,15 @@ def test_erase_hook_failure_is_visible():
     with pytest.raises(RuntimeError, match="hook failed"):
         store.erase(memory_id=m.memory_id)
     assert m.memory_id not in store  # the erasure itself happened before the hooks ran
+
+
+def test_store_rebuilt_from_state_erases_from_its_summaries_too(tmp_path):
+    """A store rebuilt by MemoryStore._from_state (not through load_store) must have its rolling
+    summaries attached at once: an erasure as the very first operation still reaches them."""
+    secret = "qzxrebuilt0042"
+    store, ids = build(secret, "alice")
+    twin = MemoryStore._from_state(store._export_state(), CachedEmbedder(HashingEmbedder(dim=64)))
+    twin.erase(key=LOCKER_KEY, namespace="alice")
+    after = everywhere(twin, secret, tmp_path)
+    assert not any(after.values()), after
+    assert "Erin" in summaries(twin, "alice").text

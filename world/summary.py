@@ -639,3 +639,17 @@ def restore_summaries(store: Any, states: dict | None = None, summarizers: dict 
         if not callable(getattr(summarizer, "summarize", None)):
             raise TypeError(f"restore_summaries: summarizer for {ns!r} has no summarize(previous_summary, turns)")
         registry[ns].summarizer = summarizer
+
+
+def _restore_extra(store: Any, state: Any) -> None:
+    """``MemoryStore._from_state`` hook: attach the rolling summaries (and their erase hooks) at once."""
+    restore_summaries(store)
+
+
+def _register() -> None:
+    from world.memory import MemoryStore
+
+    MemoryStore.register_extra(EXTRA_NAME, _restore_extra)
+
+
+_register()
