@@ -419,6 +419,138 @@ def _build_model(cfg: TrainConfig, env, seed: int, run_dir: Path):
         raise TrainConfigError(f"key 'hyperparams' of {cfg.algo}: {err}") from err
 
 
+# ----------------------------------------------------------------------------------------- warm start
+def demo_seeds(run_seed: int, episodes: int) -> list[int]:
+    """Training-pool seeds of the imitation demonstrations (`pretrain:`): a block the workers reach last."""
+    return [(1_000 * run_seed + TRAIN_SEED_LIMIT // 2 + j) % TRAIN_SEED_LIMIT for j in range(episodes)]
+
+
+class _Recorder(gym.Wrapper):
+    """Records (observation, action mask, action, reward, end) of every step played through it."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.obs: list[dict] = []
+        self.masks: list[np.ndarray] = []
+        self.actions: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.ends: list[bool] = []
+        self._last = None
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self._last = obs
+        return obs, info
+
+    def step(self, action):
+        self.obs.append(self._last)
+        self.masks.append(np.asarray(self.env.unwrapped.action_masks(), dtype=bool))
+        self.actions.append(np.asarray(action, dtype=np.int64).reshape(-1))
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.rewards.append(float(reward))
+        self.ends.append(bool(terminated or truncated))
+        self._last = obs
+        return obs, reward, terminated, truncated, info
+
+
+def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
+    """Behaviour cloning of `cfg.pretrain.agent` into the policy (and its returns into the value head).
+
+    Demonstrations come from training-pool seeds (`demo_seeds`). An action the masks forbid (a
+    heuristic's slot for an untargeted op) is mapped to the first allowed slot; a forbidden op is
+    dropped. Returns statistics (samples, final loss, agreement of the greedy policy with the agent).
+    """
+    import torch as th
+    from torch.nn import functional as F
+
+    pre = cfg.pretrain
+    bench = _bench()
+    from agents.base import make_agent
+
+    gamma = float(cfg.hyperparams.get("gamma", 0.99))
+    n_ops = 7
+    rec = _Recorder(make_env(cfg.env_id, cfg.env_overrides))
+    agent = make_agent(pre.agent)
+    demo_returns = []
+    for s in demo_seeds(run_seed, pre.episodes):
+        row, _ = bench.run_episode(agent, rec, s)
+        demo_returns.append(float(row["return"]))
+    rec.close()
+    keep, actions = [], []
+    targeted = {2, 3, 4, 6}  # UPDATE, LINK, REFLECT, FORGET
+    for i, (a, m) in enumerate(zip(rec.actions, rec.masks)):
+        op, slot = int(a[0]), int(a[1])
+        if not m[op]:
+            continue
+        if not m[n_ops + slot]:
+            if op in targeted:
+                continue
+            slot = int(np.flatnonzero(m[n_ops:])[0])
+        keep.append(i)
+        actions.append((op, slot))
+    returns = np.zeros(len(rec.rewards))
+    acc = 0.0
+    for i in range(len(rec.rewards) - 1, -1, -1):
+        acc = rec.rewards[i] + (0.0 if rec.ends[i] else gamma * acc)
+        returns[i] = acc
+    keys = list(rec.obs[0].keys())
+    obs = {k: np.stack([rec.obs[i][k] for i in keep]) for k in keys}
+    masks = np.stack([rec.masks[i] for i in keep])
+    act = np.asarray(actions, dtype=np.int64)
+    ret = returns[keep].astype(np.float32)
+
+    policy = model.policy
+    policy.set_training_mode(True)
+    opt = th.optim.Adam(policy.parameters(), lr=pre.learning_rate)
+    rng = np.random.default_rng(run_seed)
+    maskable = cfg.algo == "maskable_ppo"
+    n = len(act)
+    loss_v = float("nan")
+
+    is_targeted = np.isin(act[:, 0], sorted(targeted)).astype(np.float32)
+
+    def heads(o, idx):
+        dist = policy.get_distribution(o, action_masks=masks[idx]) if maskable else policy.get_distribution(o)
+        return dist.distributions if maskable else dist.distribution
+
+    for _ in range(pre.epochs):
+        order = rng.permutation(n)
+        for start in range(0, n, pre.batch_size):
+            idx = order[start:start + pre.batch_size]
+            o, _ = policy.obs_to_tensor({k: v[idx] for k, v in obs.items()})
+            a = th.as_tensor(act[idx], device=policy.device)
+            op_head, slot_head = heads(o, idx)
+            # the slot only matters for targeted ops: cloning the slot of a WRITE would teach the slot
+            # head "slot 0" four times out of five and drown the targets that matter
+            w = th.as_tensor(is_targeted[idx], device=policy.device)
+            log_prob = op_head.log_prob(a[:, 0]) + w * slot_head.log_prob(a[:, 1])
+            values = policy.predict_values(o)
+            target = th.as_tensor(ret[idx], device=policy.device)
+            loss = -log_prob.mean() + 0.5 * F.mse_loss(values.flatten(), target)
+            opt.zero_grad()
+            loss.backward()
+            th.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
+            opt.step()
+            loss_v = float(loss.item())
+    policy.set_training_mode(False)
+    with th.no_grad():
+        agree, slot_agree = 0, 0
+        for start in range(0, n, 1024):
+            idx = np.arange(start, min(n, start + 1024))
+            o, _ = policy.obs_to_tensor({k: v[idx] for k, v in obs.items()})
+            if maskable:
+                pred = policy._predict(o, deterministic=True, action_masks=masks[idx]).cpu().numpy()
+            else:
+                pred = policy._predict(o, deterministic=True).cpu().numpy()
+            agree += int((pred[:, 0] == act[idx, 0]).sum())
+            slot_agree += int(((pred[:, 1] == act[idx, 1]) * is_targeted[idx]).sum())
+    return {"agent": pre.agent, "episodes": pre.episodes, "seeds": demo_seeds(run_seed, pre.episodes),
+            "samples": int(n), "dropped": int(len(rec.actions) - n), "epochs": pre.epochs,
+            "final_loss": loss_v, "op_agreement": agree / max(n, 1),
+            "slot_agreement_targeted": slot_agree / max(float(is_targeted.sum()), 1.0),
+            "demo_mean_return": float(np.mean(demo_returns))}
+
+
 # ----------------------------------------------------------------------------------------- bench glue
 def _bench():
     from agents import bench
@@ -596,6 +728,10 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
 
     torch.set_num_threads(1)
     set_random_seed(seed)
+    import warnings
+
+    # the evaluation env is in-process on purpose (one env, fixed seeds) while training may use subprocesses
+    warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
 
     # -- run folder: resolved config and seeds
     resolved = cfg.to_dict() | {"seed": seed, "quick": bool(quick), "versions": _versions()}
@@ -650,6 +786,14 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         t0 -= float(ckpt[1].get("wall_time_s", 0.0))
     else:
         model = _build_model(cfg, train_env, seed, run_dir)
+        if cfg.pretrain.agent is not None and cfg.pretrain.epochs > 0:
+            t_pre = time.perf_counter()
+            stats = pretrain_by_imitation(model, cfg, seed)
+            stats["wall_time_s"] = round(time.perf_counter() - t_pre, 1)
+            (run_dir / "pretrain.json").write_text(json.dumps(stats, indent=2))
+            _say(f"warm start: cloned {stats['agent']} on {stats['samples']} steps "
+                 f"(op agreement {stats['op_agreement']:.3f}, demo return {stats['demo_mean_return']:.3f}, "
+                 f"{stats['wall_time_s']}s)")
 
     EpisodeCounter, HeldOutEval, Checkpoint, StopAfter, _ = _callbacks(cfg, run_dir, eval_env, start_steps, seed, t0)
     counter = EpisodeCounter(started)

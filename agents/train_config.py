@@ -67,6 +67,22 @@ class EvalSettings:
 
 
 @dataclasses.dataclass
+class PretrainSettings:
+    """Optional warm start: behaviour cloning of a baseline agent before RL (`pretrain:` in the YAML).
+
+    The agent plays `episodes` training-seed episodes; the policy is fitted to its actions
+    (cross-entropy through the action masks) and the value head to the discounted returns
+    (`gamma` of the algorithm), for `epochs` passes in minibatches of `batch_size`.
+    """
+
+    agent: str | None = None  # e.g. versioned; None = no warm start
+    episodes: int = 100
+    epochs: int = 10
+    batch_size: int = 256
+    learning_rate: float = 1e-3
+
+
+@dataclasses.dataclass
 class TrainConfig:
     """One training recipe. Build with `TrainConfig.from_yaml(path, quick=...)` or `from_dict`."""
 
@@ -80,6 +96,7 @@ class TrainConfig:
     total_steps: int = 100_000
     checkpoint_freq: int = 20_000  # environment steps between checkpoints
     eval: EvalSettings = dataclasses.field(default_factory=EvalSettings)
+    pretrain: PretrainSettings = dataclasses.field(default_factory=PretrainSettings)
     progress_bar: bool = True
     device: str = "cpu"
     name: str = ""
@@ -168,6 +185,27 @@ class TrainConfig:
             raise TrainConfigError(f"key 'eval.seed_start'/'eval.episodes': validation seeds [{lo}, {hi}) must stay "
                                    f"below the benchmark's test seeds (from {TEST_SEED_START})")
 
+        pre = _mapping(data.get("pretrain", {}) or {}, "pretrain")
+        _check_keys(pre, tuple(f.name for f in dataclasses.fields(PretrainSettings)), "pretrain.")
+        pre_agent = pre.get("agent")
+        if pre_agent is not None and (not isinstance(pre_agent, str) or not pre_agent or pre_agent.startswith("sb3:")
+                                      or pre_agent == "oracle"):
+            raise TrainConfigError("key 'pretrain.agent' must be the name of a non-privileged baseline agent "
+                                   f"(e.g. versioned) or null; got {pre_agent!r}")
+        if pre_agent is not None and algo == "dqn":
+            raise TrainConfigError("key 'pretrain' (imitation warm start) needs an actor-critic algorithm "
+                                   "(maskable_ppo, ppo, a2c), not dqn")
+        lr = pre.get("learning_rate", 1e-3)
+        if isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < 1:
+            raise TrainConfigError(f"key 'pretrain.learning_rate' must be a number in (0, 1), got {lr!r}")
+        pretrain = PretrainSettings(
+            agent=pre_agent,
+            episodes=_int(pre.get("episodes", 100), "pretrain.episodes", minimum=1),
+            epochs=_int(pre.get("epochs", 10), "pretrain.epochs", minimum=0),
+            batch_size=_int(pre.get("batch_size", 256), "pretrain.batch_size", minimum=1),
+            learning_rate=float(lr),
+        )
+
         cfg = cls(
             env_id=env_id,
             env_overrides=dict(overrides),
@@ -179,6 +217,7 @@ class TrainConfig:
             total_steps=_int(data.get("total_steps", 100_000), "total_steps", minimum=1),
             checkpoint_freq=_int(data.get("checkpoint_freq", 20_000), "checkpoint_freq", minimum=1),
             eval=eval_settings,
+            pretrain=pretrain,
             progress_bar=_bool(data.get("progress_bar", True), "progress_bar"),
             device=str(data.get("device", "cpu")),
             name=str(data.get("name", "") or ""),
@@ -216,6 +255,7 @@ class TrainConfig:
                 "test_episodes": self.eval.test_episodes,
                 "baselines": list(self.eval.baselines),
             },
+            "pretrain": dataclasses.asdict(self.pretrain),
             "progress_bar": self.progress_bar,
             "device": self.device,
         }
@@ -231,7 +271,7 @@ class TrainConfig:
 
 
 _TOP_KEYS = ("name", "env", "algo", "policy", "hyperparams", "policy_kwargs", "n_envs", "total_steps",
-             "checkpoint_freq", "eval", "progress_bar", "device")
+             "checkpoint_freq", "eval", "pretrain", "progress_bar", "device")
 
 
 def _deep_merge(base: dict, extra: Mapping) -> dict:

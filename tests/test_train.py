@@ -79,10 +79,14 @@ def test_shipped_configs_load_full_and_quick():
         ({"policy_kwargs": {"net_arch": [64, -1]}}, "key 'policy_kwargs.net_arch'"),
         ({"env": {"name": "x"}}, "unknown key 'env.name'"),
         ({"quick": 3}, "key 'quick' must be a mapping"),
+        ({"pretrain": {"agent": "oracle"}}, "key 'pretrain.agent' must be the name of a non-privileged"),
+        ({"pretrain": {"epochs": -1}}, "key 'pretrain.epochs' must be an integer >= 0"),
+        ({"pretrain": {"agent": "versioned"}, "algo": "dqn", "hyperparams": {}}, "key 'pretrain'"),
     ],
 )
 def test_bad_config_names_the_key(tmp_path, patch, needle):
     data = yaml.safe_load(LIFE_EASY.read_text())
+    data.pop("quick")
     data.update(patch)
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -207,6 +211,29 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     # the workers' seed schedule continues too: more episodes started at 256 than at 128
     later = json.loads((out / "checkpoints" / "state_256.json").read_text())
     assert later["episodes_started"][0] > state["episodes_started"][0]
+
+
+def test_imitation_warm_start_clones_the_agent(tmp_path):
+    """`pretrain:` fits the policy to a baseline's actions: the greedy policy then agrees with it far
+    more than an untrained one (which picks one op everywhere)."""
+    common = {"policy_kwargs": {"net_arch": [64]}, "total_steps": 64,
+              "eval": {"freq": 64, "episodes": 1, "baselines": [], "test_episodes": 1}}
+    cold = T.train(tiny(tmp_path, "cold", pretrain={"agent": "versioned", "episodes": 3, "epochs": 0}, **common),
+                   seed=0, out_dir=tmp_path / "cold", test_eval=False)
+    assert cold.finished and not (tmp_path / "cold" / "pretrain.json").exists()
+    warm = T.train(tiny(tmp_path, "warm", pretrain={"agent": "versioned", "episodes": 3, "epochs": 40, "batch_size": 16}, **common),
+                   seed=0, out_dir=tmp_path / "warm", test_eval=False)
+    assert warm.finished
+    stats = json.loads((tmp_path / "warm" / "pretrain.json").read_text())
+    assert stats["agent"] == "versioned" and stats["samples"] + stats["dropped"] == 90 and stats["samples"] > 80
+    assert all(s < TRAIN_SEED_LIMIT for s in stats["seeds"])
+    assert stats["op_agreement"] > 0.75
+    # the same demonstrations scored by an untrained policy of the same seed
+    cfg = TrainConfig.from_yaml(tmp_path / "warm.yaml")
+    cfg.pretrain.epochs = 0
+    model = T.load_model(cold.model_path)
+    untrained = T.pretrain_by_imitation(model, cfg, 0)
+    assert untrained["op_agreement"] < stats["op_agreement"] - 0.2, (untrained, stats)
 
 
 def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
