@@ -493,17 +493,23 @@ class World:
     # ------------------------------------------------------------------ snapshots
     _SKIP = ("config", "_embedder", "reader")
 
-    def get_state(self) -> dict:
-        """Deep snapshot of everything that changes (store, payloads, script, clock, RNG, stats).
-        The embedder (a cache) and the reader are shared, not copied. Pickle-able."""
+    def _memo(self, gen) -> dict:
         memo = {id(self._embedder): self._embedder}
+        if self.config.horizon is not None:
+            # a fixed-horizon script is complete and never changes: snapshots share it
+            memo[id(gen)] = gen
+        return memo
+
+    def get_state(self) -> dict:
+        """Deep snapshot of everything that changes (store, payloads, clock, RNG, stats; the
+        script of an endless world). The embedder (a cache), the reader and a finished script are
+        shared, not copied. Pickle-able."""
         state = {k: v for k, v in self.__dict__.items() if k not in self._SKIP}
-        return copy.deepcopy(state, memo)
+        return copy.deepcopy(state, self._memo(self._gen))
 
     def set_state(self, state: dict) -> None:
         """Restore a snapshot from :meth:`get_state` (the snapshot stays reusable)."""
-        memo = {id(self._embedder): self._embedder}
-        self.__dict__.update(copy.deepcopy(state, memo))
+        self.__dict__.update(copy.deepcopy(state, self._memo(state["_gen"])))
 
     def __getstate__(self):
         return dict(self.__dict__)
