@@ -265,23 +265,26 @@ HABITS: dict[str, Habit] = {
 }
 
 CHITCHAT = (
-    "The weather is {adj} today.", "I watched a {genre} film last night.", "Traffic was {adj} this morning.",
+    "The weather is {weather} today.", "I watched a {genre} film last night.", "Traffic was {traffic} this morning.",
     "I think I need another coffee.", "Did you see the {genre} series everyone talks about?",
-    "My neighbour's {animal} kept barking again.", "It's been a {adj} week, honestly.",
+    "My neighbour's {animal} kept barking again.", "It's been a {mood} week, honestly.",
     "I might repaint the kitchen {colour}.", "The {animal} at the park was adorable.",
     "Let's talk about something else for a bit.", "I can't believe it's already {month}.",
-    "I read a {adj} article about {topic} today.", "Remind me to buy {thing} later.",
-    "The train was {adj} again.", "I've been listening to a lot of {genre} podcasts.",
-    "What a {adj} sunset that was.", "I should really clean my {thing}.",
+    "I read a {mood} article about {topic} today.", "Remind me to buy {buy} later.",
+    "The train was {traffic} again.", "I've been listening to a lot of {genre} podcasts.",
+    "What a {mood} sunset that was.", "I should really clean my {clean}.",
 )
 _FILL = {
-    "adj": "lovely gloomy strange hectic calm busy rainy odd quiet slow chaotic sunny".split(),
+    "weather": "lovely gloomy rainy sunny windy grey mild chilly".split(),
+    "traffic": "awful slow chaotic calm quiet packed late".split(),
+    "mood": "strange hectic lovely odd quiet busy wonderful long".split(),
     "genre": "crime sci-fi comedy documentary horror cooking history nature".split(),
     "animal": "dog cat parrot goose hedgehog fox squirrel".split(),
     "colour": COLOURS,
     "month": MONTHS,
     "topic": "volcanoes bees tides typography trains fungi glaciers".split(),
-    "thing": "batteries bread stamps light bulbs desk bike shoes".split(),
+    "buy": "batteries|bread|stamps|light bulbs|milk|a birthday card".split("|"),
+    "clean": "desk|bike|shoes|windows|oven|car".split("|"),
 }
 
 
