@@ -15,7 +15,8 @@ from envs import features as F
 from world import Op, World, WorldConfig
 
 N_OPS = len(Op)
-OP_NAMES: tuple[str, ...] = tuple(op.name for op in sorted(Op, key=int))
+_OPS: tuple[Op, ...] = tuple(sorted(Op, key=int))
+OP_NAMES: tuple[str, ...] = tuple(op.name for op in _OPS)
 TARGETED = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
 
 
@@ -261,7 +262,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def step(self, action: Any):
         op_i, slot = self._parse_action(action)
-        op = Op(op_i)
+        op = _OPS[op_i]
         target = None
         if op in TARGETED and slot < len(self._ids):
             target = self._ids[slot]
@@ -271,7 +272,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """One env step applying ``op`` to memory ``target`` (a targeted op with ``target=None`` is invalid)."""
         op_i = int(op)
         outcome = self.world.apply(op, target)
-        terms = {name: float(v) for name, v in outcome.reward_terms.items()}  # weighted by the world
+        terms = outcome.reward_terms  # a fresh dict per outcome, already weighted by config.rewards
         reward = float(sum(terms.values()))
         invalid = not outcome.valid
         self._last_invalid = invalid
@@ -288,7 +289,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             "invalid_action": invalid,
             "invalid_reason": outcome.invalid_reason,
             "reward_terms": terms,
-            "outcome_op": op.name,
+            "outcome_op": OP_NAMES[op_i],
             "memory_id": outcome.memory_id,
         }
         if outcome.question is not None:
@@ -479,8 +480,9 @@ def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | Non
     Untargeted ops (NOOP, WRITE, QUERY) go on slot 0 only. The same rules as ``World.is_valid``
     (capacity for creating ops, a live target, UPDATE only on the newest version, REFLECT only on an
     episode with a cluster of >= 2 live episodes on its subject and relation), computed once per step
-    instead of once per pair: the REFLECT clusters are counted once per store version. A test
-    compares this with ``World.is_valid`` pair by pair.
+    instead of once per pair: REFLECT clusters come from the world's (subject, relation) index when it
+    has one, else are counted once per store version. A test compares this with ``World.is_valid``
+    pair by pair.
     """
     store = world.store
     full = len(store) >= world.config.capacity
@@ -492,6 +494,7 @@ def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | Non
     episodic = store.episodic
     counts = None
     payloads = world._payloads
+    cluster = getattr(world, "_by_key", None) is not None and getattr(world, "_cluster", None)
     for j, mid in enumerate(ids):
         rec = store.get(mid)
         if rec is None:
@@ -502,6 +505,9 @@ def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | Non
         out[Op.LINK, j] = True
         out[Op.UPDATE, j] = rec.superseded_at is None
         if mid in episodic:
+            if cluster:  # the world indexes payloads by (subject, relation): O(cluster size)
+                out[Op.REFLECT, j] = len(cluster(mid)) >= 2
+                continue
             p = payloads.get(mid)
             if p and p.get("kind") in _CLUSTER_KINDS:
                 if counts is None:

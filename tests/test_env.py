@@ -231,10 +231,16 @@ def test_masked_random_policy_keeps_the_op_mask_honest():
 
 # ---------------------------------------------------------------------- candidates and masks
 def _play(env, rng, n):
-    """n masked-random steps, yielding after each one."""
+    """n masked-random steps (REFLECT taken whenever some slot allows it: it is rarely valid), yielding
+    after each one."""
     for _ in range(n):
-        mask = env.action_masks()
-        env.step(np.array([rng.choice(np.flatnonzero(mask[:7])), rng.choice(np.flatnonzero(mask[7:]))]))
+        pairs = env.action_mask_pairs()
+        if pairs[Op.REFLECT].any():
+            action = [Op.REFLECT, rng.choice(np.flatnonzero(pairs[Op.REFLECT]))]
+        else:
+            mask = env.action_masks()
+            action = [rng.choice(np.flatnonzero(mask[:7])), rng.choice(np.flatnonzero(mask[7:]))]
+        env.step(np.array(action))
         if env.world.done:
             env.reset()
         yield
