@@ -17,7 +17,7 @@ y (I - alpha P) = p, x = y / sum(y) (valid because sum(x) = 1 is preserved); wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +42,15 @@ class TransitionMatrix:
     pt: sp.csr_matrix  # P transposed
     dangling: np.ndarray  # bool (n,)
     n: int
+    _scaled: dict = field(default_factory=dict, repr=False, compare=False)  # alpha -> alpha * pt.data
+
+    def scaled_data(self, alpha: float) -> np.ndarray:
+        data = self._scaled.get(alpha)
+        if data is None:
+            data = alpha * self.pt.data
+            self._scaled.clear()
+            self._scaled[alpha] = data
+        return data
 
 
 def transition_matrix(adj: sp.spmatrix) -> TransitionMatrix:
@@ -88,20 +97,23 @@ def personalized_pagerank(
     p = p / total
     dangling = np.flatnonzero(tm.dangling)
     pt = tm.pt
-    indptr, indices, data = pt.indptr, pt.indices, pt.data
+    indptr, indices = pt.indptr, pt.indices
+    data_a = tm.scaled_data(alpha)  # alpha folded into the matrix once per graph
+    seeds = np.flatnonzero(p)
+    p_seeds = p[seeds]
     x = np.full(n, 1.0 / n)
     y = np.empty(n)
     diff = np.empty(n)
     for _ in range(max_iter):
-        # y = alpha * (x P + (x . dangling) p) + (1 - alpha) p, written in place (hot loop)
-        dmass = x.take(dangling).sum() if len(dangling) else 0.0
+        # y = alpha x P + (alpha (x . dangling) + 1 - alpha) p, written in place (hot loop; p is
+        # sparse: only the seeds are set)
+        c = alpha * x.take(dangling).sum() + (1.0 - alpha) if len(dangling) else 1.0 - alpha
+        y.fill(0.0)
+        y[seeds] = c * p_seeds
         if _csr_matvec is not None:
-            y.fill(0.0)
-            _csr_matvec(n, n, indptr, indices, data, x, y)
+            _csr_matvec(n, n, indptr, indices, data_a, x, y)
         else:  # pragma: no cover - scipy without the private kernel
-            y[:] = pt @ x
-        y *= alpha
-        y += (alpha * dmass + (1.0 - alpha)) * p
+            y += sp.csr_matrix((data_a, indices, indptr), shape=(n, n)) @ x
         np.subtract(y, x, out=diff)
         np.abs(diff, out=diff)
         x, y = y, x
