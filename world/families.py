@@ -47,6 +47,7 @@ from world.entities import (
     Cast,
     chitchat,
     pick,
+    randint,
 )
 
 UNKNOWN = "unknown"
@@ -112,7 +113,7 @@ class ScriptGenerator:
         weights = config.mix or {config.family: 1.0}
         self._mix_names = sorted(weights)
         w = np.array([weights[k] for k in self._mix_names], dtype=float)
-        self._mix_p = w / w.sum()
+        self._mix_cdf = np.cumsum(w / w.sum())
         for _ in range(config.n_entities):
             self.cast.new_person()
         if config.horizon is None:
@@ -135,7 +136,7 @@ class ScriptGenerator:
     def _delay(self) -> int:
         scale = 1.0 + 0.5 * self.level
         lo, hi = self.cfg.delay_min, int(self.cfg.delay_max * scale)
-        return int(self.rng.integers(lo, hi + 1))
+        return randint(self.rng, lo, hi + 1)
 
     def _window(self, start: int, length: int) -> None:
         cfg, rng = self.cfg, self.rng
@@ -145,7 +146,8 @@ class ScriptGenerator:
         n += int(rng.random() < length * rate - n)
         starts = sorted(int(s) for s in rng.integers(start, max(start + 1, end - cfg.delay_min), size=n))
         for s in starts:
-            fam = self._mix_names[int(rng.choice(len(self._mix_names), p=self._mix_p))]
+            j = int(np.searchsorted(self._mix_cdf, rng.random(), side="right"))
+            fam = self._mix_names[min(j, len(self._mix_names) - 1)]
             thread = self._build(fam)
             if thread:
                 self._place(thread, s)
@@ -198,7 +200,7 @@ class ScriptGenerator:
         noise = min(1.0, cfg.noise_ratio + 0.05 * self.level)
         u = rng.random()
         if u < cfg.repeat_ratio and self._repeatable:
-            src = self.events[self._repeatable[int(rng.integers(len(self._repeatable)))]]
+            src = self.events[pick(rng, self._repeatable)]
             sp = src.payload
             verbatim = bool(rng.random() < 0.5)
             rel = RELATIONS.get(sp["relation"])
@@ -230,7 +232,7 @@ class ScriptGenerator:
         rng = self.rng
         for t in range(tries):
             s = subject or (self.cast.person() if t < tries // 2 else self.cast.new_person())
-            r = relations[int(rng.integers(len(relations)))]
+            r = pick(rng, relations)
             if (s, r) not in self._used:
                 self._used.add((s, r))
                 return s, r
@@ -293,19 +295,19 @@ class ScriptGenerator:
         # conversation: an outdated version that is kept stays the better-known one
         if self.rng.random() < 0.85:
             para = self._render_fact(rel, s, values[0], avoid=out[0].text)
-            out.append(self._stmt(int(self.rng.integers(2, 5)), "repeat", para, fam, subject=s, relation=r,
+            out.append(self._stmt(randint(self.rng, 2, 5), "repeat", para, fam, subject=s, relation=r,
                                   object=values[0], of_pos=0, verbatim=False))
         if self.rng.random() < 0.4:
-            out.append(self._question(int(self.rng.integers(2, 6)), pick(self.rng, rel.ask).format(s=s), fam,
+            out.append(self._question(randint(self.rng, 2, 6), pick(self.rng, rel.ask).format(s=s), fam,
                                       "current", values[0], [0], subject=s, relation=r))
         for v in values[1:]:
-            gap = int(self.rng.integers(3, max(4, self.cfg.delay_max // 2 + 1)))
+            gap = randint(self.rng, 3, max(4, self.cfg.delay_max // 2 + 1))
             out.append(self._stmt(gap, "change", pick(self.rng, rel.change).format(s=s, o=v), fam, subject=s,
                                   relation=r, object=v))
         return out, s, r, values
 
     def _t_update(self, fam: str) -> list[_TE] | None:
-        n = int(self.rng.integers(1, self.cfg.max_changes + 1))
+        n = randint(self.rng, 1, self.cfg.max_changes + 1)
         built = self._chain(fam, n)
         if built is None:
             return None
@@ -317,7 +319,7 @@ class ScriptGenerator:
         return out
 
     def _t_temporal(self, fam: str) -> list[_TE] | None:
-        n = int(self.rng.integers(1, self.cfg.max_changes + 1))
+        n = randint(self.rng, 1, self.cfg.max_changes + 1)
         built = self._chain(fam, n)
         if built is None:
             return None
@@ -336,9 +338,9 @@ class ScriptGenerator:
         return out
 
     def _t_multi_hop(self, fam: str) -> list[_TE] | None:
-        hops = int(self.rng.integers(2, self.cfg.max_hops + 1))
+        hops = randint(self.rng, 2, self.cfg.max_hops + 1)
         paths = [p for p in HOP_ASK if len(p) == hops]
-        path = paths[int(self.rng.integers(len(paths)))]
+        path = paths[randint(self.rng, 0, len(paths))]
         pair = self._alloc((path[0],))
         if pair is None:
             return None
@@ -354,10 +356,10 @@ class ScriptGenerator:
             r = path[k]
             self._used.add((entity, r))
             v = self.cast.value(RELATIONS[r].objects)
-            desc, tmpl = REF_TEXT[(path[k - 1], r)][int(self.rng.integers(len(REF_TEXT[(path[k - 1], r)])))]
+            desc, tmpl = pick(self.rng, REF_TEXT[(path[k - 1], r)])
             desc = desc.replace("{P}", self.cast.possessive(s).capitalize())
             text = tmpl.format(r=desc, o=v)
-            out.append(self._stmt(int(self.rng.integers(1, 4)), "ref", text, fam, subject="ref:" + desc.lower(),
+            out.append(self._stmt(randint(self.rng, 1, 4), "ref", text, fam, subject="ref:" + desc.lower(),
                                   relation=r, object=v, resolves=entity, antecedent_pos=k - 1))
             entity = v
         out.append(self._question(self._delay(), pick(self.rng, HOP_ASK[path]).format(s=s), fam, "hop", entity,
@@ -368,28 +370,28 @@ class ScriptGenerator:
         names = sorted(HABITS)
         for _ in range(20):
             s = self.cast.person()
-            h = names[int(self.rng.integers(len(names)))]
+            h = names[randint(self.rng, 0, len(names))]
             if (s, h) not in self._used:
                 break
         else:
             return None
         self._used.add((s, h))
         habit = HABITS[h]
-        n = int(self.rng.integers(self.cfg.episodes - 1, self.cfg.episodes + 2))
+        n = randint(self.rng, self.cfg.episodes - 1, self.cfg.episodes + 2)
         major = self.cast._draw(habit.objects)
         objs = [major] * n
         if n >= 4:  # one odd episode: the rule is the majority, not the last episode
             odd = self.cast._draw(habit.objects)
             while odd == major:
                 odd = self.cast._draw(habit.objects)
-            objs[int(self.rng.integers(n))] = odd
-        week0 = int(self.rng.integers(1, 40))
+            objs[randint(self.rng, 0, n)] = odd
+        week0 = randint(self.rng, 1, 40)
         out = []
         tmpls = list(habit.episode)
         order = self.rng.permutation(len(tmpls))
         for i, o in enumerate(objs):
             text = tmpls[int(order[i % len(tmpls)])].format(s=s, o=o, w=week0 + i)
-            out.append(self._stmt(int(self.rng.integers(2, 6)) if i else 0, "episode", text, fam, subject=s,
+            out.append(self._stmt(randint(self.rng, 2, 6) if i else 0, "episode", text, fam, subject=s,
                                   relation=h, object=o))
         delay = self._delay() + self.cfg.delay_max // 2
         out.append(self._question(delay, habit.ask.format(s=s), fam, "usually", major, list(range(n)), subject=s,
@@ -410,12 +412,12 @@ class ScriptGenerator:
             free = [x for x in PERSON_RELATIONS if (s, x) not in self._used]
             if not free:
                 return built
-            r2, s2 = free[int(self.rng.integers(len(free)))], s
+            r2, s2 = free[randint(self.rng, 0, len(free))], s
         elif u < 0.75:  # same attribute, another person of the story
             others = [p for p in self.cast.people if p != s and (p, r) not in self._used]
             if not others:
                 return built
-            s2, r2 = others[int(self.rng.integers(len(others)))], r
+            s2, r2 = others[randint(self.rng, 0, len(others))], r
         else:  # someone never introduced
             s2 = self.cast.new_person()
             self.cast.people.remove(s2)
@@ -428,7 +430,7 @@ class ScriptGenerator:
     def _t_erasure(self, fam: str) -> list[_TE] | None:
         free = [r for r in USER_RELATIONS if ("user", r) not in self._used]
         if free and self.rng.random() < 0.6:
-            r = free[int(self.rng.integers(len(free)))]
+            r = free[randint(self.rng, 0, len(free))]
             s = "user"
             self._used.add((s, r))
             rel = RELATIONS[r]
@@ -443,10 +445,10 @@ class ScriptGenerator:
         v = self.cast.value(rel.objects)
         out = [
             self._stmt(0, "fact", self._render_fact(rel, s, v), fam, subject=s, relation=r, object=v),
-            self._question(int(self.rng.integers(2, 8)), pick(self.rng, rel.ask).format(s=s), fam, "current", v, [0],
+            self._question(randint(self.rng, 2, 8), pick(self.rng, rel.ask).format(s=s), fam, "current", v, [0],
                            subject=s, relation=r),
         ]
-        out.append(_TE(int(self.rng.integers(3, 10)), REQUEST, req,
+        out.append(_TE(randint(self.rng, 3, 10), REQUEST, req,
                        {"kind": "request", "family": fam, "thread": self._threads, "subject": s,
                         "relation": r, "erases": v}))
         out.append(self._question(self._delay(), pick(self.rng, rel.ask).format(s=s), fam, "erased", UNKNOWN, [],
