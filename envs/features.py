@@ -74,12 +74,10 @@ def squash_activation(b: np.ndarray, threshold: float) -> np.ndarray:
 
     This is the retrieval probability of ACT-R with noise scale s = 1 and retrieval threshold at the
     store's forget threshold: 0.5 means "about to be swept". ``-inf`` and NaN map to ~0 (the
-    argument is clipped to [-60, 60], so no overflow warning is possible).
+    exponent is capped at 60, so no overflow warning is possible).
     """
-    x = np.subtract(b, threshold, dtype=np.float64)
-    np.fmax(x, -60.0, out=x)  # fmax drops NaN in favour of -60
-    np.fmin(x, 60.0, out=x)
-    np.negative(x, out=x)
+    x = np.subtract(threshold, b, dtype=np.float64)
+    np.fmin(x, 60.0, out=x)  # fmin drops NaN in favour of 60; -inf activations become 60 too
     np.exp(x, out=x)
     x += 1.0
     return np.reciprocal(x, out=x)
@@ -103,12 +101,8 @@ class _StoreArrays:
             all_ids, all_slots = space.view()
             if len(all_ids) != len(store):
                 raise LookupError("several namespaces")
-            slots = np.empty(len(ids), dtype=np.int64)
-            for i, mid in enumerate(ids):
-                sp, slot = loc[mid]
-                if sp is not space:
-                    raise LookupError("candidate outside the default namespace")
-                slots[i] = slot
+            # every live memory is in the default namespace (checked above), so are the candidates
+            slots = np.array([loc[mid][1] for mid in ids], dtype=np.int64)
             sims = space.emb[slots] @ vec if len(ids) else np.zeros(0)
             acts = store._activation_rows(space, np.concatenate((slots, all_slots)))
             return sims, acts[: len(ids)], acts[len(ids):]
@@ -209,8 +203,6 @@ class FeatureBuilder:
         ids = world.candidates() if event_vec is not None else []
         self.ids = ids
         c = self.candidates
-        c.fill(0.0)
-        self.mask.fill(0)
         m = len(ids)
         now = int(store.current_step)
         n_live = len(store)
@@ -222,11 +214,6 @@ class FeatureBuilder:
         else:
             mean_act = 0.0
         if m:
-            self.mask[:m] = 1
-            np.minimum(sims, 1.0, out=sims)
-            np.maximum(sims, -1.0, out=sims)
-            c[:m, 0] = sims
-            c[:m, 1] = squashed[:m]
             ev_cues = self.event_cues(event_text) if event_text else frozenset()
             n_ev = max(1, len(ev_cues))
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
@@ -236,7 +223,7 @@ class FeatureBuilder:
                 incoming = links["incoming"] = _incoming_links(store)
             static = self._static_rows(store)
             rows = []
-            for mid in ids:
+            for mid, sim, act in zip(ids, sims.tolist(), squashed[:m].tolist()):
                 st = static.get(mid)
                 if st is None:
                     st = static[mid] = self._static_row(store, mid)
@@ -253,6 +240,8 @@ class FeatureBuilder:
                         chain = links[key] = min(max(len(store.versions(key)), 1), CHAIN_CAP) / CHAIN_CAP
                 cues = head[-1]
                 rows.append((
+                    sim if -1.0 <= sim <= 1.0 else (1.0 if sim > 1.0 else -1.0),
+                    act,
                     1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
                     min(math.log1p(age) / _LOG_AGE_CAP, 1.0) if age > 0 else 0.0,
                     *head[:-1],
@@ -263,22 +252,23 @@ class FeatureBuilder:
                     chain,
                     conf,
                 ))
-            c[:m, 2:] = rows
+            c[:m] = rows
+        c[m:] = 0.0
+        self.mask[:m] = 1
+        self.mask[m:] = 0
         # store features
-        s = self.store
         cap = max(1, int(cfg.capacity))
-        s[0] = min(n_live / cap, 1.0)
-        s[1] = min(len(store.episodic) / cap, 1.0)
-        s[2] = min(len(store.semantic) / cap, 1.0)
-        s[3] = mean_act
         every = max(1, int(cfg.sweep_every))
-        s[4] = (every - (now % every)) / every
         horizon = cfg.horizon
         step = max(0, int(event_index))
-        if horizon:
-            s[5] = min(step / horizon, 1.0)
-        else:
-            s[5] = step / (step + ENDLESS_CLOCK_SCALE)
-        s[6] = m / self.k
-        s[7] = 1.0 if last_invalid else 0.0
+        self.store[:] = (
+            min(n_live / cap, 1.0),
+            min(len(store.episodic) / cap, 1.0),
+            min(len(store.semantic) / cap, 1.0),
+            mean_act,
+            (every - (now % every)) / every,
+            min(step / horizon, 1.0) if horizon else step / (step + ENDLESS_CLOCK_SCALE),
+            m / self.k,
+            1.0 if last_invalid else 0.0,
+        )
         return ids

@@ -397,6 +397,10 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             )
 
     def _parse_action(self, action: Any) -> tuple[int, int]:
+        if type(action) is np.ndarray and action.shape == (2,) and action.dtype.kind in "iu":  # fast path
+            op_i, slot = action.tolist()
+            if 0 <= op_i < N_OPS and 0 <= slot < self.K:
+                return op_i, slot
         try:
             arr = np.asarray(action).reshape(-1)
             if arr.shape != (2,) or not np.issubdtype(arr.dtype, np.number):
@@ -459,16 +463,17 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def _compute_masks(self, live: bool) -> None:
         pair = self._pair
-        pair.fill(False)
-        pair[Op.NOOP, 0] = True
         ids = self._ids
         if live:
             valid_pairs(self.world, ids, pair, self._cluster_cache)
+        else:
+            pair.fill(False)
+            pair[Op.NOOP, 0] = True
         mask = self._mask
         mask[:N_OPS] = pair.any(axis=1)
-        n = len(ids)
-        mask[N_OPS:] = False
-        mask[N_OPS:N_OPS + max(n, 1)] = True
+        n = max(len(ids), 1)
+        mask[N_OPS:N_OPS + n] = True
+        mask[N_OPS + n:] = False
 
 
 _CLUSTER_KINDS = frozenset({"fact", "change", "repeat", "distractor", "episode", "ref"})
@@ -480,53 +485,71 @@ def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | Non
     Untargeted ops (NOOP, WRITE, QUERY) go on slot 0 only. The same rules as ``World.is_valid``
     (capacity for creating ops, a live target, UPDATE only on the newest version, REFLECT only on an
     episode with a cluster of >= 2 live episodes on its subject and relation), computed once per step
-    instead of once per pair: REFLECT clusters come from the world's (subject, relation) index when it
-    has one, else are counted once per store version. A test compares this with ``World.is_valid``
-    pair by pair.
+    instead of once per pair: REFLECT clusters are counted once per store version. A test compares
+    this with ``World.is_valid`` pair by pair.
     """
     store = world.store
     full = len(store) >= world.config.capacity
+    out.fill(False)
     out[Op.NOOP, 0] = True
     out[Op.WRITE, 0] = not full
     out[Op.QUERY, 0] = True
-    if not ids:
+    m = len(ids)
+    if not m:
         return out
+    get = store.get
+    recs = [get(mid) for mid in ids]
+    out[Op.FORGET, :m] = [rec is not None for rec in recs]
+    if full:
+        return out
+    out[Op.LINK, :m] = out[Op.FORGET, :m]
+    out[Op.UPDATE, :m] = [rec is not None and rec.superseded_at is None for rec in recs]
     episodic = store.episodic
-    counts = None
     payloads = world._payloads
-    cluster = getattr(world, "_by_key", None) is not None and getattr(world, "_cluster", None)
-    for j, mid in enumerate(ids):
-        rec = store.get(mid)
-        if rec is None:
-            continue
-        out[Op.FORGET, j] = True
-        if full:
-            continue
-        out[Op.LINK, j] = True
-        out[Op.UPDATE, j] = rec.superseded_at is None
+    counts = None
+    reflect = []
+    for mid in ids:
+        ok = False
         if mid in episodic:
-            if cluster:  # the world indexes payloads by (subject, relation): O(cluster size)
-                out[Op.REFLECT, j] = len(cluster(mid)) >= 2
-                continue
             p = payloads.get(mid)
             if p and p.get("kind") in _CLUSTER_KINDS:
                 if counts is None:
                     counts = _cluster_counts(world, cache)
-                out[Op.REFLECT, j] = counts.get((p.get("subject"), p.get("relation")), 0) >= 2
+                ok = counts.get((p.get("subject"), p.get("relation")), 0) >= 2
+        reflect.append(ok)
+    out[Op.REFLECT, :m] = reflect
     return out
 
 
 def _cluster_counts(world: World, cache: dict | None) -> dict:
+    """(subject, relation) -> live episodes with a fact-like payload, i.e. the clusters REFLECT
+    consolidates. Kept incrementally: when the store changed, only payloads added or dropped since the
+    last count are visited (set differences of the payload ids)."""
+    payloads = world._payloads
+    if cache is None:
+        cache = {}
     key = (world.store, world._version)
-    if cache is not None and cache.get("key") == key:
+    if cache.get("key") == key:
         return cache["counts"]
+    if cache.get("store") is not world.store:
+        cache.clear()
+        cache.update(store=world.store, ids=set(), keys={}, counts={})
+    ids, keys, counts = cache["ids"], cache["keys"], cache["counts"]
+    current = payloads.keys()
+    for mid in ids - current:
+        k = keys.pop(mid)
+        if k is not None:
+            counts[k] -= 1
+            if not counts[k]:
+                del counts[k]
     episodic = world.store.episodic
-    counts: dict = {}
-    for mid, q in world._payloads.items():
+    for mid in current - ids:
+        q = payloads[mid]
+        k = None
         if mid in episodic and q.get("kind") in _CLUSTER_KINDS:
             k = (q.get("subject"), q.get("relation"))
             counts[k] = counts.get(k, 0) + 1
-    if cache is not None:
-        cache["key"] = key
-        cache["counts"] = counts
+        keys[mid] = k
+    cache["ids"] = set(current)
+    cache["key"] = key
     return counts
