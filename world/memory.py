@@ -1441,6 +1441,14 @@ class NamespaceView:
     def last_write(self) -> WriteReport | None:
         return self.store.last_write
 
+    @property
+    def embedder(self):
+        return self.store.embedder
+
+    def add_erase_hook(self, fn) -> None:
+        """Hooks are store-wide (an erase in any namespace calls them)."""
+        self.store.add_erase_hook(fn)
+
     def link(self, a, b, relation) -> bool:
         return self._own(a) and self._own(b) and self.store.link(a, b, relation)
 
