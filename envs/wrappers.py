@@ -18,7 +18,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.features import CANDIDATE_FEATURES
 from world import Op
+
+_COL = {name: i for i, name in enumerate(CANDIDATE_FEATURES)}
 
 _OP_NAMES = tuple(op.name for op in sorted(Op, key=int))
 _TARGETED = ("UPDATE", "LINK", "REFLECT", "FORGET")
@@ -173,12 +176,12 @@ class TextInterface(gym.Wrapper):
         feats = base._features.candidates
         for j, mid in enumerate(base.candidate_ids):
             rec = world.store.get(mid)
-            tags = [f"sim {feats[j, 0]:+.2f}"]
-            if feats[j, 10]:
+            tags = [f"sim {feats[j, _COL['similarity']]:+.2f}"]
+            if feats[j, _COL["recent"]]:
                 tags.append("recent")
-            if feats[j, 11]:
+            if feats[j, _COL["superseded"]]:
                 tags.append("superseded")
-            if feats[j, 7]:
+            if feats[j, _COL["semantic"]]:
                 tags.append("rule")
             lines.append(f"  [{j}] {mid} ({', '.join(tags)}): {rec.content if rec else ''}")
         lines.append(f"STORE: {len(world.store)}/{base.config.capacity} live")
