@@ -20,7 +20,7 @@ import gymnasium as gym
 from envs.memory_env import AgentView, MemoryEnv, resolve_config
 
 __all__ = ["MemoryEnv", "AgentView", "resolve_config", "env_id", "parse_env_id", "registered_ids",
-           "id_table", "register_envs", "ENTRY_POINT"]
+           "id_table", "write_id_table", "register_envs", "ENTRY_POINT"]
 
 ENTRY_POINT = "envs.memory_env:MemoryEnv"
 _NAMESPACE = "MemGym"
@@ -118,6 +118,24 @@ def id_table(fmt: str = "markdown") -> Any:
         for r in rows
     )
     return head + body
+
+
+def write_id_table(path: str = "docs/env.md") -> bool:
+    """Rewrite the id table between ``<!-- id-table:start -->`` and ``<!-- id-table:end -->`` in a
+    Markdown file (docs/env.md, the README) from :func:`id_table`; True if the file changed.
+    ``python -c "import envs; envs.write_id_table('docs/env.md')"`` after changing a preset."""
+    from pathlib import Path
+
+    file = Path(path)
+    text = file.read_text()
+    start, end = "<!-- id-table:start -->\n", "<!-- id-table:end -->"
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"{path}: no '<!-- id-table:start -->' ... '<!-- id-table:end -->' markers")
+    new = text[: i + len(start)] + id_table() + text[j:]
+    if new != text:
+        file.write_text(new)
+    return new != text
 
 
 register_envs()

@@ -375,7 +375,7 @@ def test_id_table_matches_presets_and_docs():
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "env.md").read_text()
-    assert table in doc, "docs/env.md's id table is stale: paste envs.id_table()"
+    assert table in doc, "docs/env.md's id table is stale: run envs.write_id_table('docs/env.md')"
 
 
 def test_make_with_module_prefix_in_a_fresh_process():
