@@ -92,10 +92,14 @@ class _StoreArrays:
     give the same numbers.
     """
 
-    @staticmethod
-    def read(store, ids: list[str], vec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    fast = True  # False forces the public-API path (tests compare the two)
+
+    @classmethod
+    def read(cls, store, ids: list[str], vec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(similarities of ids, activations of ids, activations of every live memory)."""
         try:
+            if not cls.fast:
+                raise LookupError("public path requested")
             space = store._space(store.default_namespace)
             loc = store._loc
             all_ids, all_slots = space.view()
@@ -106,7 +110,7 @@ class _StoreArrays:
             sims = space.emb[slots] @ vec if len(ids) else np.zeros(0)
             acts = store._activation_rows(space, np.concatenate((slots, all_slots)))
             return sims, acts[: len(ids)], acts[len(ids):]
-        except (AttributeError, KeyError, LookupError, TypeError):
+        except (AttributeError, KeyError, LookupError, TypeError, ValueError):
             sims = store.similarities(vec, ids)[1] if ids else np.zeros(0)
             all_ids = list(store.episodic) + list(store.semantic)
             acts = store.activations(list(ids) + all_ids) if (ids or all_ids) else np.zeros(0)

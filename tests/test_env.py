@@ -298,6 +298,35 @@ def test_candidates_are_the_worlds_with_features_as_documented():
             assert count > 0, name
 
 
+def test_fast_store_reads_equal_the_public_api(monkeypatch):
+    """The store-internals fast path of the feature builder gives the public API's numbers."""
+    from envs.features import _StoreArrays
+
+    def run():
+        env = MemoryEnv("life-easy")
+        env.reset(seed=12)
+        rng = np.random.default_rng(5)
+        out = []
+        for _ in _play(env, rng, 120):
+            out.append((env._features.candidates.copy(), env._features.store.copy()))
+        return out
+
+    from world import MemoryStore
+
+    calls = []
+    public = MemoryStore.activations
+    monkeypatch.setattr(MemoryStore, "activations", lambda self, ids: calls.append(1) or public(self, ids))
+    fast = run()
+    assert not calls  # the fast path really ran (the store's own retrieval does not call this method)
+    monkeypatch.setattr(_StoreArrays, "fast", False)
+    slow = run()
+    assert calls
+    assert len(fast) == len(slow)
+    for (fc, fs), (sc, ss) in zip(fast, slow):
+        np.testing.assert_allclose(fc, sc, atol=1e-6)
+        np.testing.assert_allclose(fs, ss, atol=1e-6)
+
+
 def test_mask_pairs_agree_with_world_is_valid():
     """envs' vectorised validity equals World.is_valid on every (op, candidate) pair."""
     for family in ("life", "consolidation", "update"):
