@@ -401,3 +401,16 @@ def test_erasure_in_another_namespace_does_not_touch_this_summary():
     assert report.namespaces == ["bob"]
     assert a.export_state() == before and "Alice" in a.text
     assert "Alice" not in b.text
+
+
+def test_summaries_through_a_namespace_view():
+    store = make_store()
+    view = store.namespace("alice")
+    rs = summaries(view, max_turns=2, keep_recent=1)
+    assert rs is summaries(store, "alice") and rs.namespace == "alice" and rs.store is store
+    for i, t in enumerate(TURNS[:3]):
+        rs.add_turn(t, step=i)
+    assert rs.memory is not None and rs.memory.namespace == "alice"
+    assert rs.memory_id in view and rs.memory_id in [m.memory_id for m in view.query("Alice Lisbon", top_k=10)]
+    with pytest.raises(ValueError, match="view of namespace 'alice'"):
+        RollingSummary(view, "bob")

@@ -320,8 +320,9 @@ class RollingSummary:
         if not callable(getattr(summarizer, "summarize", None)):
             raise TypeError(f"RollingSummary: summarizer must have summarize(previous_summary, turns), "
                             f"got {type(summarizer).__name__}")
+        store, namespace = _unwrap(store, namespace)
         self.store = store
-        self.namespace = namespace if namespace is not None else _default_namespace(store)
+        self.namespace = namespace
         self.max_turns = max_turns
         self.keep_recent = keep_recent
         self.summarizer = summarizer
@@ -559,6 +560,17 @@ class RollingSummary:
 # --------------------------------------------------------------------------------------------- #
 
 
+def _unwrap(store: Any, namespace: str | None) -> tuple[Any, str]:
+    """(store, namespace) for a MemoryStore or a namespaced view of one (``store.namespace("alice")``)."""
+    view_name = getattr(store, "name", None)
+    inner = getattr(store, "store", None)
+    if isinstance(view_name, str) and inner is not None and hasattr(inner, "extras"):
+        if namespace is not None and namespace != view_name:
+            raise ValueError(f"namespace {namespace!r} given for a view of namespace {view_name!r}")
+        return inner, view_name
+    return store, namespace if namespace is not None else _default_namespace(store)
+
+
 def _default_namespace(store: Any) -> str:
     for attr in ("default_namespace", "namespace_name", "_namespace"):
         value = getattr(store, attr, None)
@@ -596,7 +608,7 @@ def _registry(store: Any, create: bool = True) -> SummaryRegistry | None:
 
 def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> RollingSummary:
     """The rolling summary of ``namespace`` on ``store``, created with ``kwargs`` on first use."""
-    ns = namespace if namespace is not None else _default_namespace(store)
+    store, ns = _unwrap(store, namespace)
     registry = _registry(store)
     if ns not in registry:
         RollingSummary(store, ns, **kwargs)
