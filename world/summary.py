@@ -27,8 +27,11 @@ Usage::
     rolling.window        # the verbatim turns, oldest first
     rolling.build_messages("where does Alice live?")                  # summary + window + query
 
-``RollingSummary(store, namespace, ...)`` works too; ``summaries()`` keeps one instance per namespace
-on the store so that persistence (``world.persistence``) saves and restores it.
+``RollingSummary(store, namespace, ...)`` works too, and either accepts a namespaced view
+(``summaries(store.namespace("alice"))``). One instance per namespace lives in
+``store.extras["summaries"]``; the store exports their state under ``state["extra"]["summaries"]``
+and, through ``MemoryStore.register_extra``, ``_from_state`` / ``load_store`` re-attach them.
+Full description: docs/lifecycle.md.
 """
 
 from __future__ import annotations
