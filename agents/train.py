@@ -632,6 +632,68 @@ def summary_table(summary: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, overrides: dict | None = None,
+             episodes: int = 50, baselines: Sequence[str] | None = None) -> tuple[str, dict]:
+    """The learned policies of several runs (training seeds) against every baseline on the test seeds.
+
+    Each policy and baseline plays `episodes` test seeds (10000, ...) of `env` (default: the runs' env)
+    with `overrides` (e.g. `{"horizon": 800}`) through `agents.bench.evaluate`. The normalised score
+    (0 = random, 1 = oracle, per-episode returns against the mean random and oracle returns) gets a
+    95% bootstrap CI; the learned policy is reported per run and pooled over runs. Returns the
+    Markdown table and the raw numbers.
+    """
+    bench = _bench()
+    run_dirs = [Path(r) for r in run_dirs]
+    metas = [json.loads((r / "model.json").read_text()) for r in run_dirs]
+    env_id = env or metas[0]["env"]["id"]
+    over = {**(metas[0]["env"].get("overrides") or {}), **(overrides or {})}
+    spec: Any = {"id": env_id, "overrides": over} if over else env_id
+    seeds = list(range(TEST_SEED_START, TEST_SEED_START + episodes))
+    names = list(baselines) if baselines is not None else list(yaml.safe_load(
+        (run_dirs[0] / "config.yaml").read_text())["eval"]["baselines"])
+    for needed in ("random", "oracle"):
+        if needed not in names:
+            names.append(needed)
+    rows: dict[str, list[dict]] = {}
+    for name in names:
+        rows[name] = list(bench.evaluate(name, spec, seeds))
+    learned: dict[str, list[dict]] = {}
+    for run, meta in zip(run_dirs, metas):
+        learned[f"learned s{meta['seed']}"] = list(bench.evaluate(f"sb3:{run / 'model.zip'}", spec, seeds))
+    rnd = float(np.mean([_row_return(r) for r in rows["random"]]))
+    orc = float(np.mean([_row_return(r) for r in rows["oracle"]]))
+
+    def entry(eps: list[dict]) -> dict:
+        ret = np.array([_row_return(r) for r in eps])
+        norm = np.array([bench.normalised_score(v, rnd, orc) for v in ret])
+        acc = np.array([_row_accuracy(r) for r in eps])
+        return {"episodes": len(eps), "mean_return": float(ret.mean()), "return_ci": list(bench.bootstrap_ci(ret)),
+                "normalised": float(norm.mean()), "normalised_ci": list(bench.bootstrap_ci(norm)),
+                "mean_accuracy": float(np.nanmean(acc)) if np.isfinite(acc).any() else float("nan")}
+
+    table = {name: entry(eps) for name, eps in rows.items()}
+    per_run = {name: entry(eps) for name, eps in learned.items()}
+    pooled_name = f"learned (pooled, {len(learned)} runs)"
+    table_all = {pooled_name: entry([r for eps in learned.values() for r in eps]), **per_run, **table}
+    times = {f"learned s{m['seed']}": m.get("train_wall_time_s") for m in metas}
+    label = env_id + (f" with {over}" if over else "")
+    lines = [f"{label}: test seeds {seeds[0]}..{seeds[-1]} ({episodes} episodes per agent)", "",
+             "| agent | normalised score [95% CI] | mean return [95% CI] | accuracy | training time |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for name, e in sorted(table_all.items(), key=lambda kv: -kv[1]["normalised"]):
+        t = times.get(name)
+        lines.append(f"| {name} | {e['normalised']:.3f} [{e['normalised_ci'][0]:.3f}, {e['normalised_ci'][1]:.3f}] | "
+                     f"{e['mean_return']:.3f} [{e['return_ci'][0]:.3f}, {e['return_ci'][1]:.3f}] | "
+                     f"{e['mean_accuracy']:.3f} | {'' if t is None else f'{t / 60:.1f} min'} |")
+    seeds_means = [e["normalised"] for e in per_run.values()]
+    lines += ["", f"Learned policy over training seeds: normalised {np.mean(seeds_means):.3f} "
+              f"(min {np.min(seeds_means):.3f}, max {np.max(seeds_means):.3f})."]
+    best = max((n for n in table if n not in ("random", "oracle")), key=lambda n: table[n]["normalised"], default=None)
+    if best is not None:
+        lines.append(f"Best heuristic: {best} {table[best]['normalised']:.3f}.")
+    return "\n".join(lines), {"env": label, "seeds": seeds, "table": table_all}
+
+
 # ----------------------------------------------------------------------------------------- plot
 def plot_learning_curve(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """`learning_curve.png`: validation return and accuracy against steps, baselines as lines."""
@@ -830,10 +892,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
             path = checkpointer.save_now(reason=stop_reason)
             _say(f"saved {path} ({model.num_timesteps} steps); continue with --resume --out {run_dir}")
         for env in (train_env, eval_env):
-            try:
-                env.close()
-            except Exception:  # noqa: BLE001 - workers may already be gone after Ctrl-C
-                pass
+            _close_env(env, interrupted=stop_reason == _STOP_REASON_INTERRUPT)
 
     wall = time.perf_counter() - t0
     if stop_reason is not None:
@@ -878,6 +937,25 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
                        read_evaluations(run_dir / "evaluations.csv"), summary)
 
 
+def _close_env(env, *, interrupted: bool) -> None:
+    """Close a vec env. After an interrupt a SubprocVecEnv may be half-way through a step (one
+    worker's reply read, the other's not), where its graceful close would wait forever: terminate
+    the workers instead."""
+    if interrupted and hasattr(env, "processes"):
+        for proc in env.processes:
+            proc.terminate()
+        for proc in env.processes:
+            proc.join(timeout=5)
+        for remote in getattr(env, "remotes", []):
+            remote.close()
+        env.closed = True
+        return
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - workers may already be gone (a signal to the whole group)
+        pass
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -914,12 +992,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--stop-after", type=int, help="stop this session at that many steps (resumable)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-test", action="store_true", help="skip the final test on the benchmark seeds")
+    parser.add_argument("--headline", nargs="+", metavar="RUN", help="instead of training: compare the models of "
+                        "these run folders (training seeds) with every baseline on the test seeds")
+    parser.add_argument("--env", help="with --headline: env id to test on (default: the runs' env)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="with --headline: a WorldConfig "
+                        "override, e.g. --set horizon=800 (repeatable)")
+    parser.add_argument("--episodes", type=int, default=50, help="with --headline: test episodes per agent")
+    parser.add_argument("--baselines", help="with --headline: comma-separated baselines (default: the runs' list)")
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of `memgym train`; returns the exit code (130 after Ctrl-C, checkpoint saved)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if getattr(args, "headline", None):
+        overrides = {}
+        for pair in args.set or []:
+            if "=" not in pair:
+                print(f"memgym train: error: --set expects KEY=VALUE, got {pair!r}", file=sys.stderr)
+                return 2
+            key, value = pair.split("=", 1)
+            overrides[key.strip()] = yaml.safe_load(value)
+        baselines = [b for b in args.baselines.split(",") if b] if args.baselines else None
+        text, data = headline(args.headline, env=args.env, overrides=overrides, episodes=args.episodes,
+                              baselines=baselines)
+        print(text)
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(data, indent=2, default=_json_default))
+        return 0
     try:
         result = train(args.config, seed=args.seed, out_dir=args.out, quick=args.quick, resume=args.resume,
                        n_envs=args.n_envs, total_steps=args.total_steps, stop_after=args.stop_after,
