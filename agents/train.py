@@ -98,6 +98,46 @@ class SeedSchedule(gym.Wrapper):
         return self.episode
 
 
+class StorageShaping(gym.Wrapper):
+    """Potential-based shaping (Ng, Harada & Russell 1999) that charges the storage cost up front.
+
+    The world charges `rewards["storage"]` per live memory at every event, so the cost of a WRITE is
+    a drip over every later event of the episode, tangled with the answers' rewards; credit for it
+    reaches the decision only through many noisy steps. With the potential
+    `Phi(s) = w_storage * live(s) * (horizon - index(s))` (the storage bill of the current store to
+    the end of the episode, 0 at the end) the shaped reward `r + Phi(s') - Phi(s)` bills a new memory
+    its whole future storage at the step that writes it and refunds a memory at the step that
+    forgets (or sweeps) it; the per-event drip cancels. The episode's shaped return equals its true
+    return (the terms telescope from Phi(s_0) = 0 to Phi(s_T) = 0), so the optimal policy is
+    unchanged. Only training envs are shaped; evaluation always uses the env's own reward.
+    `info["shaping"]` holds the added term. Endless worlds (no horizon) are left unshaped.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self._phi = 0.0
+
+    def _potential(self) -> float:
+        world = self.env.unwrapped.world
+        horizon = world.config.horizon
+        if horizon is None or world.done:
+            return 0.0
+        return float(world.config.rewards["storage"]) * len(world.store) * (horizon - world.event.index)
+
+    def reset(self, **kwargs):
+        out = self.env.reset(**kwargs)
+        self._phi = self._potential()
+        return out
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        phi = 0.0 if (terminated or truncated) else self._potential()
+        extra = phi - self._phi
+        self._phi = phi
+        info = {**info, "shaping": extra}
+        return obs, float(reward) + extra, terminated, truncated, info
+
+
 class _SeedList:
     """Picklable `seed_for` over a list (cycled)."""
 
@@ -123,7 +163,8 @@ class _EnvFactory:
     """Picklable env constructor for DummyVecEnv / SubprocVecEnv workers."""
 
     def __init__(self, cfg: TrainConfig, seed_for: Callable[[int], int], start_episode: int = 0,
-                 ignore_sigint: bool = False):
+                 ignore_sigint: bool = False, shaping: bool = False):
+        self.shaping = shaping
         self.env_id = cfg.env_id
         self.overrides = dict(cfg.env_overrides)
         self.flatten = cfg.algo == "dqn"
@@ -139,6 +180,8 @@ class _EnvFactory:
         from stable_baselines3.common.monitor import Monitor
 
         env = make_env(self.env_id, self.overrides, flatten=self.flatten)
+        if self.shaping:
+            env = StorageShaping(env)
         env = SeedSchedule(env, self.seed_for, self.start_episode)
         return Monitor(env)
 
@@ -824,7 +867,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     # -- envs
     use_subproc = cfg.n_envs > 1
     factories = [
-        _EnvFactory(cfg, _TrainSeeds(seed, w, cfg.n_envs), start_episode=started[w], ignore_sigint=use_subproc)
+        _EnvFactory(cfg, _TrainSeeds(seed, w, cfg.n_envs), start_episode=started[w], ignore_sigint=use_subproc,
+                    shaping=cfg.shaping == "storage_potential")
         for w in range(cfg.n_envs)
     ]
     train_env = _vec_env(factories, use_subproc)

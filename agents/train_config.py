@@ -28,6 +28,7 @@ import yaml
 ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn")
 POLICIES = ("MultiInputPolicy", "MlpPolicy")
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu")
+SHAPINGS = ("none", "storage_potential")
 
 TRAIN_SEED_LIMIT = 9_000  # training world seeds are in [0, TRAIN_SEED_LIMIT)
 VALIDATION_SEED_START = 9_000  # validation seeds are in [9_000, 10_000)
@@ -97,6 +98,7 @@ class TrainConfig:
     checkpoint_freq: int = 20_000  # environment steps between checkpoints
     eval: EvalSettings = dataclasses.field(default_factory=EvalSettings)
     pretrain: PretrainSettings = dataclasses.field(default_factory=PretrainSettings)
+    shaping: str = "none"  # training-only reward shaping: none | storage_potential (see agents.train.StorageShaping)
     progress_bar: bool = True
     device: str = "cpu"
     name: str = ""
@@ -218,6 +220,7 @@ class TrainConfig:
             checkpoint_freq=_int(data.get("checkpoint_freq", 20_000), "checkpoint_freq", minimum=1),
             eval=eval_settings,
             pretrain=pretrain,
+            shaping=_choice(data.get("shaping", "none"), "shaping", SHAPINGS),
             progress_bar=_bool(data.get("progress_bar", True), "progress_bar"),
             device=str(data.get("device", "cpu")),
             name=str(data.get("name", "") or ""),
@@ -256,6 +259,7 @@ class TrainConfig:
                 "baselines": list(self.eval.baselines),
             },
             "pretrain": dataclasses.asdict(self.pretrain),
+            "shaping": self.shaping,
             "progress_bar": self.progress_bar,
             "device": self.device,
         }
@@ -271,7 +275,7 @@ class TrainConfig:
 
 
 _TOP_KEYS = ("name", "env", "algo", "policy", "hyperparams", "policy_kwargs", "n_envs", "total_steps",
-             "checkpoint_freq", "eval", "pretrain", "progress_bar", "device")
+             "checkpoint_freq", "eval", "pretrain", "shaping", "progress_bar", "device")
 
 
 def _deep_merge(base: dict, extra: Mapping) -> dict:
@@ -305,6 +309,14 @@ def _int(value: Any, key: str, *, minimum: int) -> int:
     if value < minimum:
         raise TrainConfigError(f"key '{key}' must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _choice(value: Any, key: str, allowed: tuple[str, ...]) -> str:
+    if value is None:
+        value = "none"
+    if value not in allowed:
+        raise TrainConfigError(f"key '{key}' must be one of {', '.join(allowed)}; got {value!r}")
+    return value
 
 
 def _bool(value: Any, key: str) -> bool:

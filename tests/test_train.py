@@ -79,6 +79,7 @@ def test_shipped_configs_load_full_and_quick():
         ({"policy_kwargs": {"net_arch": [64, -1]}}, "key 'policy_kwargs.net_arch'"),
         ({"env": {"name": "x"}}, "unknown key 'env.name'"),
         ({"quick": 3}, "key 'quick' must be a mapping"),
+        ({"shaping": "potential"}, "key 'shaping' must be one of none, storage_potential"),
         ({"pretrain": {"agent": "oracle"}}, "key 'pretrain.agent' must be the name of a non-privileged"),
         ({"pretrain": {"epochs": -1}}, "key 'pretrain.epochs' must be an integer >= 0"),
         ({"pretrain": {"agent": "versioned"}, "algo": "dqn", "hyperparams": {}}, "key 'pretrain'"),
@@ -134,6 +135,41 @@ def test_seed_schedule_wrapper_ignores_caller_seed_and_rewinds():
     assert env.last_seed == 9000
     for key in obs_a:
         np.testing.assert_array_equal(obs_a[key], obs_b[key])
+    env.close()
+
+
+def test_storage_shaping_bills_writes_up_front_and_keeps_the_return():
+    """Potential-based: every episode's shaped return equals its true return; a WRITE is billed its
+    storage to the end of the episode at once, and a NOOP in a steady store costs nothing extra."""
+    env = T.StorageShaping(T.make_env("MemGym/Life-Easy-v0"))
+    w = env.unwrapped.world.config.rewards["storage"]
+    for seed in (0, 1):
+        rng = np.random.default_rng(seed)
+        env.reset(seed=seed)
+        true_ret = shaped_ret = 0.0
+        done = False
+        while not done:
+            mask = env.unwrapped.action_masks()
+            action = np.array([rng.choice(np.flatnonzero(mask[:7])), rng.choice(np.flatnonzero(mask[7:]))])
+            _, r, term, trunc, info = env.step(action)
+            shaped_ret += r
+            true_ret += r - info["shaping"]
+            done = term or trunc
+        assert shaped_ret == pytest.approx(true_ret, abs=1e-9)
+    env.reset(seed=3)
+    world = env.unwrapped.world
+    while world.event.kind != "statement":
+        env.step(np.array([5, 0]))
+    live, index, horizon = len(world.store), world.event.index, world.config.horizon
+    _, _, _, _, info = env.step(np.array([1, 0]))  # WRITE
+    grown = len(world.store) - live  # 1, or less if a sweep fell on this step
+    # this step's storage charge plus the shaping = the new memories' storage to the end of the episode
+    billed = info["shaping"] + info["reward_terms"]["storage_cost"]
+    assert billed == pytest.approx(w * (horizon - index) * grown)
+    live, index = len(world.store), world.event.index
+    _, _, _, _, info = env.step(np.array([0, 0]))  # NOOP: nothing billed beyond what is already paid
+    assert info["shaping"] + info["reward_terms"]["storage_cost"] == pytest.approx(
+        w * (horizon - index) * (len(world.store) - live))
     env.close()
 
 
