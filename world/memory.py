@@ -228,7 +228,8 @@ class _Space:
         # recomputed from the text on demand: keeping all of them cost ~3.5 kB per memory
         self.sigs: dict[str, TextSignature] = {}
         self.sig_cap = 2 * max(64, embed_window or 0)
-        self.recent_slots: deque[int] = deque(maxlen=embed_window) if embed_window else deque()
+        # rows written last (dedup candidates); unused (kept empty) when the window is the whole namespace
+        self.recent_slots: deque[int] = deque(maxlen=embed_window or 0)
         self.embed_window = embed_window
 
     @property
