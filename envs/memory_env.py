@@ -237,10 +237,11 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 "store": spaces.Box(F.STORE_LOW, F.STORE_HIGH, dtype=np.float32),
             }
         )
-        self._event_buf = np.zeros(dim, dtype=np.float32)
-        self._kind_buf = np.zeros(len(F.EVENT_KINDS), dtype=np.float32)
+        self._kinds = {name: np.eye(len(F.EVENT_KINDS), dtype=np.float32)[i] for i, name in enumerate(F.EVENT_KINDS)}
         self._mask = np.zeros(N_OPS + k, dtype=bool)
         self._pair = np.zeros((N_OPS, k), dtype=bool)
+        self._rows: tuple | None = None
+        self._pair_stale = True
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -306,7 +307,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def action_mask_pairs(self) -> np.ndarray:
         """(7, K) bool: ``[op, slot]`` valid. Untargeted ops (NOOP, WRITE, QUERY) are valid on slot 0 only."""
-        return self._pair.copy()
+        return self._pairs().copy()
 
     def render(self):
         if self.render_mode is None:
@@ -421,28 +422,27 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return op_i, slot
 
     def _observe(self) -> dict[str, np.ndarray]:
+        """Build the observation; every returned array is new (users keep them, e.g. in buffers)."""
         world = self.world
         event = None if world.done else world.event
-        ev = self._event_buf
-        kind = self._kind_buf
-        kind.fill(0.0)
         if event is None:
-            ev.fill(0.0)
+            ev = np.zeros(self.embed_dim, dtype=np.float32)
+            kind = np.zeros(len(F.EVENT_KINDS), dtype=np.float32)
             vec = None
             text = None
         else:
             vec = self._embed(event.text)
-            np.minimum(vec, 1.0, out=ev)
+            ev = np.minimum(vec, 1.0, dtype=np.float32)  # a unit vector; the clip only guards rounding
             np.maximum(ev, -1.0, out=ev)
-            kind[F.EVENT_KINDS.index(event.kind)] = 1.0
+            kind = self._kinds[event.kind].copy()
             text = event.text
         fb = self._features
         index = event.index if event is not None else (self.config.horizon or self._steps)
         self._ids = fb.build(world, vec, text, index, self._last_invalid)
         self._compute_masks(event is not None)
         return {
-            "event": ev.copy(),
-            "event_kind": kind.copy(),
+            "event": ev,
+            "event_kind": kind,
             "candidates": fb.candidates.reshape(-1).copy(),
             "candidate_mask": fb.mask.copy(),
             "store": fb.store.copy(),
@@ -462,48 +462,48 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return vec if vec.ndim == 1 and vec.shape[0] == self.embed_dim else store.embed(text)
 
     def _compute_masks(self, live: bool) -> None:
-        pair = self._pair
+        """The flat mask in one assignment; the (7, K) pair matrix is built only when asked for."""
         ids = self._ids
-        if live:
-            valid_pairs(self.world, ids, pair, self._cluster_cache)
-        else:
-            pair.fill(False)
-            pair[Op.NOOP, 0] = True
-        mask = self._mask
-        mask[:N_OPS] = pair.any(axis=1)
+        rows = valid_rows(self.world, ids, self._cluster_cache) if live else None
+        self._rows = rows
+        self._pair_stale = True
+        k = self.K
         n = max(len(ids), 1)
-        mask[N_OPS:N_OPS + n] = True
-        mask[N_OPS + n:] = False
+        slots = [True] * n + [False] * (k - n)
+        if rows is None:
+            self._mask[:] = [True, False, False, False, False, False, False] + slots
+        else:
+            write_ok, update, link, reflect, forget = rows
+            self._mask[:] = [True, write_ok, any(update), any(link), any(reflect), True, any(forget)] + slots
+
+    def _pairs(self) -> np.ndarray:
+        if self._pair_stale:
+            self._pair_stale = False
+            pairs_array(self._rows, self._pair)
+        return self._pair
 
 
 _CLUSTER_KINDS = frozenset({"fact", "change", "repeat", "distractor", "episode", "ref"})
 
 
-def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | None = None) -> np.ndarray:
-    """Fill ``out[op, slot]`` (bool, shape (7, K)) with ``world.is_valid(op, ids[slot])`` for the current event.
+def valid_rows(world: World, ids: list[str], cache: dict | None = None) -> tuple:
+    """``(write_ok, update, link, reflect, forget)`` for the current event: the per-slot lists say
+    whether ``world.is_valid(op, ids[slot])`` holds (NOOP and QUERY are always valid).
 
-    Untargeted ops (NOOP, WRITE, QUERY) go on slot 0 only. The same rules as ``World.is_valid``
-    (capacity for creating ops, a live target, UPDATE only on the newest version, REFLECT only on an
-    episode with a cluster of >= 2 live episodes on its subject and relation), computed once per step
-    instead of once per pair: REFLECT clusters are counted once per store version. A test compares
-    this with ``World.is_valid`` pair by pair.
+    The same rules as ``World.is_valid`` (capacity for creating ops, a live target, UPDATE only on the
+    newest version, REFLECT only on an episode with a cluster of >= 2 live episodes on its subject and
+    relation), computed once per step instead of once per pair: REFLECT clusters are counted
+    incrementally per store version. A test compares this with ``World.is_valid`` pair by pair.
     """
     store = world.store
     full = len(store) >= world.config.capacity
-    out.fill(False)
-    out[Op.NOOP, 0] = True
-    out[Op.WRITE, 0] = not full
-    out[Op.QUERY, 0] = True
-    m = len(ids)
-    if not m:
-        return out
     get = store.get
     recs = [get(mid) for mid in ids]
-    out[Op.FORGET, :m] = [rec is not None for rec in recs]
-    if full:
-        return out
-    out[Op.LINK, :m] = out[Op.FORGET, :m]
-    out[Op.UPDATE, :m] = [rec is not None and rec.superseded_at is None for rec in recs]
+    forget = [rec is not None for rec in recs]
+    if full or not ids:
+        no = [False] * len(ids)
+        return not full, no, no, no, forget
+    update = [rec is not None and rec.superseded_at is None for rec in recs]
     episodic = store.episodic
     payloads = world._payloads
     counts = None
@@ -517,8 +517,31 @@ def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | Non
                     counts = _cluster_counts(world, cache)
                 ok = counts.get((p.get("subject"), p.get("relation")), 0) >= 2
         reflect.append(ok)
-    out[Op.REFLECT, :m] = reflect
+    return True, update, forget, reflect, forget
+
+
+def pairs_array(rows: tuple | None, out: np.ndarray) -> np.ndarray:
+    """Fill the (7, K) bool pair matrix from :func:`valid_rows` (None: the episode is over, only NOOP).
+    Untargeted ops (NOOP, WRITE, QUERY) go on slot 0 only."""
+    out.fill(False)
+    out[Op.NOOP, 0] = True
+    if rows is None:
+        return out
+    write_ok, update, link, reflect, forget = rows
+    m = len(forget)
+    out[Op.WRITE, 0] = write_ok
+    out[Op.QUERY, 0] = True
+    if m:
+        out[Op.UPDATE, :m] = update
+        out[Op.LINK, :m] = link
+        out[Op.REFLECT, :m] = reflect
+        out[Op.FORGET, :m] = forget
     return out
+
+
+def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | None = None) -> np.ndarray:
+    """``out[op, slot] = world.is_valid(op, ids[slot])`` as a (7, K) bool matrix (see :func:`valid_rows`)."""
+    return pairs_array(valid_rows(world, ids, cache), out)
 
 
 def _cluster_counts(world: World, cache: dict | None) -> dict:
