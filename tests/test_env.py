@@ -178,6 +178,12 @@ def test_reset_options_switch_preset_and_reject_unknown_keys():
 def test_config_forms_and_errors():
     assert MemoryEnv({"family": "update", "difficulty": "hard"}).config == WorldConfig.preset("update", "hard")
     assert MemoryEnv(WorldConfig.preset("noise", "easy"), capacity=7).config.capacity == 7
+    from pathlib import Path
+
+    yaml_path = Path(__file__).resolve().parents[1] / "configs" / "world" / "update-medium.yaml"
+    assert MemoryEnv(str(yaml_path)).config == WorldConfig.preset("update", "medium")
+    with pytest.raises(ValueError, match="no such config file"):
+        MemoryEnv("configs/world/nope.yaml")
     with pytest.raises(ValueError, match="family"):
         MemoryEnv("nonsense-easy")
     with pytest.raises(ValueError, match="capacity"):
