@@ -146,10 +146,11 @@ class FeatureBuilder:
         self.mask = np.zeros(self.k, dtype=np.int8)
         self.store = np.zeros(N_STORE_FEATURES, dtype=np.float32)
         self.ids: list[str] = []
-        self._cue_cache: dict[str, frozenset[str]] = {}
+        self._cue_cache: tuple[str, frozenset[str]] | None = None
         self._links_key: tuple | None = None
         self._static_store = None
         self._static: dict = {}
+        self._static_version: tuple | None = None
         self._links: dict = {}
 
     # ------------------------------------------------------------------ features
@@ -163,10 +164,19 @@ class FeatureBuilder:
         return self._links
 
     def _static_rows(self, store) -> dict:
-        """Per-memory parts that never change while the memory lives (ids are never reused)."""
+        """Per-memory parts that never change while the memory lives (ids are never reused). Entries of
+        memories that left the store are dropped whenever the store changes, so that nothing of a
+        forgotten memory (its record, its cues) outlives it in the env."""
         if self._static_store is not store:
             self._static_store = store
             self._static = {}
+            self._static_version = None
+        version = self._links_key
+        if version != self._static_version:
+            self._static_version = version
+            static = self._static
+            for mid in [m for m in static if m not in store]:
+                del static[mid]
         return self._static
 
     @staticmethod
@@ -188,14 +198,16 @@ class FeatureBuilder:
         return int(store.embed("dimension probe").shape[0])
 
     def event_cues(self, text: str) -> frozenset[str]:
-        cues = self._cue_cache.get(text)
-        if cues is None:
-            from world import extract_cues
+        """Cues of the current event text (``world.extract_cues``), computed once per event."""
+        cached = self._cue_cache
+        if cached is not None and cached[0] == text:
+            return cached[1]
+        from world import extract_cues
 
-            cues = frozenset(extract_cues(text))
-            if len(self._cue_cache) > 4096:
-                self._cue_cache.clear()
-            self._cue_cache[text] = cues
+        cues = frozenset(extract_cues(text))
+        # one entry only: the env must not keep words of past events around (an erased fact's
+        # words would survive a FORGET in the env's memory and in its pickles)
+        self._cue_cache = (text, cues)
         return cues
 
     def build(self, world: World, event_vec: np.ndarray | None, event_text: str | None,
@@ -217,15 +229,15 @@ class FeatureBuilder:
             mean_act = float(squashed[m:].sum()) / len(all_acts) if len(all_acts) else 0.0
         else:
             mean_act = 0.0
+        links = self._link_counts(world)
+        static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
         if m:
             ev_cues = self.event_cues(event_text) if event_text else frozenset()
             n_ev = max(1, len(ev_cues))
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
-            links = self._link_counts(world)
             incoming = links.get("incoming")
             if incoming is None:
                 incoming = links["incoming"] = _incoming_links(store)
-            static = self._static_rows(store)
             rows = []
             for mid, sim, act in zip(ids, sims.tolist(), squashed[:m].tolist()):
                 st = static.get(mid)

@@ -141,3 +141,33 @@ def test_get_state_set_state_branches_identically():
     other.reset(seed=999)
     assert canon(other.set_state(state)) == canon(obs)
     assert _run(other, acts) == first
+
+
+def test_forget_leaves_no_trace_in_the_env():
+    """After FORGET, the erased memory's text is nowhere in the pickled env (the env's own caches
+    included), and neither is its id among the env's cached feature rows."""
+    env = MemoryEnv("recall-easy")
+    env.reset(seed=3)
+    secret = None
+    for _ in range(100):
+        ev = env.world.event
+        if ev.kind == "statement" and len(ev.text) > 25 and ev.text.count(" ") > 3:
+            secret = ev.text
+            _, _, _, _, info = env.step(np.array([1, 0]))  # WRITE it
+            mid = info["memory_id"]
+            break
+        env.step(np.array([0, 0]))
+    assert secret is not None and mid in env.candidate_ids
+    env.step(np.array([0, 0]))  # one more step: its features are cached now
+    slot = env.candidate_ids.index(mid)
+    _, _, _, _, info = env.step(np.array([6, slot]))  # FORGET
+    assert info["invalid_action"] is False and mid not in env.world.store
+    env.step(np.array([0, 0]))
+    assert mid not in env._features._static
+    # the world keeps its own script (the future and past event texts) by design; look at what the
+    # env adds on top of it: the env without its world
+    world, env.world = env.world, None
+    try:
+        assert secret.encode() not in pickle.dumps(env)
+    finally:
+        env.world = world
