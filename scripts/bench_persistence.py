@@ -5,7 +5,8 @@ that supersede each other, one typed link per 10 memories, one reflection per 10
 spread over the run so ACT-R histories are non-trivial, two namespaces with rolling summaries), then saves it
 to SQLite and loads it back, checks the loaded store answers queries exactly like the saved one,
 and prints a Markdown table. The reference, measured in the same run, is pickling the same
-exported state (protocol 5) to a file and back: no checks, no atomic rename, no SQLite.
+exported state (protocol 5) to a file and back (same garbage-collector pause): no checks, no fsync,
+no atomic rename, no SQLite.
 
     .venv/bin/python scripts/bench_persistence.py            # N = 100,000
     .venv/bin/python scripts/bench_persistence.py --quick    # N = 1,000 (what the test runs)
@@ -102,25 +103,27 @@ def run(n: int, dim: int, seed: int, show: bool) -> dict:
         loaded, t_load = timed(lambda: load_store(path, embedder=HashingEmbedder(dim=dim)))
         exact = answers(loaded) == answers(store)
         del loaded
-        # where the time goes: each stage of save and load, timed on its own
-        exported, t_export = timed(store._export_state)
-        rows, t_encode = timed(lambda: persistence._rows(exported))
-        exported = None
-        stage = Path(tmp) / "stage.sqlite"
-        _, t_write = timed(lambda: persistence._write_sqlite(stage, rows))
-        rows = None
-        state, t_read = timed(lambda: persistence._read_state(stage))
-        _, t_from = timed(lambda: MemoryStore._from_state(state, HashingEmbedder(dim=dim)))
-        state = None
+        # where the time goes: each stage of save and load, timed on its own (with the same pause of the
+        # garbage collector that save_store / load_store use)
+        with persistence._no_gc():
+            exported, t_export = timed(store._export_state)
+            rows, t_encode = timed(lambda: persistence._rows(exported))
+            exported = None
+            stage = Path(tmp) / "stage.sqlite"
+            _, t_write = timed(lambda: persistence._write_sqlite(stage, rows))
+            rows = None
+            state, t_read = timed(lambda: persistence._read_state(stage))
+            _, t_from = timed(lambda: MemoryStore._from_state(state, HashingEmbedder(dim=dim)))
+            state = None
 
         ref_path = Path(tmp) / "state.pickle"
 
         def ref_save():
-            with open(ref_path, "wb") as fh:
+            with persistence._no_gc(), open(ref_path, "wb") as fh:
                 pickle.dump(store._export_state(), fh, protocol=5)
 
         def ref_load():
-            with open(ref_path, "rb") as fh:
+            with persistence._no_gc(), open(ref_path, "rb") as fh:
                 return MemoryStore._from_state(pickle.load(fh), HashingEmbedder(dim=dim))
 
         _, t_ref_save = timed(ref_save)
