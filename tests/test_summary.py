@@ -414,3 +414,10 @@ def test_summaries_through_a_namespace_view():
     assert rs.memory_id in view and rs.memory_id in [m.memory_id for m in view.query("Alice Lisbon", top_k=10)]
     with pytest.raises(ValueError, match="view of namespace 'alice'"):
         RollingSummary(view, "bob")
+
+
+def test_store_summaries_method():
+    store = make_store()
+    rs = store.summaries("alice", max_turns=2, keep_recent=1)
+    assert rs is summaries(store, "alice") and store.summaries("alice") is rs
+    assert store.summaries() is summaries(store) and store.summaries().namespace == store.default_namespace

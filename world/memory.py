@@ -1256,6 +1256,13 @@ class MemoryStore:
             raise TypeError("restore must be callable")
         cls._extra_restorers[name] = restore
 
+    def summaries(self, namespace: str | None = None, **kwargs) -> Any:
+        """The rolling summary of `namespace` (world/summary.py), created with `kwargs` (max_turns,
+        keep_recent, summarizer, confidence, source) on first use. Added for issue 3 (summaries)."""
+        from world.summary import summaries
+
+        return summaries(self, namespace, **kwargs)
+
     def save(self, path):
         """Save to one SQLite file (world/persistence.py: atomic, exact round trip)."""
         from world.persistence import save_store
