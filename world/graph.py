@@ -17,9 +17,8 @@ from collections.abc import Iterable, Iterator
 
 import networkx as nx
 import numpy as np
-import scipy.sparse as sp
 
-from world.ppr import TransitionMatrix, personalized_pagerank, transition_matrix
+from world.ppr import TransitionMatrix, personalized_pagerank, transition_from_edges
 
 __all__ = ["AssocGraph"]
 
@@ -212,10 +211,7 @@ class AssocGraph:
         rows = pos[self._esrc[: self._ehi][alive]]
         cols = pos[self._edst[: self._ehi][alive]]
         data = self._ew[: self._ehi][alive]
-        n = len(order)
-        adj = sp.csr_matrix((data, (rows, cols)), shape=(n, n))
-        adj.sort_indices()
-        tm = transition_matrix(adj)
+        tm = transition_from_edges(len(order), rows, cols, data)
         self._cache = (self.version, tm, pos)
         return tm, pos
 
