@@ -232,7 +232,13 @@ class FeatureBuilder:
         links = self._link_counts(world)
         static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
         if m:
-            ev_cues = self.event_cues(event_text) if event_text else frozenset()
+            if not event_text:
+                ev_cues = frozenset()
+            elif getattr(world, "event_cues", None) is not None and getattr(store, "max_cues", None) == 8 \
+                    and world.event.text == event_text:
+                ev_cues = frozenset(world.event_cues())  # the world's per-event cues (max_cues 8, as here)
+            else:
+                ev_cues = self.event_cues(event_text)
             n_ev = max(1, len(ev_cues))
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
             incoming = links.get("incoming")

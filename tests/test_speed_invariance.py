@@ -47,3 +47,59 @@ def test_transition_from_edges_is_bit_identical_to_scipy_route():
         x, _ = personalized_pagerank(tm, p)
         ref_tm = TransitionMatrix(ref.indptr, ref.indices, ref.data, dangling, n)
         assert np.array_equal(x, personalized_pagerank(ref_tm, p)[0])
+
+
+def _extract_cues_reference(text: str, max_cues: int = 8) -> list[str]:
+    """The cue rule written plainly (as world.cues had it before its fast loop)."""
+    from world.cues import STOP_WORDS, _clean, is_entity_like
+
+    cues: list[str] = []
+    seen: set[str] = set()
+    for raw in text.split():
+        w = _clean(raw)
+        low = w.lower()
+        if len(w) <= 2 or low in STOP_WORDS or low in seen:
+            continue
+        seen.add(low)
+        if is_entity_like(w) or len(cues) < max_cues // 2:
+            cues.append(low)
+        if len(cues) >= max_cues:
+            break
+    return cues
+
+
+def test_extract_cues_fast_loop_matches_the_plain_rule():
+    from world.cues import extract_cues
+
+    rng = np.random.default_rng(1)
+    words = ["Alice's", "alice", "Bob’s's", "x's", "’s", "'s", "Paris.", "(Berlin)", "the", "it's", "42",
+             "2024-05-01", "Zoë", "İstanbul's", "coffee", "tea,", "is", "an", "ok", "Über", "“quoted”", "a1",
+             "cat's'", "dog’s", "ÉCOLE'S", "on", "sky"]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(0, 25)))) for _ in range(400)]
+    for text in texts:
+        for k in (1, 2, 3, 8, 12):
+            assert extract_cues(text, k) == _extract_cues_reference(text, k), (text, k)
+
+
+def test_hashing_embedder_python_accumulation_matches_numpy():
+    from world.embedding import HashingEmbedder, tokenize
+
+    emb = HashingEmbedder(64)
+    rng = np.random.default_rng(2)
+    vocab = ["alice", "bob", "likes", "tea", "coffee", "paris", "moved", "to", "the", "a", "x", "y", "z"]
+    for _ in range(200):
+        text = " ".join(rng.choice(vocab, size=int(rng.integers(0, 40))))
+        toks = tokenize(text) or ["\x00empty:" + text.strip()]
+        vec = np.zeros(64)
+        for t in toks:
+            i, s = emb._feature(t)
+            vec[i] += s
+        for a, b in zip(toks, toks[1:]):
+            i, s = emb._feature(a + " " + b)
+            vec[i] += s * emb.bigram_weight
+        norm = np.linalg.norm(vec)
+        if norm == 0.0:
+            i, s = emb._feature(toks[0])
+            vec[i] = s
+            norm = 1.0
+        assert np.array_equal(emb.encode(text), (vec / norm).astype(np.float32)), text

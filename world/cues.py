@@ -27,6 +27,9 @@ def _clean(word: str) -> str:
     return w.strip(_STRIP)
 
 
+_POSSESSIVE = ("'s", "’s")
+
+
 def is_entity_like(word: str) -> bool:
     """Capitalised or containing a digit: names, places, numbers, dates."""
     return bool(word) and (word[0].isupper() or any(c.isdigit() for c in word))
@@ -38,14 +41,18 @@ def extract_cues(text: str, max_cues: int = 8) -> list[str]:
         raise ValueError(f"max_cues must be >= 1, got {max_cues!r}")
     cues: list[str] = []
     seen: set[str] = set()
+    half = max_cues // 2
     for raw in text.split():
-        w = _clean(raw)
+        w = raw.strip(_STRIP)
         low = w.lower()
+        if low.endswith(_POSSESSIVE):  # rare: the full rule (without a possessive it is the strip)
+            w = _clean(raw)
+            low = w.lower()
         if len(w) <= 2 or low in STOP_WORDS or low in seen:
             continue
         seen.add(low)
-        if is_entity_like(w) or len(cues) < max_cues // 2:
+        if len(cues) < half or w[0].isupper() or any(c.isdigit() for c in w):  # is_entity_like(w)
             cues.append(low)
-        if len(cues) >= max_cues:
-            break
+            if len(cues) >= max_cues:
+                break
     return cues

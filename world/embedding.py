@@ -65,16 +65,21 @@ class HashingEmbedder:
         return hit
 
     def encode(self, text: str) -> np.ndarray:
-        vec = np.zeros(self.dim, dtype=np.float64)
+        # accumulate in Python floats (IEEE doubles, the same additions in the same order as on a
+        # float64 array, without numpy's per-element indexing cost)
+        acc = [0.0] * self.dim
         toks = tokenize(text)
         if not toks:
             toks = ["\x00empty:" + text.strip()]
+        feature = self._feature
         for t in toks:
-            i, s = self._feature(t)
-            vec[i] += s
+            i, s = feature(t)
+            acc[i] += s
+        bw = self.bigram_weight
         for a, b in zip(toks, toks[1:]):
-            i, s = self._feature(a + " " + b)
-            vec[i] += s * self.bigram_weight
+            i, s = feature(a + " " + b)
+            acc[i] += s * bw
+        vec = np.array(acc, dtype=np.float64)
         norm = np.linalg.norm(vec)
         if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
             i, s = self._feature(toks[0])

@@ -33,6 +33,7 @@ from enum import IntEnum
 import numpy as np
 
 from world.config import DEFAULT_REWARDS, WorldConfig
+from world.cues import extract_cues
 from world.entities import HABITS, RELATIONS
 from world.families import QUESTION, ScriptEvent, ScriptGenerator
 from world.grading import (
@@ -120,14 +121,24 @@ class _StoreEmbedder:
         self.shared = shared
         self.name = getattr(shared, "name", type(shared).__name__)
         self.dim = getattr(shared, "dim", None)
+        # the last text and its vector: an event's text is embedded for the candidates, then again
+        # by a WRITE / UPDATE / QUERY of that event (dropped on erasure like the shared entry)
+        self._last: tuple[str, object] | None = None
 
     def encode(self, text: str):
-        return self.shared.encode(text)
+        last = self._last
+        if last is not None and last[0] == text:
+            return last[1]
+        vec = self.shared.encode(text)
+        self._last = (text, vec)
+        return vec
 
     def encode_batch(self, texts):
         return self.shared.encode_batch(texts)
 
     def drop(self, text: str) -> bool:
+        if self._last is not None and self._last[0] == text:
+            self._last = None
         drop = getattr(self.shared, "drop", None)
         return bool(drop(text)) if callable(drop) else False
 
@@ -177,6 +188,7 @@ class World:
         self._version = 0  # bumps whenever the store changes (candidate cache key)
         self._cand_cache: tuple | None = None
         self._vec_cache: tuple | None = None
+        self._cue_cache: tuple | None = None
         self._stats = _Stats()
         self._chunk_q = [0, 0]  # endless: questions, correct since the last extension
         se = self._gen.events[0]
@@ -321,7 +333,7 @@ class World:
         if op is Op.NOOP:
             return
         if op is Op.QUERY:
-            recs = store.query(se.text, top_k=self.config.top_k)
+            recs = store.query(se.text, self.event_cues(), top_k=self.config.top_k)
             out.retrieved = [r.memory_id for r in recs]
             out.reward_terms["query_cost"] = w["query"]
             return
@@ -339,9 +351,9 @@ class World:
             self._reflect(target, out)
             return
         if op is Op.UPDATE:
-            rec = store.supersede(target, se.text, se.step)
+            rec = store.supersede(target, se.text, se.step, cues=self.event_cues())
         else:
-            rec = store.write_episode(se.step, se.text)
+            rec = store.write_episode(se.step, se.text, self.event_cues())
         report = getattr(store, "last_write", None)
         dup = report is not None and getattr(report, "status", "") == "duplicate"
         out.memory_id = rec.memory_id
@@ -479,6 +491,15 @@ class World:
         vec = self.store.embed(self._se.text)
         self._vec_cache = (self._i, vec)
         return vec
+
+    def event_cues(self) -> list[str]:
+        """``extract_cues`` of the current event text with the store's ``max_cues`` (computed once per
+        event; the store would compute exactly these for a write or query of the text). A new list
+        each call."""
+        cached = self._cue_cache
+        if cached is None or cached[0] != self._i:
+            cached = self._cue_cache = (self._i, tuple(extract_cues(self._se.text, self.store.max_cues)))
+        return list(cached[1])
 
     def view(self) -> WorldView:
         return WorldView(self)
