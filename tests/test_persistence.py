@@ -447,3 +447,26 @@ def test_bench_persistence_quick():
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cells[0] == "1,000" and cells[6] == "yes"  # the loaded store answered exactly like the saved one
     assert float(cells[2]) > 0 and float(cells[4]) > 0
+
+
+def test_wrong_embedder_is_a_clear_error(saved):
+    _, path, _ = saved
+    with pytest.raises(ValueError, match=r"embedder: the store holds 64-d embeddings .* 32-d"):
+        load_store(path, embedder=HashingEmbedder(dim=32))
+    loaded = load_store(path)  # a hashing store rebuilds its own embedder of the saved dimension
+    assert loaded.embed("Alice").shape == (64,)
+
+
+def test_non_hashing_store_needs_its_embedder(tmp_path):
+    class Named:
+        name, dim = "minilm-test", 16
+
+        def encode(self, text):
+            return HashingEmbedder(dim=16).encode(text)
+
+    store = MemoryStore(embedder=Named())
+    store.write_episode(0, "Alice moved to Lisbon.")
+    save_store(store, tmp_path / "m.sqlite")
+    with pytest.raises(ValueError, match="embedder: the store was built with 'minilm-test'"):
+        load_store(tmp_path / "m.sqlite")
+    assert len(load_store(tmp_path / "m.sqlite", embedder=Named())) == 1

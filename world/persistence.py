@@ -256,6 +256,7 @@ def load_store(path: str | os.PathLike, embedder: Any = None, *, summarizers: di
     path = Path(path)
     with _no_gc():
         state = _read_state(path)
+    _check_embedder(path, state["meta"], embedder)
     try:
         with _no_gc():
             store = MemoryStore._from_state(state, embedder)
@@ -267,6 +268,23 @@ def load_store(path: str | os.PathLike, embedder: Any = None, *, summarizers: di
     if summarizers:
         restore_summaries(store, None, summarizers)
     return store
+
+
+def _check_embedder(path: Path, meta: Any, embedder: Any) -> None:
+    """The caller's embedder must match the file's: a clear ValueError now, not a wrong dimension at
+    the first query."""
+    if not isinstance(meta, dict):
+        raise StoreFileError(path, "corrupted store: meta is not an object")
+    name, dim = meta.get("embedder"), meta.get("dim")
+    if embedder is None:
+        if dim and not str(name).startswith("hashing-"):
+            raise ValueError(f"{os.fspath(path)}: embedder: the store was built with {name!r}; "
+                             f"pass that embedder, load_store(path, embedder=...)")
+        return
+    have = getattr(embedder, "dim", None)
+    if dim and isinstance(have, int) and have != dim:
+        raise ValueError(f"{os.fspath(path)}: embedder: the store holds {dim}-d embeddings ({name!r}), "
+                         f"the embedder given makes {have}-d ones")
 
 
 def _check_header(path: Path) -> None:
