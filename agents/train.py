@@ -576,6 +576,13 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
             opt.step()
             loss_v = float(loss.item())
     policy.set_training_mode(False)
+    if pre.temperature != 1.0:
+        # A cloned policy is nearly deterministic, and the policy gradient of an action taken with
+        # probability p scales with 1 - p: RL could hardly move it. Dividing the logits by T keeps
+        # every greedy choice and gives the alternatives enough probability to be tried and learned.
+        with th.no_grad():
+            model.policy.action_net.weight.div_(pre.temperature)
+            model.policy.action_net.bias.div_(pre.temperature)
     with th.no_grad():
         agree, slot_agree = 0, 0
         for start in range(0, n, 1024):

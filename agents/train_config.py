@@ -81,6 +81,7 @@ class PretrainSettings:
     epochs: int = 10
     batch_size: int = 256
     learning_rate: float = 1e-3
+    temperature: float = 1.0  # >1 softens the cloned policy (logits / T): same greedy actions, room to explore
 
 
 @dataclasses.dataclass
@@ -206,6 +207,7 @@ class TrainConfig:
             epochs=_int(pre.get("epochs", 10), "pretrain.epochs", minimum=0),
             batch_size=_int(pre.get("batch_size", 256), "pretrain.batch_size", minimum=1),
             learning_rate=float(lr),
+            temperature=_positive(pre.get("temperature", 1.0), "pretrain.temperature"),
         )
 
         cfg = cls(
@@ -309,6 +311,12 @@ def _int(value: Any, key: str, *, minimum: int) -> int:
     if value < minimum:
         raise TrainConfigError(f"key '{key}' must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _positive(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise TrainConfigError(f"key '{key}' must be a number > 0, got {value!r}")
+    return float(value)
 
 
 def _choice(value: Any, key: str, allowed: tuple[str, ...]) -> str:

@@ -257,7 +257,7 @@ def test_imitation_warm_start_clones_the_agent(tmp_path):
     cold = T.train(tiny(tmp_path, "cold", pretrain={"agent": "versioned", "episodes": 3, "epochs": 0}, **common),
                    seed=0, out_dir=tmp_path / "cold", test_eval=False)
     assert cold.finished and not (tmp_path / "cold" / "pretrain.json").exists()
-    warm = T.train(tiny(tmp_path, "warm", pretrain={"agent": "versioned", "episodes": 3, "epochs": 40, "batch_size": 16}, **common),
+    warm = T.train(tiny(tmp_path, "warm", pretrain={"agent": "versioned", "episodes": 3, "epochs": 100, "batch_size": 16, "learning_rate": 0.003}, **common),
                    seed=0, out_dir=tmp_path / "warm", test_eval=False)
     assert warm.finished
     stats = json.loads((tmp_path / "warm" / "pretrain.json").read_text())
