@@ -103,3 +103,66 @@ def test_hashing_embedder_python_accumulation_matches_numpy():
             vec[i] = s
             norm = 1.0
         assert np.array_equal(emb.encode(text), (vec / norm).astype(np.float32)), text
+
+
+class _BatchingHashing:
+    """A hashing embedder that says it prefers batches (as sentence-transformers does) and counts calls."""
+
+    prefers_batches = True
+
+    def __init__(self, dim: int):
+        from world.embedding import HashingEmbedder
+
+        self._h = HashingEmbedder(dim)
+        self.dim = dim
+        self.name = f"hashing-{dim}"
+        self.single = 0
+        self.batches: list[int] = []
+
+    def encode(self, text):
+        self.single += 1
+        return self._h.encode(text)
+
+    def encode_batch(self, texts):
+        texts = list(texts)
+        self.batches.append(len(texts))
+        return self._h.encode_batch(texts)
+
+
+def _play(world, seed: int, steps: int) -> list:
+    from world import Op
+
+    rng = np.random.default_rng(seed)
+    world.reset(seed)
+    log = []
+    for _ in range(steps):
+        ids = world.candidates()
+        op = Op(int(rng.integers(7)))
+        target = ids[int(rng.integers(len(ids)))] if ids else None
+        out = world.apply(op, target)
+        log.append((int(out.op), out.target, out.valid, out.memory_id, out.retrieved, out.question,
+                    out.reward_terms, out.swept, ids, world.event_vector().tobytes()))
+        if world.advance() is None:
+            break
+    return log + [world.metrics()]
+
+
+def test_world_prefetch_of_script_embeddings_changes_nothing():
+    """A batching embedder makes the world embed its script (and the rules REFLECT could write) in one
+    batch at reset and serve event vectors from it; the episode is exactly the one-text-at-a-time one."""
+    from world import World, WorldConfig
+    from world.embedding import CachedEmbedder, HashingEmbedder
+
+    cfg = WorldConfig.preset("life", "easy").replace(horizon=120)
+    fast_inner = _BatchingHashing(cfg.embed_dim)
+    fast = World(cfg, seed=0, embedder=CachedEmbedder(fast_inner))
+    plain = World(cfg, seed=0, embedder=CachedEmbedder(HashingEmbedder(cfg.embed_dim)))
+    for seed in (5, 6):
+        fast_inner.single = 0
+        fast_inner.batches.clear()
+        assert _play(fast, seed, 120) == _play(plain, seed, 120)
+        assert fast_inner.batches and fast_inner.batches[0] >= 50  # the script, in one batch at reset
+        assert fast._script_vecs is not None and len(fast._script_vecs) == len(fast._gen.events)
+        # event texts never go one by one through the model (singles: the store's dimension probe,
+        # texts re-embedded after an erasure dropped them, rules of clusters not foreseen)
+        assert fast_inner.single < 10

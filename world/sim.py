@@ -136,6 +136,10 @@ class _StoreEmbedder:
     def encode_batch(self, texts):
         return self.shared.encode_batch(texts)
 
+    def prime(self, text: str, vec) -> None:
+        """Make ``vec`` the answer for ``text`` (the world's precomputed vector of its current event)."""
+        self._last = (text, vec)
+
     def drop(self, text: str) -> bool:
         if self._last is not None and self._last[0] == text:
             self._last = None
@@ -176,6 +180,8 @@ class World:
         self._gen = ScriptGenerator(cfg, self._rng)
         if cfg.horizon is None:
             self._gen.extend()
+        self._script_vecs: list | None = None
+        self._prefetch(0)
         self.store = MemoryStore(_StoreEmbedder(self._embedder), forget_threshold=cfg.forget_threshold,
                                  decay=cfg.decay)
         self._payloads: dict[str, dict] = {}
@@ -250,7 +256,41 @@ class World:
         if q >= 3 and c / q >= self.config.level_up:
             level += 1
         self._chunk_q = [0, 0]
+        start = len(self._gen.events)
         self._gen.extend(level=level)
+        self._prefetch(start)
+
+    def _prefetch(self, start: int) -> None:
+        """Embed the script's event texts from ``start`` on in one batch (through the shared cache), when
+        the embedder is a model that batches (sentence-transformers): every text is known in advance,
+        and one batched forward pass costs about what one or two single encodes do. The world keeps
+        these vectors with its script (``event_vector`` uses them), so that a text dropped from the
+        shared cache by an erasure is not embedded again, alone, when it recurs. Hashing embedders
+        (cheap per text, no batching gain) are left alone."""
+        emb = self._embedder
+        if not getattr(getattr(emb, "inner", emb), "prefers_batches", False):
+            return
+        encode_batch = getattr(emb, "encode_batch", None)
+        if encode_batch is None:
+            return
+        texts = [e.text for e in self._gen.events[start:]]
+        if self._script_vecs is None:
+            self._script_vecs = []
+        if texts:
+            # and the rules a REFLECT could write from these events (one per possible majority object)
+            kinds = FACT_KINDS | {"episode", "ref"}
+            rules = []
+            for e in self._gen.events[start:]:
+                p = e.payload
+                if p and p.get("kind") in kinds and p.get("object") is not None:
+                    try:
+                        rules.append(_rule_text(p["subject"], p["relation"], p["object"]))
+                    except (KeyError, AttributeError, IndexError, ValueError):
+                        pass
+            distinct = list(dict.fromkeys(texts + rules))
+            vecs = encode_batch(distinct)
+            by_text = {t: vecs[j] for j, t in enumerate(distinct)}
+            self._script_vecs.extend(by_text[t] for t in texts)
 
     # ------------------------------------------------------------------ validity
     def is_valid(self, op: int, target: str | None = None) -> tuple[bool, str | None]:
@@ -397,12 +437,7 @@ class World:
             first.setdefault(p["object"], p["event"])
         obj = max(counts, key=lambda o: (counts[o], -first[o]))
         subj, rel = ps[0]["subject"], ps[0]["relation"]
-        if rel in HABITS:
-            text = HABITS[rel].rule.format(s=subj, o=obj)
-        else:
-            noun = RELATIONS[rel].noun if rel in RELATIONS else rel.replace("_", " ")
-            who = "My" if subj == "user" else f"{subj}'s"
-            text = f"{who} {noun} is usually {obj}."
+        text = _rule_text(subj, rel, obj)
         # consolidated knowledge is durable: rules get the maximal importance (slower sweep)
         rec = self.store.write_semantic(self._se.step, text, list(cluster), importance=1.0)
         out.memory_id = rec.memory_id
@@ -488,7 +523,13 @@ class World:
         cached = self._vec_cache
         if cached is not None and cached[0] == self._i:
             return cached[1]
-        vec = self.store.embed(self._se.text)
+        text = self._se.text
+        script_vecs = self._script_vecs
+        if script_vecs is not None and self._i < len(script_vecs):
+            prime = getattr(self.store.embedder, "prime", None)
+            if prime is not None:
+                prime(text, script_vecs[self._i])  # store.embed then normalises it as usual
+        vec = self.store.embed(text)
         self._vec_cache = (self._i, vec)
         return vec
 
@@ -537,6 +578,15 @@ class World:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+
+
+def _rule_text(subj: str, rel: str, obj) -> str:
+    """The text of the rule REFLECT writes for a cluster (subject, relation) whose majority object is obj."""
+    if rel in HABITS:
+        return HABITS[rel].rule.format(s=subj, o=obj)
+    noun = RELATIONS[rel].noun if rel in RELATIONS else rel.replace("_", " ")
+    who = "My" if subj == "user" else f"{subj}'s"
+    return f"{who} {noun} is usually {obj}."
 
 
 def _removed_ids(report, target: str) -> list[str]:
