@@ -166,3 +166,83 @@ def test_world_prefetch_of_script_embeddings_changes_nothing():
         # event texts never go one by one through the model (singles: the store's dimension probe,
         # texts re-embedded after an erasure dropped them, rules of clusters not foreseen)
         assert fast_inner.single < 10
+
+
+def _hybrid_reference(now, created, n, recent, d=0.5, min_lag=1.0):
+    """The vectorised hybrid base level with the tail term computed on every row (the plain form)."""
+    lags = np.maximum(now - recent, min_lag)
+    if d == 0.5:
+        total = (1.0 / np.sqrt(lags)).sum(axis=1)
+    else:
+        total = np.power(lags, -d).sum(axis=1)
+    k = recent.shape[1]
+    if len(n) and n.max() > k:
+        extra = n - k
+        life = np.maximum(now - created, min_lag)
+        t_k = np.maximum(np.where(np.isfinite(lags), lags, -np.inf).max(axis=1), min_lag)
+        gap = life - t_k
+        safe_gap = np.where(gap > 1e-12 * np.maximum(life, 1.0), gap, 1.0)
+        frac = np.where(gap > 1e-12 * np.maximum(life, 1.0),
+                        (life ** (1.0 - d) - t_k ** (1.0 - d)) / ((1.0 - d) * safe_gap), life ** (-d))
+        total = total + np.where(extra > 0, extra * frac, 0.0)
+    return np.log(total)
+
+
+def test_hybrid_base_level_tail_on_the_rows_that_need_it_is_bit_identical():
+    from world.actr import MIN_LAG, hybrid_base_level_batch
+
+    rng = np.random.default_rng(3)
+    k = 8
+    for trial in range(60):
+        m = int(rng.integers(1, 400))
+        now = float(rng.integers(50, 5000))
+        created = rng.integers(0, int(now) - 20, size=m).astype(float)
+        n = rng.choice([1, 2, 5, 8, 9, 12, 40], size=m, p=[0.5, 0.1, 0.1, 0.05, 0.1, 0.1, 0.05]).astype(np.int64)
+        recent = np.full((m, k), -np.inf)
+        for i in range(m):
+            times = np.sort(rng.uniform(created[i], now, size=min(n[i], k)))
+            times[0] = created[i] if n[i] <= k else times[0]
+            recent[i, : len(times)] = times
+        d = 0.5 if trial % 3 else 0.4
+        got = hybrid_base_level_batch(now, created, n, recent.copy(), d=d, assume_no_nan=True)
+        assert np.array_equal(got, _hybrid_reference(now, created, n, recent, d=d, min_lag=MIN_LAG)), trial
+
+
+def _ppr_reference(tm, p, alpha=0.85, max_iter=100, tol=1.0e-6):
+    """The power iteration as first written (fill, seeds, kernel, ndarray.sum)."""
+    from scipy.sparse._sparsetools import csr_matvec
+
+    n = tm.n
+    p = p / p.sum()
+    dangling = np.flatnonzero(tm.dangling)
+    data_a = alpha * tm.data
+    seeds = np.flatnonzero(p)
+    x = np.full(n, 1.0 / n)
+    y = np.empty(n)
+    for _ in range(max_iter):
+        c = alpha * x.take(dangling).sum() + (1.0 - alpha) if len(dangling) else 1.0 - alpha
+        y.fill(0.0)
+        y[seeds] = c * p[seeds]
+        csr_matvec(n, n, tm.indptr, tm.indices, data_a, x, y)
+        diff = np.abs(y - x)
+        x, y = y.copy(), x
+        if diff.sum() < n * tol:
+            return x
+    return None
+
+
+def test_power_iteration_loop_is_bit_identical_to_the_plain_loop():
+    rng = np.random.default_rng(4)
+    checked = 0
+    for _ in range(40):
+        n = int(rng.integers(2, 200))
+        src, dst, w = _random_graph(rng, n, int(rng.integers(1, 5 * n)))
+        tm = transition_from_edges(n, src, dst, w)
+        p = np.zeros(n)
+        p[rng.integers(0, n, size=int(rng.integers(1, 5)))] = rng.uniform(0.5, 2.0)
+        ref = _ppr_reference(tm, p)
+        x, method = personalized_pagerank(tm, p)
+        if ref is not None:
+            assert method == "power" and np.array_equal(x, ref)
+            checked += 1
+    assert checked > 30

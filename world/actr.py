@@ -149,19 +149,19 @@ def hybrid_base_level_batch(
         total = np.power(lags, -d).sum(axis=1)
     k = recent.shape[1]
     if len(n) and n.max() > k:
-        extra = n - k
-        lags = np.maximum(now - recent, min_lag)  # the buffer above was overwritten
-        life = np.maximum(now - created, min_lag)
+        # the tail term, only for the rows that have one (n > k): the same element-wise operations
+        # as on all rows, so the result is bit-identical (other rows would add an exact 0.0)
+        rows = np.flatnonzero(n > k)
+        extra = n[rows] - k
+        lags = np.maximum(now - recent[rows], min_lag)  # the buffer above was overwritten
+        life = np.maximum(now - created[rows], min_lag)
         # rows with n > k are full, so their oldest kept lag is the row maximum
         t_k = np.maximum(np.where(np.isfinite(lags), lags, -np.inf).max(axis=1), min_lag)
         gap = life - t_k
-        safe_gap = np.where(gap > 1e-12 * np.maximum(life, 1.0), gap, 1.0)
-        frac = np.where(
-            gap > 1e-12 * np.maximum(life, 1.0),
-            (life ** (1.0 - d) - t_k ** (1.0 - d)) / ((1.0 - d) * safe_gap),
-            life ** (-d),
-        )
-        total = total + np.where(extra > 0, extra * frac, 0.0)
+        big = gap > 1e-12 * np.maximum(life, 1.0)
+        safe_gap = np.where(big, gap, 1.0)
+        frac = np.where(big, (life ** (1.0 - d) - t_k ** (1.0 - d)) / ((1.0 - d) * safe_gap), life ** (-d))
+        total[rows] = total[rows] + extra * frac
     return np.log(total)
 
 

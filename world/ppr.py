@@ -143,25 +143,27 @@ def personalized_pagerank(
     dangling = np.flatnonzero(tm.dangling)
     indptr, indices = tm.indptr, tm.indices
     data_a = tm.scaled_data(alpha)  # alpha folded into the matrix once per graph
-    seeds = np.flatnonzero(p)
-    p_seeds = p[seeds]
     x = np.full(n, 1.0 / n)
     y = np.empty(n)
     diff = np.empty(n)
+    has_dangling = len(dangling) > 0
+    teleport = 1.0 - alpha
+    stop = n * tol
+    add_reduce, multiply, subtract, absolute = np.add.reduce, np.multiply, np.subtract, np.absolute
     for _ in range(max_iter):
-        # y = alpha x P + (alpha (x . dangling) + 1 - alpha) p, written in place (hot loop; p is
-        # sparse: only the seeds are set)
-        c = alpha * x.take(dangling).sum() + (1.0 - alpha) if len(dangling) else 1.0 - alpha
-        y.fill(0.0)
-        y[seeds] = c * p_seeds
+        # y = alpha x P + (alpha (x . dangling) + 1 - alpha) p, written in place (hot loop: the
+        # ufuncs are called directly, ndarray.sum is add.reduce behind a Python wrapper; c * 0.0 = 0.0
+        # off the seeds, so y = c p is exactly the seeds' c * p_i with zeros elsewhere)
+        c = alpha * add_reduce(x.take(dangling)) + teleport if has_dangling else teleport
+        multiply(p, c, out=y)
         if _csr_matvec is not None:
             _csr_matvec(n, n, indptr, indices, data_a, x, y)
         else:  # pragma: no cover - scipy without the private kernel
             y += sp.csr_matrix((data_a, indices, indptr), shape=(n, n)) @ x
-        np.subtract(y, x, out=diff)
-        np.abs(diff, out=diff)
+        subtract(y, x, out=diff)
+        absolute(diff, out=diff)
         x, y = y, x
-        if diff.sum() < n * tol:
+        if add_reduce(diff) < stop:
             return x.copy(), "power"
     if fallback == "raise":
         raise PPRConvergenceError(f"personalized PageRank did not converge in {max_iter} iterations (tol={tol})")
