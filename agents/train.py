@@ -813,7 +813,15 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         seed = int(stored.pop("seed"))
         stored.pop("versions", None)
         stored.pop("quick", None)
+        stored.pop("extended", None)
         cfg = TrainConfig.from_dict(stored)
+        if total_steps is not None and total_steps != cfg.total_steps:
+            # extending (or shortening) a run: the run folder's config records the new budget
+            cfg = cfg.replace(total_steps=total_steps)
+            on_disk = yaml.safe_load((run_dir / "config.yaml").read_text())
+            on_disk["total_steps"] = total_steps
+            on_disk.setdefault("extended", []).append({"total_steps": total_steps})
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(on_disk, sort_keys=False))
     else:
         if config_path is None:
             raise TrainConfigError("a config is required: --config configs/train/<name>.yaml")
@@ -1039,7 +1047,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
-    parser.add_argument("--total-steps", type=int, help="override total_steps of the config")
+    parser.add_argument("--total-steps", type=int, help="override total_steps of the config (with --resume: "
+                        "extend the run to that many steps)")
     parser.add_argument("--stop-after", type=int, help="stop this session at that many steps (resumable)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-test", action="store_true", help="skip the final test on the benchmark seeds")

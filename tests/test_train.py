@@ -248,6 +248,12 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     later = json.loads((out / "checkpoints" / "state_256.json").read_text())
     assert later["episodes_started"][0] > state["episodes_started"][0]
 
+    # a finished run can be extended: --resume --total-steps N
+    third = T.train(None, out_dir=out, resume=True, total_steps=384, test_eval=False)
+    assert third.finished and third.timesteps == 384
+    assert [r["timesteps"] for r in T.read_evaluations(out / "evaluations.csv")] == [128, 256, 384]
+    assert yaml.safe_load((out / "config.yaml").read_text())["total_steps"] == 384
+
 
 def test_imitation_warm_start_clones_the_agent(tmp_path):
     """`pretrain:` fits the policy to a baseline's actions: the greedy policy then agrees with it far
