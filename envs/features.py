@@ -67,6 +67,7 @@ CHAIN_CAP = 8
 ENDLESS_CLOCK_SCALE = 1_000.0
 TIERS = ("fact", "preference", "inference")
 _LOG_AGE_CAP = math.log1p(AGE_CAP)
+_CHAIN_ONE = 1.0 / CHAIN_CAP
 
 
 def squash_activation(b: np.ndarray, threshold: float) -> np.ndarray:
@@ -187,11 +188,8 @@ class FeatureBuilder:
             rec = store.semantic[mid]
         tier = rec.tier
         conf = float(rec.confidence)
-        head = (
-            float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
-            frozenset(rec.cues or ()),
-        )
-        return rec, int(rec.written_at), min(max(conf, 0.0), 1.0), head
+        return (rec, int(rec.written_at), min(max(conf, 0.0), 1.0), frozenset(rec.cues or ()),
+                float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic))
 
     @staticmethod
     def _dim(store) -> int:
@@ -245,28 +243,34 @@ class FeatureBuilder:
             if incoming is None:
                 incoming = links["incoming"] = _incoming_links(store)
             rows = []
+            log1p = math.log1p
             for mid, sim, act in zip(ids, sims.tolist(), squashed[:m].tolist()):
                 st = static.get(mid)
                 if st is None:
                     st = static[mid] = self._static_row(store, mid)
-                rec, written_at, conf, head = st
+                rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem = st
                 imp = rec.importance / IMPORTANCE_CAP
                 age = now - written_at
                 n_links = len(rec.links) + incoming.get(mid, 0)
                 key = rec.key
                 if key is None:
-                    chain = 1.0 / CHAIN_CAP
+                    chain = _CHAIN_ONE
                 else:
                     chain = links.get(key)
                     if chain is None:
                         chain = links[key] = min(max(len(store.versions(key)), 1), CHAIN_CAP) / CHAIN_CAP
-                cues = head[-1]
+                if age > 0:
+                    age_f = log1p(age) / _LOG_AGE_CAP
+                    if age_f > 1.0:
+                        age_f = 1.0
+                else:
+                    age_f = 0.0
                 rows.append((
                     sim if -1.0 <= sim <= 1.0 else (1.0 if sim > 1.0 else -1.0),
                     act,
                     1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
-                    min(math.log1p(age) / _LOG_AGE_CAP, 1.0) if age > 0 else 0.0,
-                    *head[:-1],
+                    age_f,
+                    t_fact, t_pref, t_inf, sem,
                     (n_links if n_links < LINK_CAP else LINK_CAP) / LINK_CAP,
                     len(ev_cues.intersection(cues)) / n_ev if (ev_cues and cues) else 0.0,
                     mid in recent,
