@@ -246,3 +246,31 @@ def test_power_iteration_loop_is_bit_identical_to_the_plain_loop():
             assert method == "power" and np.array_equal(x, ref)
             checked += 1
     assert checked > 30
+
+
+def test_world_with_script_embeddings_branches_identically_from_a_snapshot():
+    from world import Op, World, WorldConfig
+    from world.embedding import CachedEmbedder
+
+    cfg = WorldConfig.preset("life", "easy").replace(horizon=60)
+    world = World(cfg, seed=1, embedder=CachedEmbedder(_BatchingHashing(cfg.embed_dim)))
+
+    def rest(seed):
+        rng = np.random.default_rng(seed)
+        out = []
+        while not world.done:
+            ids = world.candidates()
+            op = Op(int(rng.integers(7)))
+            res = world.apply(op, ids[int(rng.integers(len(ids)))] if ids else None)
+            out.append((res.memory_id, res.retrieved, res.reward_terms, world.event_vector().tobytes()))
+            world.advance()
+        return out
+
+    for _ in range(20):
+        world.apply(Op.WRITE)
+        world.advance()
+    state = world.get_state()
+    assert state["_script_vecs"] is world._script_vecs  # a fixed script's vectors are shared, not copied
+    first = rest(9)
+    world.set_state(state)
+    assert rest(9) == first

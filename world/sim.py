@@ -555,11 +555,14 @@ class World:
     # ------------------------------------------------------------------ snapshots
     _SKIP = ("config", "_embedder", "reader")
 
-    def _memo(self, gen) -> dict:
+    def _memo(self, gen, script_vecs=None) -> dict:
         memo = {id(self._embedder): self._embedder}
         if self.config.horizon is not None:
-            # a fixed-horizon script is complete and never changes: snapshots share it
+            # a fixed-horizon script is complete and never changes: snapshots share it (and its
+            # embeddings, when the world keeps them)
             memo[id(gen)] = gen
+            if script_vecs is not None:
+                memo[id(script_vecs)] = script_vecs
         return memo
 
     def get_state(self) -> dict:
@@ -567,11 +570,11 @@ class World:
         script of an endless world). The embedder (a cache), the reader and a finished script are
         shared, not copied. Pickle-able."""
         state = {k: v for k, v in self.__dict__.items() if k not in self._SKIP}
-        return copy.deepcopy(state, self._memo(self._gen))
+        return copy.deepcopy(state, self._memo(self._gen, getattr(self, "_script_vecs", None)))
 
     def set_state(self, state: dict) -> None:
         """Restore a snapshot from :meth:`get_state` (the snapshot stays reusable)."""
-        self.__dict__.update(copy.deepcopy(state, self._memo(state["_gen"])))
+        self.__dict__.update(copy.deepcopy(state, self._memo(state["_gen"], state.get("_script_vecs"))))
 
     def __getstate__(self):
         return dict(self.__dict__)
