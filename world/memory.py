@@ -587,13 +587,16 @@ class MemoryStore:
         cand = cand[keep]
         # dict.fromkeys: a recycled slot may sit twice in the window
         cand = np.fromiter(dict.fromkeys(cand.tolist()), dtype=np.int64)
-        for slot in cand[: cfg.window]:
-            mid = space.slot_id[slot]
+        slot_id = space.slot_id
+        for slot in cand[: cfg.window].tolist():
+            mid = slot_id[slot]
             rule = duplicate_rule(sig, self._sig(space, mid), cfg)
             if rule is not None:
                 return mid, rule
         if len(cand):
             sims = _matvec(space.emb[cand], vec)
+            if sims.max() < cfg.embed_threshold:  # nothing near enough (the usual case): no sort
+                return None
             for j in np.argsort(-sims, kind="stable"):
                 if sims[j] < cfg.embed_threshold:
                     break
