@@ -274,3 +274,24 @@ def test_world_with_script_embeddings_branches_identically_from_a_snapshot():
     first = rest(9)
     world.set_state(state)
     assert rest(9) == first
+
+
+def test_event_cues_handed_to_the_store_are_the_ones_it_would_extract():
+    """The world extracts an event's cues once and passes them to WRITE / UPDATE / QUERY: every stored
+    episode's cues are exactly ``extract_cues(content, store.max_cues)``."""
+    from world import Op, World, WorldConfig
+    from world.cues import extract_cues
+
+    world = World(WorldConfig.preset("life", "easy").replace(horizon=150), seed=2)
+    rng = np.random.default_rng(0)
+    seen = 0
+    while not world.done:
+        assert world.event_cues() == extract_cues(world.event.text, world.store.max_cues)
+        ids = world.candidates()
+        op = Op(int(rng.choice([1, 1, 2, 3, 5, 6])))
+        world.apply(op, ids[int(rng.integers(len(ids)))] if ids else None)
+        world.advance()
+        for rec in world.store.episodic.values():
+            assert rec.cues == extract_cues(rec.content, world.store.max_cues)
+            seen += 1
+    assert seen > 100
