@@ -77,7 +77,7 @@ def load_results(path: str | os.PathLike) -> dict:
 def _f(x: Any, nd: int = 2) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
-    return f"{x:.{nd}f}"
+    return f"{round(x, nd) + 0.0:.{nd}f}"  # + 0.0: no "-0.00"
 
 
 def _ci(e: dict | None, nd: int = 2) -> str:
@@ -249,7 +249,7 @@ def plot_leaderboard(payload: dict, path: str | os.PathLike) -> bool:
     for i in range(len(agents)):
         for j in range(len(tasks)):
             if np.isfinite(vals[i, j]):
-                ax2.text(j, i, f"{vals[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                ax2.text(j, i, _f(float(vals[i, j])), ha="center", va="center", fontsize=7,
                          color="white" if vals[i, j] < 0.5 else "black")
     ax2.set_title("normalised score per family")
     fig.colorbar(im, ax=ax2, fraction=0.03)
