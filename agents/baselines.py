@@ -20,7 +20,6 @@ that the env's mask forbids (e.g. WRITE at capacity) becomes NOOP.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -38,6 +37,7 @@ from agents.base import (
     Candidate,
     register_agent,
 )
+from world.keys import subject_and_topic
 
 
 def _kind(observation: dict, view: Any) -> str:
@@ -188,29 +188,8 @@ class ImportanceAgent(HeuristicAgent):
         return WRITE, 0
 
 
-_USER_WORDS = frozenset({"i", "my", "me", "mine", "myself", "i'm", "i've"})
-# Capitalised only because they start a sentence: not subjects.
-_FUNCTION_WORDS = frozenset({"please", "let", "let's", "did", "do", "does", "what", "when", "where", "which", "who",
-                             "how", "why", "on", "week", "write", "nothing", "there", "here", "so", "well", "oh"})
-
-
-@functools.lru_cache(maxsize=4096)
-def _subject_and_topic(text: str) -> tuple[frozenset, frozenset]:
-    """Seed 003's key = subject + topic, read from the text.
-
-    Subject: the entity-like words (capitalised or numeric, ``world.dedup.signature``) minus stop
-    and sentence-initial function words; first-person words make the subject ``user`` (seed 003's
-    keys look like ``user:42/pref/format``). Topic: the remaining content words.
-    """
-    from world.cues import STOP_WORDS
-    from world.dedup import signature
-
-    sig = signature(text)
-    subject = {w for w in sig.entities if w not in STOP_WORDS and w not in _FUNCTION_WORDS}
-    if sig.word_set & _USER_WORDS:
-        subject.add("user")
-    topic = sig.content - sig.entities - _USER_WORDS - _FUNCTION_WORDS
-    return frozenset(subject), frozenset(topic)
+# Seed 003's key = subject + topic, read from the text: world.keys (shared with the env's features).
+_subject_and_topic = subject_and_topic
 
 
 @register_agent("versioned", "seed 003: same subject+topic -> UPDATE (history kept), erasure -> FORGET chain")

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from world.dedup import DedupConfig, duplicate_rule, embedding_duplicate, signature
+from world.keys import subject_and_topic as _cached_subject_and_topic
+
 if TYPE_CHECKING:  # pragma: no cover
     from world import World
 
@@ -37,6 +40,13 @@ CANDIDATE_FEATURES: tuple[str, ...] = (
     "superseded",       # 1 if a newer version of the memory exists
     "chain_length",     # versions in the memory's chain, min(n, CHAIN_CAP) / CHAIN_CAP
     "confidence",       # confidence clipped to [0, 1]
+    # appended (visible text only, world.keys / world.dedup; never a hidden payload):
+    "same_subject",     # 1 if event and memory share a subject word (entity-like word, or "user" for I/my)
+    "same_topic",       # 1 if they share a topic word (content word that is not a subject word)
+    "same_key",         # same_subject and same_topic: the same version key as the `versioned` baseline reads it
+    "key_best",         # 1 for the best key match: active episode, same subject and (same topic or
+                        # similarity >= KEY_SIM), highest (shared subject + topic words, similarity)
+    "duplicate",        # 1 if the event is a duplicate of the memory by the store's dedup rules
 )
 N_CANDIDATE_FEATURES = len(CANDIDATE_FEATURES)
 CANDIDATE_LOW = np.zeros(N_CANDIDATE_FEATURES, dtype=np.float32)
@@ -61,6 +71,7 @@ STORE_HIGH = np.ones(N_STORE_FEATURES, dtype=np.float32)
 EVENT_KINDS: tuple[str, ...] = ("statement", "question", "request")
 
 AGE_CAP = 10_000
+KEY_SIM = 0.5  # similarity that stands in for a shared topic word in key_best (versioned's topic_sim)
 IMPORTANCE_CAP = 2.5
 LINK_CAP = 8
 CHAIN_CAP = 8
@@ -68,6 +79,10 @@ ENDLESS_CLOCK_SCALE = 1_000.0
 TIERS = ("fact", "preference", "inference")
 _LOG_AGE_CAP = math.log1p(AGE_CAP)
 _CHAIN_ONE = 1.0 / CHAIN_CAP
+_KEY_BEST = CANDIDATE_FEATURES.index("key_best")
+# uncached: the env must not keep the words of erased memories in a process-wide cache (the feature
+# builder computes a memory's key once, in its per-memory row, and the event's once per event)
+subject_and_topic = _cached_subject_and_topic.__wrapped__
 
 
 def squash_activation(b: np.ndarray, threshold: float) -> np.ndarray:
@@ -148,6 +163,7 @@ class FeatureBuilder:
         self.store = np.zeros(N_STORE_FEATURES, dtype=np.float32)
         self.ids: list[str] = []
         self._cue_cache: tuple[str, frozenset[str]] | None = None
+        self._key_cache: tuple | None = None
         self._links_key: tuple | None = None
         self._static_store = None
         self._static: dict = {}
@@ -188,8 +204,11 @@ class FeatureBuilder:
             rec = store.semantic[mid]
         tier = rec.tier
         conf = float(rec.confidence)
+        text = rec.text or ""
+        subj, topic = subject_and_topic(text)
         return (rec, int(rec.written_at), min(max(conf, 0.0), 1.0), frozenset(rec.cues or ()),
-                float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic))
+                float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
+                subj, topic, signature(text))
 
     @staticmethod
     def _dim(store) -> int:
@@ -207,6 +226,17 @@ class FeatureBuilder:
         # words would survive a FORGET in the env's memory and in its pickles)
         self._cue_cache = (text, cues)
         return cues
+
+    def event_key(self, text: str) -> tuple:
+        """(subject, topic, dedup signature) of the current event text, computed once per event (one
+        entry only, as the cue cache)."""
+        cached = self._key_cache
+        if cached is not None and cached[0] == text:
+            return cached[1]
+        subj, topic = subject_and_topic(text)
+        out = (subj, topic, signature(text))
+        self._key_cache = (text, out)
+        return out
 
     def build(self, world: World, event_vec: np.ndarray | None, event_text: str | None,
               event_index: int, last_invalid: bool) -> list[str]:
@@ -238,17 +268,20 @@ class FeatureBuilder:
             else:
                 ev_cues = self.event_cues(event_text)
             n_ev = max(1, len(ev_cues))
+            ev_subj, ev_topic, ev_sig = self.event_key(event_text) if event_text else (frozenset(), frozenset(), None)
+            dedup_cfg = getattr(store, "dedup_config", None) or DedupConfig()
+            best_j, best_score = -1, None
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
             incoming = links.get("incoming")
             if incoming is None:
                 incoming = links["incoming"] = _incoming_links(store)
             rows = []
             log1p = math.log1p
-            for mid, sim, act in zip(ids, sims.tolist(), squashed[:m].tolist()):
+            for j, (mid, sim, act) in enumerate(zip(ids, sims.tolist(), squashed[:m].tolist())):
                 st = static.get(mid)
                 if st is None:
                     st = static[mid] = self._static_row(store, mid)
-                rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem = st
+                rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig = st
                 imp = rec.importance / IMPORTANCE_CAP
                 age = now - written_at
                 n_links = len(rec.links) + incoming.get(mid, 0)
@@ -265,8 +298,19 @@ class FeatureBuilder:
                         age_f = 1.0
                 else:
                     age_f = 0.0
+                sim = sim if -1.0 <= sim <= 1.0 else (1.0 if sim > 1.0 else -1.0)
+                n_subj = len(ev_subj & subj)
+                n_topic = len(ev_topic & topic)
+                superseded = rec.superseded_at is not None
+                if n_subj and (n_topic or sim >= KEY_SIM) and not superseded and not sem and rec.text:
+                    score = (n_subj + n_topic, sim)
+                    if best_score is None or score > best_score:  # ties: the earlier slot
+                        best_j, best_score = j, score
+                dup = ev_sig is not None and rec.text and (
+                    duplicate_rule(ev_sig, sig, dedup_cfg) is not None
+                    or embedding_duplicate(ev_sig, sig, sim, dedup_cfg))
                 rows.append((
-                    sim if -1.0 <= sim <= 1.0 else (1.0 if sim > 1.0 else -1.0),
+                    sim,
                     act,
                     1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
                     age_f,
@@ -274,11 +318,18 @@ class FeatureBuilder:
                     (n_links if n_links < LINK_CAP else LINK_CAP) / LINK_CAP,
                     len(ev_cues.intersection(cues)) / n_ev if (ev_cues and cues) else 0.0,
                     mid in recent,
-                    rec.superseded_at is not None,
+                    superseded,
                     chain,
                     conf,
+                    n_subj > 0,
+                    n_topic > 0,
+                    n_subj > 0 and n_topic > 0,
+                    0.0,
+                    bool(dup),
                 ))
             c[:m] = rows
+            if best_j >= 0:
+                c[best_j, _KEY_BEST] = 1.0
         c[m:] = 0.0
         self.mask[:m] = 1
         self.mask[m:] = 0

@@ -132,10 +132,12 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     | `candidate_mask` | (K,)      | int8    | 0   | 1   | 1 where a slot holds a memory (`MultiBinary(K)`) |
     | `store`          | (S,)      | float32 | 0   | 1   | store-level features |
 
-    Candidate features (`envs.features.CANDIDATE_FEATURES`, F = 14): similarity to the event
+    Candidate features (`envs.features.CANDIDATE_FEATURES`, F = 19): similarity to the event
     (cosine, the only column in [-1, 1]), ACT-R activation squashed to (0, 1) (0.5 = at the forget
     threshold), importance, age (log-scaled), tier one-hot (fact, preference, inference), semantic,
-    links, cue overlap with the event, recent, superseded, version-chain length, confidence.
+    links, cue overlap with the event, recent, superseded, version-chain length, confidence, and
+    from the visible texts (`world.keys`, `world.dedup`): same subject, same topic, same key (both),
+    best key match, duplicate of the event by the store's dedup rules.
     Store features (`envs.features.STORE_FEATURES`, S = 8): fill ratio, episodic and semantic
     counts over capacity, mean squashed activation, steps to the next sweep, clock fraction,
     filled candidate slots, previous action invalid.

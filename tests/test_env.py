@@ -252,20 +252,49 @@ def _play(env, rng, n):
         yield
 
 
-def _reference_row(env, mid):
+def _reference_key_best(env, ids):
+    """The slot of the best key match, written out plainly: active episodes with the same subject and
+    (same topic or similarity >= 0.5), most shared words, then most similar, then first slot."""
+    from world.keys import subject_and_topic
+
+    store, ev = env.world.store, env.world.event
+    subj, topic = subject_and_topic(ev.text)
+    best, best_score = None, None
+    for j, mid in enumerate(ids):
+        rec = store.get(mid)
+        if mid in store.semantic or not rec.active or not rec.text:
+            continue
+        sim = float(np.clip(store.similarities(store.embed(ev.text), [mid])[1][0], -1, 1))
+        c_subj, c_topic = subject_and_topic(rec.text)
+        if subj & c_subj and (topic & c_topic or sim >= 0.5):
+            score = (len(subj & c_subj) + len(topic & c_topic), sim)
+            if best is None or score > best_score:
+                best, best_score = j, score
+    return best
+
+
+def _reference_row(env, mid, key_best=False):
     """One candidate's features from the public store API, written out plainly (the env computes
     them through caches and the store's slot arrays)."""
     import math
 
     from world import extract_cues
+    from world.dedup import DedupConfig, duplicate_rule, embedding_duplicate, signature
+    from world.keys import subject_and_topic
 
     store, world = env.world.store, env.world
     rec = store.get(mid)
     ev = world.event
     ev_cues = set(extract_cues(ev.text))
     chain = len(store.versions(rec.key)) if rec.key else 1
+    sim = float(np.clip(store.similarities(store.embed(ev.text), [mid])[1][0], -1, 1))
+    subj, topic = subject_and_topic(ev.text)
+    c_subj, c_topic = subject_and_topic(rec.text)
+    cfg = store.dedup_config or DedupConfig()
+    dup = duplicate_rule(signature(ev.text), signature(rec.text), cfg) is not None or \
+        embedding_duplicate(signature(ev.text), signature(rec.text), sim, cfg)
     return np.array([
-        np.clip(store.similarities(store.embed(ev.text), [mid])[1][0], -1, 1),
+        sim,
         squash_activation(store.activations([mid]), env.config.forget_threshold)[0],
         min(max(rec.importance / 2.5, 0.0), 1.0),
         min(math.log1p(max(store.current_step - rec.written_at, 0)) / math.log1p(10_000), 1.0),
@@ -277,6 +306,11 @@ def _reference_row(env, mid):
         not rec.active,
         min(chain, 8) / 8,
         min(max(rec.confidence, 0.0), 1.0),
+        bool(subj & c_subj),
+        bool(topic & c_topic),
+        bool(subj & c_subj) and bool(topic & c_topic),
+        key_best,
+        dup,
     ], dtype=np.float32)
 
 
@@ -290,8 +324,9 @@ def test_candidates_are_the_worlds_with_features_as_documented():
         ids = env.candidate_ids
         assert ids == env.world.candidates() and len(set(ids)) == len(ids)
         rows = env._features.candidates
+        best = _reference_key_best(env, ids)
         for j, mid in enumerate(ids):
-            np.testing.assert_allclose(rows[j], _reference_row(env, mid), atol=1e-6, err_msg=mid)
+            np.testing.assert_allclose(rows[j], _reference_row(env, mid, j == best), atol=1e-6, err_msg=mid)
             seen += rows[j] > 0
         assert not rows[len(ids):].any()
         acts = store.activations(list(store.episodic) + list(store.semantic))
