@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from world.dedup import DedupConfig, duplicate_rule, embedding_duplicate, signature
-from world.keys import subject_and_topic as _cached_subject_and_topic
+from world.keys import subject_and_topic_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from world import World
@@ -80,9 +80,9 @@ TIERS = ("fact", "preference", "inference")
 _LOG_AGE_CAP = math.log1p(AGE_CAP)
 _CHAIN_ONE = 1.0 / CHAIN_CAP
 _KEY_BEST = CANDIDATE_FEATURES.index("key_best")
-# uncached: the env must not keep the words of erased memories in a process-wide cache (the feature
-# builder computes a memory's key once, in its per-memory row, and the event's once per event)
-subject_and_topic = _cached_subject_and_topic.__wrapped__
+# uncached (subject_and_topic_of a fresh signature): the env must not keep the words of erased memories
+# in a process-wide cache; the builder computes a memory's key once, in its per-memory row, and the
+# event's once per event
 
 
 def squash_activation(b: np.ndarray, threshold: float) -> np.ndarray:
@@ -204,11 +204,11 @@ class FeatureBuilder:
             rec = store.semantic[mid]
         tier = rec.tier
         conf = float(rec.confidence)
-        text = rec.text or ""
-        subj, topic = subject_and_topic(text)
+        sig = signature(rec.text or "")
+        subj, topic = subject_and_topic_of(sig)
         return (rec, int(rec.written_at), min(max(conf, 0.0), 1.0), frozenset(rec.cues or ()),
                 float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
-                subj, topic, signature(text))
+                subj, topic, sig)
 
     @staticmethod
     def _dim(store) -> int:
@@ -233,8 +233,9 @@ class FeatureBuilder:
         cached = self._key_cache
         if cached is not None and cached[0] == text:
             return cached[1]
-        subj, topic = subject_and_topic(text)
-        out = (subj, topic, signature(text))
+        sig = signature(text)
+        subj, topic = subject_and_topic_of(sig)
+        out = (subj, topic, sig)
         self._key_cache = (text, out)
         return out
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 
 from world.cues import STOP_WORDS
-from world.dedup import signature
+from world.dedup import TextSignature, signature
 
-__all__ = ["subject_and_topic", "USER_WORDS", "FUNCTION_WORDS"]
+__all__ = ["subject_and_topic", "subject_and_topic_of", "USER_WORDS", "FUNCTION_WORDS"]
 
 USER_WORDS = frozenset({"i", "my", "me", "mine", "myself", "i'm", "i've"})
 # Capitalised only because they start a sentence: not subjects.
@@ -27,7 +27,11 @@ FUNCTION_WORDS = frozenset({"please", "let", "let's", "did", "do", "does", "what
 @functools.lru_cache(maxsize=8192)
 def subject_and_topic(text: str) -> tuple[frozenset, frozenset]:
     """(subject words, topic words) of ``text``; pure and cached (texts are immutable strings)."""
-    sig = signature(text)
+    return subject_and_topic_of(signature(text))
+
+
+def subject_and_topic_of(sig: TextSignature) -> tuple[frozenset, frozenset]:
+    """(subject words, topic words) from a text's signature (for callers that already have it)."""
     subject = {w for w in sig.entities if w not in STOP_WORDS and w not in FUNCTION_WORDS}
     if sig.word_set & USER_WORDS:
         subject.add("user")
