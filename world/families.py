@@ -306,26 +306,31 @@ class ScriptGenerator:
                                   relation=r, object=v))
         return out, s, r, values
 
-    def _t_update(self, fam: str) -> list[_TE] | None:
-        n = randint(self.rng, 1, self.cfg.max_changes + 1)
-        built = self._chain(fam, n)
+    def _changed_fact(self, fam: str) -> tuple[list[_TE], str, str, list[str], list[int]] | None:
+        """A fact with 1..max_changes changes (`_chain`) and the positions of its fact/change events."""
+        built = self._chain(fam, randint(self.rng, 1, self.cfg.max_changes + 1))
         if built is None:
             return None
         out, s, r, values = built
-        rel = RELATIONS[r]
         ev = [i for i, te in enumerate(out) if te.payload["kind"] in ("fact", "change")]
+        return out, s, r, values, ev
+
+    def _t_update(self, fam: str) -> list[_TE] | None:
+        built = self._changed_fact(fam)
+        if built is None:
+            return None
+        out, s, r, values, ev = built
+        rel = RELATIONS[r]
         out.append(self._question(self._delay(), pick(self.rng, rel.ask).format(s=s), fam, "current", values[-1],
                                   ev[-1:], subject=s, relation=r, stale=values[:-1]))
         return out
 
     def _t_temporal(self, fam: str) -> list[_TE] | None:
-        n = randint(self.rng, 1, self.cfg.max_changes + 1)
-        built = self._chain(fam, n)
+        built = self._changed_fact(fam)
         if built is None:
             return None
-        out, s, r, values = built
+        out, s, r, values, ev = built
         rel = RELATIONS[r]
-        ev = [i for i, te in enumerate(out) if te.payload["kind"] in ("fact", "change")]
         if self.rng.random() < 0.5:
             text = pick(self.rng, rel.before).format(s=s)
             out.append(self._question(self._delay(), text, fam, "before", values[-2], ev[-2:], subject=s, relation=r))
