@@ -463,37 +463,11 @@ def _build_model(cfg: TrainConfig, env, seed: int, run_dir: Path):
 
 
 # ----------------------------------------------------------------------------------------- warm start
-def demo_seeds(run_seed: int, episodes: int) -> list[int]:
-    """Training-pool seeds of the imitation demonstrations (`pretrain:`): a block the workers reach last."""
-    return [(1_000 * run_seed + TRAIN_SEED_LIMIT // 2 + j) % TRAIN_SEED_LIMIT for j in range(episodes)]
-
-
-class _Recorder(gym.Wrapper):
-    """Records (observation, action mask, action, reward, end) of every step played through it."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        self.obs: list[dict] = []
-        self.masks: list[np.ndarray] = []
-        self.actions: list[np.ndarray] = []
-        self.rewards: list[float] = []
-        self.ends: list[bool] = []
-        self._last = None
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        self._last = obs
-        return obs, info
-
-    def step(self, action):
-        self.obs.append(self._last)
-        self.masks.append(np.asarray(self.env.unwrapped.action_masks(), dtype=bool))
-        self.actions.append(np.asarray(action, dtype=np.int64).reshape(-1))
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.rewards.append(float(reward))
-        self.ends.append(bool(terminated or truncated))
-        self._last = obs
-        return obs, reward, terminated, truncated, info
+def demo_seeds(run_seed: int, episodes: int, round_: int = 0) -> list[int]:
+    """Training-pool seeds of the warm start's demonstrations (`pretrain:`; one block per improvement round):
+    blocks the workers reach last."""
+    start = TRAIN_SEED_LIMIT // 2 + round_ * episodes
+    return [(1_000 * run_seed + start + j) % TRAIN_SEED_LIMIT for j in range(episodes)]
 
 
 def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
@@ -501,81 +475,147 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
 
     Demonstrations come from training-pool seeds (`demo_seeds`). An action the masks forbid (a
     heuristic's slot for an untargeted op) is mapped to the first allowed slot; a forbidden op is
-    dropped. Returns statistics (samples, final loss, agreement of the greedy policy with the agent).
+    dropped. With `pretrain.improve: rollout` every statement step is branched on the alternatives, gain
+    models are fitted and the demonstrations relabelled where an alternative pays on average
+    (`agents.improve`): `improve_rounds` steps of policy iteration, each round's demonstrations played
+    by the previous round's improved agent. Returns statistics (samples, final loss, agreement of the
+    greedy policy with the labels and with the agent, each round's gain models, what was relabelled).
     """
     import torch as th
     from torch.nn import functional as F
 
-    pre = cfg.pretrain
-    bench = _bench()
     from agents.base import make_agent
+    from agents.improve import GatedAgent, collect_demonstrations, fit_gain_model, improved_actions
 
+    pre = cfg.pretrain
     gamma = float(cfg.hyperparams.get("gamma", 0.99))
     n_ops = 7
-    rec = _Recorder(make_env(cfg.env_id, cfg.env_overrides))
-    agent = make_agent(pre.agent)
-    demo_returns = []
-    for s in demo_seeds(run_seed, pre.episodes):
-        row, _ = bench.run_episode(agent, rec, s)
-        demo_returns.append(float(row["return"]))
-    rec.close()
-    keep, actions = [], []
+    improving = pre.improve == "rollout"
+    agent: Any = pre.agent
+    rounds: list[dict] = []
+    models: dict = {}
+    for r in range(pre.improve_rounds if improving else 1):
+        names = (tuple(pre.improve_ops) + (("AGENT",) if r > 0 else ())) if improving else ()
+        rec = collect_demonstrations(cfg.env_id, cfg.env_overrides, agent, demo_seeds(run_seed, pre.episodes, r),
+                                     alternatives=names, workers=pre.workers, progress=cfg.progress_bar)
+        if not improving:
+            break
+        th.manual_seed(run_seed)
+        models, fits = {}, {}
+        for name in names:
+            gain_model, fits[name] = fit_gain_model(rec, name, pre.improve_inputs, seed=run_seed + 100 * r)
+            if gain_model is not None:
+                models[name] = gain_model
+        rounds.append({"round": r + 1, "agent": agent if isinstance(agent, str) else f"gated (round {r})",
+                       "seeds": demo_seeds(run_seed, pre.episodes, r), "demo_mean_return": float(np.mean(rec.returns)),
+                       "branches": int(rec.branches), "gain_models": fits})
+        if r + 1 < pre.improve_rounds:
+            agent = GatedAgent(make_agent(agent) if isinstance(agent, str) else agent, models, pre.margin)
+    demo_returns = rec.returns
     targeted = {2, 3, 4, 6}  # UPDATE, LINK, REFLECT, FORGET
-    for i, (a, m) in enumerate(zip(rec.actions, rec.masks)):
-        op, slot = int(a[0]), int(a[1])
-        if not m[op]:
-            continue
-        if not m[n_ops + slot]:
-            if op in targeted:
-                continue
-            slot = int(np.flatnonzero(m[n_ops:])[0])
-        keep.append(i)
-        actions.append((op, slot))
+
     returns = np.zeros(len(rec.rewards))
     acc = 0.0
     for i in range(len(rec.rewards) - 1, -1, -1):
         acc = rec.rewards[i] + (0.0 if rec.ends[i] else gamma * acc)
         returns[i] = acc
     keys = list(rec.obs[0].keys())
-    obs = {k: np.stack([rec.obs[i][k] for i in keep]) for k in keys}
-    masks = np.stack([rec.masks[i] for i in keep])
-    act = np.asarray(actions, dtype=np.int64)
-    ret = returns[keep].astype(np.float32)
+    all_obs = {k: np.stack([o[k] for o in rec.obs]) for k in keys}
+    all_masks = np.stack(rec.masks)
+
+    def dataset(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(step indices, (op, slot) targets); a forbidden op is dropped, an untargeted op gets an allowed slot."""
+        keep, actions = [], []
+        for i, m in enumerate(rec.masks):
+            op, slot = int(labels[i][0]), int(labels[i][1])
+            if not m[op]:
+                continue
+            if not m[n_ops + slot]:
+                if op in targeted:
+                    continue
+                slot = int(np.flatnonzero(m[n_ops:])[0])
+            keep.append(i)
+            actions.append((op, slot))
+        return np.asarray(keep, dtype=np.int64), np.asarray(actions, dtype=np.int64).reshape(-1, 2)
 
     policy = model.policy
-    policy.set_training_mode(True)
-    opt = th.optim.Adam(policy.parameters(), lr=pre.learning_rate)
+    critic_ids = {id(p) for m in (policy.value_net, getattr(policy.mlp_extractor, "value_net", None)) if m is not None
+                  for p in m.parameters()}
+    param_groups = [[p for p in policy.parameters() if id(p) not in critic_ids],
+                    [p for p in policy.parameters() if id(p) in critic_ids]]
     rng = np.random.default_rng(run_seed)
     maskable = cfg.algo == "maskable_ppo"
-    n = len(act)
-    loss_v = float("nan")
 
-    is_targeted = np.isin(act[:, 0], sorted(targeted)).astype(np.float32)
-
-    def heads(o, idx):
-        dist = policy.get_distribution(o, action_masks=masks[idx]) if maskable else policy.get_distribution(o)
+    def heads(o, masks):
+        dist = policy.get_distribution(o, action_masks=masks) if maskable else policy.get_distribution(o)
         return dist.distributions if maskable else dist.distribution
 
-    for _ in range(pre.epochs):
-        order = rng.permutation(n)
-        for start in range(0, n, pre.batch_size):
-            idx = order[start:start + pre.batch_size]
-            o, _ = policy.obs_to_tensor({k: v[idx] for k, v in obs.items()})
-            a = th.as_tensor(act[idx], device=policy.device)
-            op_head, slot_head = heads(o, idx)
-            # the slot only matters for targeted ops: cloning the slot of a WRITE would teach the slot
-            # head "slot 0" four times out of five and drown the targets that matter
-            w = th.as_tensor(is_targeted[idx], device=policy.device)
-            log_prob = op_head.log_prob(a[:, 0]) + w * slot_head.log_prob(a[:, 1])
-            values = policy.predict_values(o)
-            target = th.as_tensor(ret[idx], device=policy.device)
-            loss = -log_prob.mean() + 0.5 * F.mse_loss(values.flatten(), target)
-            opt.zero_grad()
-            loss.backward()
-            th.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
-            opt.step()
-            loss_v = float(loss.item())
-    policy.set_training_mode(False)
+    def fit(keep: np.ndarray, act: np.ndarray, weight: np.ndarray, epochs: int, lr: float) -> float:
+        """Weighted cross-entropy of the op head (and of the slot head on targeted ops), MSE of the value head."""
+        policy.set_training_mode(True)
+        opt = th.optim.Adam(policy.parameters(), lr=lr)
+        is_targeted = np.isin(act[:, 0], sorted(targeted)).astype(np.float32)
+        ret = returns[keep].astype(np.float32)
+        loss_v = float("nan")
+        for _ in range(epochs):
+            order = rng.permutation(len(keep))
+            for start in range(0, len(keep), pre.batch_size):
+                idx = order[start:start + pre.batch_size]
+                rows = keep[idx]
+                o, _ = policy.obs_to_tensor({k: v[rows] for k, v in all_obs.items()})
+                a = th.as_tensor(act[idx], device=policy.device)
+                op_head, slot_head = heads(o, all_masks[rows])
+                # the slot only matters for targeted ops: cloning the slot of a WRITE would teach the slot
+                # head "slot 0" four times out of five and drown the targets that matter
+                w = th.as_tensor(is_targeted[idx], device=policy.device)
+                sw = th.as_tensor(weight[idx], device=policy.device)
+                log_prob = sw * (op_head.log_prob(a[:, 0]) + w * slot_head.log_prob(a[:, 1]))
+                values = policy.predict_values(o)
+                target = th.as_tensor(ret[idx], device=policy.device)
+                loss = -log_prob.mean() + 0.5 * F.mse_loss(values.flatten(), target)
+                opt.zero_grad()
+                loss.backward()
+                # clip the actor and the critic apart: one global norm lets the value loss (returns of
+                # scale ~5 at first) shrink the policy's gradient to nothing for the first epochs
+                for group in param_groups:
+                    th.nn.utils.clip_grad_norm_(group, 0.5)
+                opt.step()
+                loss_v = float(loss.item())
+        policy.set_training_mode(False)
+        return loss_v
+
+    def agreement(keep: np.ndarray, act: np.ndarray) -> tuple[float, float]:
+        is_targeted = np.isin(act[:, 0], sorted(targeted))
+        agree, slot_agree = 0, 0
+        with th.no_grad():
+            for start in range(0, len(keep), 1024):
+                rows = keep[start:start + 1024]
+                o, _ = policy.obs_to_tensor({k: v[rows] for k, v in all_obs.items()})
+                if maskable:
+                    pred = policy._predict(o, deterministic=True, action_masks=all_masks[rows]).cpu().numpy()
+                else:
+                    pred = policy._predict(o, deterministic=True).cpu().numpy()
+                sl = slice(start, start + len(rows))
+                agree += int((pred[:, 0] == act[sl, 0]).sum())
+                slot_agree += int(((pred[:, 1] == act[sl, 1]) & is_targeted[sl]).sum())
+        return agree / max(len(keep), 1), slot_agree / max(int(is_targeted.sum()), 1)
+
+    # With `improve: rollout`, the labels are the last round's actions improved by its gain models
+    # (agents/improve.py): rollout classification policy iteration on the agent.
+    labels, improve_stats = np.stack(rec.actions), None
+    if improving:
+        labels, gate = improved_actions(rec, models, pre.margin)
+        improve_stats = {"method": pre.improve, "ops": list(pre.improve_ops), "inputs": list(pre.improve_inputs),
+                         "margin": pre.margin, "rounds": rounds, **gate}
+    keep, act = dataset(labels)
+    loss_v = fit(keep, act, np.ones(len(keep), dtype=np.float32), pre.epochs, pre.learning_rate)
+    op_agree, slot_agree = agreement(keep, act)
+    k_agent, a_agent = dataset(np.stack(rec.actions))
+    stats = {"agent": pre.agent, "episodes": pre.episodes, "seeds": demo_seeds(run_seed, pre.episodes, len(rounds) - 1),
+             "samples": int(len(keep)), "dropped": int(len(rec.actions) - len(keep)), "epochs": pre.epochs,
+             "final_loss": loss_v, "op_agreement": op_agree, "slot_agreement_targeted": slot_agree,
+             "op_agreement_with_agent": agreement(k_agent, a_agent)[0],
+             "demo_mean_return": float(np.mean(demo_returns)), "improve": improve_stats}
     if pre.temperature != 1.0:
         # A cloned policy is nearly deterministic, and the policy gradient of an action taken with
         # probability p scales with 1 - p: RL could hardly move it. Dividing the logits by T keeps
@@ -583,22 +623,7 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
         with th.no_grad():
             model.policy.action_net.weight.div_(pre.temperature)
             model.policy.action_net.bias.div_(pre.temperature)
-    with th.no_grad():
-        agree, slot_agree = 0, 0
-        for start in range(0, n, 1024):
-            idx = np.arange(start, min(n, start + 1024))
-            o, _ = policy.obs_to_tensor({k: v[idx] for k, v in obs.items()})
-            if maskable:
-                pred = policy._predict(o, deterministic=True, action_masks=masks[idx]).cpu().numpy()
-            else:
-                pred = policy._predict(o, deterministic=True).cpu().numpy()
-            agree += int((pred[:, 0] == act[idx, 0]).sum())
-            slot_agree += int(((pred[:, 1] == act[idx, 1]) * is_targeted[idx]).sum())
-    return {"agent": pre.agent, "episodes": pre.episodes, "seeds": demo_seeds(run_seed, pre.episodes),
-            "samples": int(n), "dropped": int(len(rec.actions) - n), "epochs": pre.epochs,
-            "final_loss": loss_v, "op_agreement": agree / max(n, 1),
-            "slot_agreement_targeted": slot_agree / max(float(is_targeted.sum()), 1.0),
-            "demo_mean_return": float(np.mean(demo_returns))}
+    return stats
 
 
 # ----------------------------------------------------------------------------------------- bench glue
@@ -739,9 +764,27 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     lines += ["", f"Learned policy over training seeds: normalised {np.mean(seeds_means):.3f} "
               f"(min {np.min(seeds_means):.3f}, max {np.max(seeds_means):.3f})."]
     best = max((n for n in table if n not in ("random", "oracle")), key=lambda n: table[n]["normalised"], default=None)
+    paired: dict[str, dict] = {}
     if best is not None:
         lines.append(f"Best heuristic: {best} {table[best]['normalised']:.3f}.")
-    return "\n".join(lines), {"env": label, "seeds": seeds, "table": table_all}
+        # Paired on the same test seeds: the episode-to-episode spread (some worlds are harder for every
+        # agent) cancels, so the difference's CI is far narrower than either score's.
+        ref = np.array([_row_return(r) for r in rows[best]])
+        diffs = {name: np.array([_row_return(r) for r in eps]) - ref for name, eps in learned.items()}
+        diffs[f"learned (mean of {len(learned)} runs)"] = np.mean(list(diffs.values()), axis=0)
+        lines += ["", f"Paired on the same seeds (learned return minus {best}'s, per episode, over the oracle - random "
+                  "range; 95% bootstrap CI):", "",
+                  "| difference | normalised [95% CI] | episodes better / worse / equal |", "| --- | ---: | ---: |"]
+        for name, d in diffs.items():
+            norm = d / (orc - rnd)
+            lo, hi = bench.bootstrap_ci(norm)
+            counts = (int((d > 1e-9).sum()), int((d < -1e-9).sum()), int((np.abs(d) <= 1e-9).sum()))
+            paired[name] = {"normalised": float(norm.mean()), "normalised_ci": [float(lo), float(hi)],
+                            "better_worse_equal": list(counts)}
+            lines.append(f"| {name} - {best} | {norm.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+                         f"{counts[0]} / {counts[1]} / {counts[2]} |")
+    return "\n".join(lines), {"env": label, "seeds": seeds, "table": table_all, "best_heuristic": best,
+                               "paired": paired}
 
 
 # ----------------------------------------------------------------------------------------- plot

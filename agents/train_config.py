@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,12 @@ class PretrainSettings:
     batch_size: int = 256
     learning_rate: float = 1e-3
     temperature: float = 1.0  # >1 softens the cloned policy (logits / T): same greedy actions, room to explore
+    improve: str = "none"  # none | rollout: relabel statement steps by branched rollouts (agents/improve.py)
+    improve_ops: tuple[str, ...] = ("NOOP",)  # the alternatives each statement step is branched on
+    improve_inputs: tuple[str, ...] = ("event", "event_kind")  # observation keys the gain model reads
+    improve_rounds: int = 1  # policy-iteration rounds; round r + 1's demonstrations are played by round r's policy
+    margin: float = 0.02  # an alternative replaces the agent's op where its predicted mean gain exceeds this
+    workers: int = 1  # processes that play the demonstrations (spawned; same result as one)
 
 
 @dataclasses.dataclass
@@ -198,9 +205,7 @@ class TrainConfig:
         if pre_agent is not None and algo == "dqn":
             raise TrainConfigError("key 'pretrain' (imitation warm start) needs an actor-critic algorithm "
                                    "(maskable_ppo, ppo, a2c), not dqn")
-        lr = pre.get("learning_rate", 1e-3)
-        if isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < 1:
-            raise TrainConfigError(f"key 'pretrain.learning_rate' must be a number in (0, 1), got {lr!r}")
+        lr = _unit(pre.get("learning_rate", 1e-3), "pretrain.learning_rate")
         pretrain = PretrainSettings(
             agent=pre_agent,
             episodes=_int(pre.get("episodes", 100), "pretrain.episodes", minimum=1),
@@ -208,6 +213,13 @@ class TrainConfig:
             batch_size=_int(pre.get("batch_size", 256), "pretrain.batch_size", minimum=1),
             learning_rate=float(lr),
             temperature=_positive(pre.get("temperature", 1.0), "pretrain.temperature"),
+            improve=_choice(pre.get("improve", "none"), "pretrain.improve", IMPROVE_METHODS),
+            improve_ops=_names(pre.get("improve_ops", ["NOOP"]), "pretrain.improve_ops", IMPROVE_OPS, upper=True),
+            improve_inputs=_names(pre.get("improve_inputs", ["event", "event_kind"]), "pretrain.improve_inputs",
+                                  OBSERVATION_KEYS),
+            improve_rounds=_int(pre.get("improve_rounds", 1), "pretrain.improve_rounds", minimum=1),
+            margin=_number(pre.get("margin", 0.02), "pretrain.margin"),
+            workers=_int(pre.get("workers", 1), "pretrain.workers", minimum=1),
         )
 
         cfg = cls(
@@ -260,7 +272,8 @@ class TrainConfig:
                 "test_episodes": self.eval.test_episodes,
                 "baselines": list(self.eval.baselines),
             },
-            "pretrain": dataclasses.asdict(self.pretrain),
+            "pretrain": {**dataclasses.asdict(self.pretrain), "improve_ops": list(self.pretrain.improve_ops),
+                         "improve_inputs": list(self.pretrain.improve_inputs)},
             "shaping": self.shaping,
             "progress_bar": self.progress_bar,
             "device": self.device,
@@ -311,6 +324,40 @@ def _int(value: Any, key: str, *, minimum: int) -> int:
     if value < minimum:
         raise TrainConfigError(f"key '{key}' must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _unit(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise TrainConfigError(f"key '{key}' must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
+IMPROVE_METHODS = ("none", "rollout")
+#: operations a statement step may be branched on (untargeted: a branch needs no slot)
+IMPROVE_OPS = ("NOOP", "WRITE")
+
+
+#: keys of MemoryEnv's observation (a gain model may read any of them)
+OBSERVATION_KEYS = ("event", "event_kind", "candidates", "candidate_mask", "store")
+
+
+def _names(value: Any, key: str, allowed: tuple[str, ...], *, upper: bool = False) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+        raise TrainConfigError(f"key '{key}' must be a non-empty list of names from {list(allowed)}, got {value!r}")
+    out = []
+    for v in value:
+        name = (v.upper() if upper else v) if isinstance(v, str) else v
+        if name not in allowed:
+            raise TrainConfigError(f"key '{key}': unknown name {v!r}; allowed: {', '.join(allowed)}")
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def _number(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TrainConfigError(f"key '{key}' must be a finite number, got {value!r}")
+    return float(value)
 
 
 def _positive(value: Any, key: str) -> float:

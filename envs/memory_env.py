@@ -364,7 +364,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def set_state(self, state: dict[str, Any]) -> dict[str, np.ndarray]:
         """Restore a snapshot from :meth:`get_state`; returns the observation at that point."""
-        self.world.set_state(copy.deepcopy(state["world"]))
+        self.world.set_state(state["world"])  # World.set_state copies (the snapshot stays reusable)
         rng = np.random.Generator(np.random.PCG64())
         rng.bit_generator.state = copy.deepcopy(state["np_random"])
         self._np_random = rng

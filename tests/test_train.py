@@ -344,3 +344,24 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
     assert found is not None, err
     assert found[1]["reason"] == "interrupted" and found[1]["timesteps"] > 0
     assert "--resume" in err
+
+
+def test_headline_table_and_paired_difference(tmp_path):
+    """`memgym train --headline`: per-run and pooled rows, and the paired difference against the best
+    heuristic, whose mean is the difference of the mean returns over the oracle - random range."""
+    run = T.train(tiny(tmp_path), seed=0, out_dir=tmp_path / "run", test_eval=False)
+    text, data = T.headline([run.run_dir], episodes=3, baselines=["versioned", "write_all"])
+    table = data["table"]
+    assert {"learned s0", "learned (pooled, 1 runs)", "versioned", "write_all", "random", "oracle"} <= set(table)
+    assert table["learned (pooled, 1 runs)"]["normalised"] == pytest.approx(table["learned s0"]["normalised"])
+    best = data["best_heuristic"]
+    assert best in ("versioned", "write_all") and table[best]["normalised"] >= min(
+        table["versioned"]["normalised"], table["write_all"]["normalised"])
+    span = table["oracle"]["mean_return"] - table["random"]["mean_return"]
+    want = (table["learned s0"]["mean_return"] - table[best]["mean_return"]) / span
+    for name in ("learned s0", "learned (mean of 1 runs)"):
+        p = data["paired"][name]
+        assert p["normalised"] == pytest.approx(want, abs=1e-9)
+        assert p["normalised_ci"][0] <= p["normalised"] <= p["normalised_ci"][1]
+        assert sum(p["better_worse_equal"]) == 3
+    assert f"| learned s0 - {best} |" in text and "Paired on the same seeds" in text

@@ -1,0 +1,246 @@
+"""agents.improve: branched demonstrations (exact counterfactual gains), the gain model, the relabelling,
+and the `pretrain.improve` keys of the training recipe."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from agents.base import NOOP, UPDATE, WRITE, AgentView, make_agent  # noqa: E402
+from agents.improve import (  # noqa: E402
+    Demonstrations,
+    GainModel,
+    GatedAgent,
+    collect_demonstrations,
+    fit_gain_model,
+    improved_actions,
+)
+from agents.train import make_env  # noqa: E402
+from agents.train_config import TrainConfig, TrainConfigError  # noqa: E402
+
+ENV = "MemGym/Life-Easy-v0"
+SMALL = {"horizon": 24}
+
+
+def _replay_with(seed: int, step: int, alternative: int) -> float:
+    """Return from ``step`` on when the agent plays, except that ``alternative`` replaces its op at ``step``:
+    a fresh env replayed from the reset (no snapshot), the plain way to get what a branch computes."""
+    env = make_env(ENV, SMALL)
+    base = env.unwrapped
+    agent = make_agent("versioned")
+    agent.reset(seed)
+    obs, info = env.reset(seed=seed)
+    view = AgentView(base)
+    agent.attach(view)
+    total, t = 0.0, 0
+    while True:
+        view.refresh()
+        action = np.asarray(agent.act(obs, info)).copy()
+        if t == step:
+            slots = np.flatnonzero(np.asarray(info["action_mask"])[7:])
+            action = np.array([alternative, int(slots[0]) if len(slots) else 0])
+        obs, reward, terminated, truncated, info = env.step(action)
+        if t >= step:
+            total += float(reward)
+        t += 1
+        if terminated or truncated:
+            return total
+
+
+def test_branch_gain_equals_a_replayed_counterfactual():
+    demo = collect_demonstrations(ENV, SMALL, "versioned", [7], alternatives=("NOOP",))
+    rewards = np.asarray(demo.rewards)
+    branched = [i for i, d in enumerate(demo.deltas) if "NOOP" in d]
+    assert len(branched) >= 5 and demo.branches == len(branched)
+    for i in branched:
+        assert int(demo.actions[i][0]) != NOOP  # the agent's own op is never branched on
+    for i in branched[:4]:
+        counterfactual = _replay_with(7, i, NOOP)
+        assert demo.deltas[i]["NOOP"] == pytest.approx(counterfactual - rewards[i:].sum(), abs=1e-9)
+        assert demo.alternatives[i]["NOOP"][0] == NOOP
+    assert demo.returns == [pytest.approx(rewards.sum(), abs=1e-9)]
+    # unbranched steps (questions, requests, the agent's own NOOPs) carry no gain
+    assert all(not demo.deltas[i] for i in range(len(demo.deltas)) if i not in branched)
+
+
+def test_workers_give_the_same_demonstrations_as_one_process():
+    one = collect_demonstrations(ENV, SMALL, "versioned", [3, 4, 5], alternatives=("NOOP",), workers=1)
+    two = collect_demonstrations(ENV, SMALL, "versioned", [3, 4, 5], alternatives=("NOOP",), workers=2)
+    assert one.rewards == two.rewards and one.deltas == two.deltas and one.returns == two.returns
+    for a, b in zip(one.obs, two.obs):
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert all(np.array_equal(a, b) for a, b in zip(one.actions, two.actions))
+
+
+def _synthetic(n_episodes: int = 12, steps: int = 50, seed: int = 0) -> Demonstrations:
+    """Events of two kinds (one-hot ``event``): kind A's NOOP gain is +0.06, kind B's is -1.25 with
+    probability 0.3 and +0.05 otherwise (mean -0.34, yet positive 70% of the time)."""
+    rng = np.random.default_rng(seed)
+    demo = Demonstrations.empty()
+    for _ in range(n_episodes):
+        for t in range(steps):
+            kind = int(rng.random() < 0.5)
+            obs = {"event": np.eye(2, dtype=np.float32)[kind], "event_kind": np.array([1, 0, 0], dtype=np.float32)}
+            gain = 0.06 if kind == 0 else (-1.25 if rng.random() < 0.3 else 0.05)
+            demo.obs.append(obs)
+            demo.masks.append(np.ones(9, dtype=bool))
+            demo.actions.append(np.array([WRITE, 0]))
+            demo.rewards.append(0.0)
+            demo.ends.append(t == steps - 1)
+            demo.deltas.append({"NOOP": gain})
+            demo.alternatives.append({"NOOP": np.array([NOOP, 0])})
+        demo.returns.append(0.0)
+    return demo
+
+
+def test_gain_model_estimates_the_mean_not_the_majority():
+    demo = _synthetic()
+    predict, stats = fit_gain_model(demo, "NOOP", ["event", "event_kind"], seed=0, epochs=60, ensemble=2)
+    obs = {"event": np.eye(2, dtype=np.float32), "event_kind": np.tile(np.array([1, 0, 0], dtype=np.float32), (2, 1))}
+    a, b = predict(obs)
+    assert a == pytest.approx(0.06, abs=0.03)
+    assert b < -0.15  # the mean (-0.34), although most single episodes say NOOP would gain
+    assert stats["samples"] == 600 and stats["holdout_episodes"] == 2 and stats["ensemble"] == 2
+    again, _ = fit_gain_model(demo, "NOOP", ["event", "event_kind"], seed=0, epochs=60, ensemble=2)
+    assert fit_gain_model(demo, "WRITE", ["event"])[0] is None  # nothing branched on WRITE
+    assert np.array_equal(again(obs), predict(obs))  # seeded: the same fit twice
+
+
+class _Table(GainModel):
+    """A gain model that looks its answer up by the event's first number."""
+
+    def __init__(self, by_event: dict[int, float]):
+        super().__init__(["event"], [])
+        self.by_event = by_event
+
+    def __call__(self, obs):
+        return np.array([self.by_event[int(v[0])] for v in obs["event"]])
+
+
+def test_improved_actions_relabel_only_above_the_margin():
+    demo = Demonstrations.empty()
+    steps = [(WRITE, {"NOOP": 0.5}), (UPDATE, {"NOOP": 0.1}), (WRITE, {"NOOP": -1.0}), (5, {}),
+             (NOOP, {"AGENT": 0.3})]
+    for t, (op, gains) in enumerate(steps):
+        demo.obs.append({"event": np.array([t], dtype=np.float32)})
+        demo.actions.append(np.array([op, 1]))
+        demo.masks.append(np.ones(9, dtype=bool))
+        demo.rewards.append(0.0)
+        demo.ends.append(t == len(steps) - 1)
+        demo.deltas.append(gains)
+        demo.alternatives.append({k: (np.array([NOOP, 0]) if k == "NOOP" else np.array([UPDATE, 1])) for k in gains})
+    demo.returns.append(0.0)
+    models = {"NOOP": _Table({0: 0.2, 1: 0.04, 2: 0.9, 4: 9.0}), "AGENT": _Table({4: 0.5})}
+    labels, stats = improved_actions(demo, models, 0.05)
+    assert labels[:, 0].tolist() == [NOOP, UPDATE, NOOP, 5, UPDATE]
+    assert labels[4].tolist() == [UPDATE, 1]  # undoing a gate restores the whole action, slot included
+    assert stats["relabelled"] == 3 and stats["changed"] == {"NOOP->AGENT": 1, "WRITE->NOOP": 2}
+    assert stats["gain_per_episode"] == pytest.approx(0.5 - 1.0 + 0.3)  # what the relabelled steps gained here
+
+
+def test_gain_model_numpy_forward_matches_its_layers():
+    rng = np.random.default_rng(1)
+    layers = [(rng.normal(size=(4, 3)).astype(np.float32), rng.normal(size=4).astype(np.float32)),
+              (rng.normal(size=(1, 4)).astype(np.float32), rng.normal(size=1).astype(np.float32))]
+    model = GainModel(["event"], [layers, layers])
+    x = rng.normal(size=(5, 3)).astype(np.float32)
+    expected = np.tanh(x @ layers[0][0].T + layers[0][1]) @ layers[1][0].T + layers[1][1]
+    assert np.allclose(model({"event": x}), expected[:, 0], atol=1e-6)
+    assert model.one({"event": x[2]}) == pytest.approx(float(expected[2, 0]), abs=1e-6)
+
+
+def test_gated_agent_replaces_statement_actions_where_the_gain_pays():
+    """A gate that always predicts +1 for NOOP turns every non-NOOP statement action into NOOP, remembers
+    what it replaced, and leaves questions and requests alone; a second gate can undo the first."""
+    env = make_env(ENV, SMALL)
+
+    class Const(GainModel):
+        def __init__(self, value):
+            super().__init__(["event_kind"], [])
+            self.value = value
+
+        def __call__(self, obs):
+            return np.full(len(obs["event_kind"]), self.value)
+
+    gated = GatedAgent(make_agent("versioned"), {"NOOP": Const(1.0)}, 0.05)
+    undo = GatedAgent(GatedAgent(make_agent("versioned"), {"NOOP": Const(1.0)}, 0.05), {"AGENT": Const(1.0)}, 0.05)
+    plain = make_agent("versioned")
+    seen = {"gated": 0, "kept": 0}
+    for agent in (plain, gated, undo):
+        agent.reset(2)
+    obs, info = env.reset(seed=2)
+    view = AgentView(env.unwrapped)
+    for agent in (plain, gated, undo):
+        agent.attach(view)
+    while True:
+        view.refresh()
+        a = np.asarray(plain.act(obs, info))
+        g = gated.act(obs, info)
+        u = undo.act(obs, info)
+        statement = obs["event_kind"][0] > 0.5
+        if statement and a[0] != NOOP:
+            assert g[0] == NOOP and np.array_equal(gated.last_gated, a)
+            assert np.array_equal(u, a) and undo.last_gated[0] == NOOP  # the outer gate undid the inner one
+            seen["gated"] += 1
+        else:
+            assert np.array_equal(g, a) and gated.last_gated is None and np.array_equal(u, a)
+            seen["kept"] += 1
+        obs, _, term, trunc, info = env.step(a)
+        if term or trunc:
+            break
+    assert seen["gated"] > 3 and seen["kept"] > 3
+
+
+@pytest.mark.parametrize(
+    "patch,needle",
+    [
+        ({"improve": "best"}, "key 'pretrain.improve'"),
+        ({"improve_ops": ["FORGET"]}, "key 'pretrain.improve_ops': unknown name 'FORGET'; allowed: NOOP, WRITE"),
+        ({"improve_ops": "NOOP"}, "key 'pretrain.improve_ops' must be a non-empty list"),
+        ({"improve_inputs": ["events"]}, "key 'pretrain.improve_inputs': unknown name 'events'"),
+        ({"margin": "big"}, "key 'pretrain.margin' must be a finite number"),
+        ({"workers": 0}, "key 'pretrain.workers' must be an integer >= 1"),
+    ],
+)
+def test_bad_improve_keys_name_the_key(patch, needle):
+    data = {"env": {"id": ENV}, "pretrain": {"agent": "versioned", **patch}}
+    with pytest.raises(TrainConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        TrainConfig.from_dict(data)
+
+
+def test_improve_keys_round_trip():
+    cfg = TrainConfig.from_dict({"env": {"id": ENV}, "pretrain": {"agent": "versioned", "improve": "rollout",
+                                                                  "improve_ops": ["noop"], "margin": 0.03}})
+    assert cfg.pretrain.improve_ops == ("NOOP",) and cfg.pretrain.margin == 0.03
+    again = TrainConfig.from_dict(cfg.to_dict())
+    assert again.pretrain == cfg.pretrain
+
+
+def test_warm_start_with_rollout_improvement_records_what_it_changed(tmp_path):
+    """`pretrain.improve: rollout` in a (tiny) training run: branched demonstrations, a gain model per
+    alternative, relabelled steps, and a policy that follows the relabelled ops."""
+    import json
+
+    import yaml
+
+    from agents import train as T
+
+    pre = {"agent": "versioned", "episodes": 4, "epochs": 60, "batch_size": 16, "learning_rate": 0.003,
+           "improve": "rollout", "margin": -10.0}  # a margin below every gain: every branched step relabelled
+    recipe = {"env": {"id": ENV, "overrides": {"horizon": 30}}, "algo": "maskable_ppo",
+              "hyperparams": {"n_steps": 64, "batch_size": 32, "n_epochs": 1}, "policy_kwargs": {"net_arch": [64]},
+              "n_envs": 1, "total_steps": 64, "checkpoint_freq": 64, "progress_bar": False, "pretrain": pre,
+              "eval": {"freq": 64, "episodes": 1, "baselines": [], "test_episodes": 1}}
+    cfg = tmp_path / "improve.yaml"
+    cfg.write_text(yaml.safe_dump(recipe))
+    result = T.train(cfg, seed=0, out_dir=tmp_path / "run", test_eval=False)
+    assert result.finished
+    stats = json.loads((tmp_path / "run" / "pretrain.json").read_text())
+    imp = stats["improve"]
+    assert imp["method"] == "rollout" and imp["ops"] == ["NOOP"] and len(imp["rounds"]) == 1
+    assert imp["rounds"][0]["gain_models"]["NOOP"]["samples"] > 0
+    assert imp["relabelled"] == imp["branched"] > 0  # every step the agent did not NOOP on a statement
+    assert set(imp["changed"]) <= {"WRITE->NOOP", "UPDATE->NOOP"}
+    assert stats["op_agreement"] > 0.9 > stats["op_agreement_with_agent"]
