@@ -202,6 +202,7 @@ def test_gated_agent_replaces_statement_actions_where_the_gain_pays():
         ({"improve_inputs": ["events"]}, "key 'pretrain.improve_inputs': unknown name 'events'"),
         ({"margin": "big"}, "key 'pretrain.margin' must be a finite number"),
         ({"workers": 0}, "key 'pretrain.workers' must be an integer >= 1"),
+        ({"improve_rounds": 0}, "key 'pretrain.improve_rounds' must be an integer >= 1"),
     ],
 )
 def test_bad_improve_keys_name_the_key(patch, needle):
@@ -216,6 +217,27 @@ def test_improve_keys_round_trip():
     assert cfg.pretrain.improve_ops == ("NOOP",) and cfg.pretrain.margin == 0.03
     again = TrainConfig.from_dict(cfg.to_dict())
     assert again.pretrain == cfg.pretrain
+
+
+def test_second_round_is_played_by_the_gated_agent_and_branches_on_undoing():
+    """Round 2 of the warm start: the round-1 gate (here: skip every statement write) plays, and each
+    gated step is branched on AGENT (undo the skip), each other statement step on NOOP."""
+
+    class Const(GainModel):
+        def __init__(self):
+            super().__init__(["event_kind"], [])
+
+        def __call__(self, obs):
+            return np.ones(len(obs["event_kind"]))
+
+    gated = GatedAgent(make_agent("versioned"), {"NOOP": Const()}, 0.03)
+    demo = collect_demonstrations(ENV, SMALL, gated, [11], alternatives=("NOOP", "AGENT"))
+    undo = [i for i, d in enumerate(demo.deltas) if "AGENT" in d]
+    assert undo and not any("NOOP" in demo.deltas[i] for i in undo)
+    for i in undo:
+        assert demo.actions[i][0] == NOOP and demo.alternatives[i]["AGENT"][0] in (WRITE, UPDATE)
+    plain = collect_demonstrations(ENV, SMALL, "versioned", [11])
+    assert sum(a[0] != NOOP for a in demo.actions) < sum(a[0] != NOOP for a in plain.actions)
 
 
 def test_warm_start_with_rollout_improvement_records_what_it_changed(tmp_path):
