@@ -146,6 +146,18 @@ def _incoming_links(store) -> dict[str, int]:
     return incoming
 
 
+def _store_signature(store, mid: str, text: str):
+    """``signature(text)`` of a stored memory: the store's own (it keeps those of recent writes, and
+    the world handed it the event's), else computed here."""
+    try:
+        space = store._loc[mid][0]
+        if store._records[mid].text == text:
+            return store._sig(space, mid)
+    except (AttributeError, KeyError, TypeError):
+        pass
+    return signature(text)
+
+
 class FeatureBuilder:
     """Builds the candidate list and the candidate / store feature arrays for one world.
 
@@ -204,11 +216,12 @@ class FeatureBuilder:
             rec = store.semantic[mid]
         tier = rec.tier
         conf = float(rec.confidence)
-        sig = signature(rec.text or "")
+        text = rec.text or ""
+        sig = _store_signature(store, mid, text)
         subj, topic = subject_and_topic_of(sig)
         return (rec, int(rec.written_at), min(max(conf, 0.0), 1.0), frozenset(rec.cues or ()),
                 float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
-                subj, topic, sig)
+                subj, topic, sig, bool(text))
 
     @staticmethod
     def _dim(store) -> int:
@@ -227,13 +240,14 @@ class FeatureBuilder:
         self._cue_cache = (text, cues)
         return cues
 
-    def event_key(self, text: str) -> tuple:
+    def event_key(self, text: str, sig=None) -> tuple:
         """(subject, topic, dedup signature) of the current event text, computed once per event (one
-        entry only, as the cue cache)."""
+        entry only, as the cue cache). ``sig``: the text's signature when the caller has it."""
         cached = self._key_cache
         if cached is not None and cached[0] == text:
             return cached[1]
-        sig = signature(text)
+        if sig is None:
+            sig = signature(text)
         subj, topic = subject_and_topic_of(sig)
         out = (subj, topic, sig)
         self._key_cache = (text, out)
@@ -261,36 +275,47 @@ class FeatureBuilder:
         links = self._link_counts(world)
         static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
         if m:
+            world_event = world.event if getattr(world, "event_cues", None) is not None else None
+            same_event = world_event is not None and world_event.text == event_text
             if not event_text:
                 ev_cues = frozenset()
-            elif getattr(world, "event_cues", None) is not None and getattr(store, "max_cues", None) == 8 \
-                    and world.event.text == event_text:
+            elif same_event and getattr(store, "max_cues", None) == 8:
                 ev_cues = frozenset(world.event_cues())  # the world's per-event cues (max_cues 8, as here)
             else:
                 ev_cues = self.event_cues(event_text)
             n_ev = max(1, len(ev_cues))
-            ev_subj, ev_topic, ev_sig = self.event_key(event_text) if event_text else (frozenset(), frozenset(), None)
+            if event_text:
+                world_sig = getattr(world, "event_signature", None) if same_event else None
+                ev_subj, ev_topic, ev_sig = self.event_key(event_text, world_sig() if world_sig is not None else None)
+            else:
+                ev_subj, ev_topic, ev_sig = frozenset(), frozenset(), None
             dedup_cfg = getattr(store, "dedup_config", None) or DedupConfig()
+            embed_threshold = dedup_cfg.embed_threshold
             best_j, best_score = -1, None
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
             incoming = links.get("incoming")
             if incoming is None:
                 incoming = links["incoming"] = _incoming_links(store)
             rows = []
+            append = rows.append
             log1p = math.log1p
-            for j, (mid, sim, act) in enumerate(zip(ids, sims.tolist(), squashed[:m].tolist())):
-                st = static.get(mid)
+            static_get = static.get
+            incoming_get = incoming.get
+            links_get = links.get
+            j = 0
+            for mid, sim, act in zip(ids, sims.tolist(), squashed[:m].tolist()):
+                st = static_get(mid)
                 if st is None:
                     st = static[mid] = self._static_row(store, mid)
-                rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig = st
+                rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig, has_text = st
                 imp = rec.importance / IMPORTANCE_CAP
                 age = now - written_at
-                n_links = len(rec.links) + incoming.get(mid, 0)
+                n_links = len(rec.links) + incoming_get(mid, 0)
                 key = rec.key
                 if key is None:
                     chain = _CHAIN_ONE
                 else:
-                    chain = links.get(key)
+                    chain = links_get(key)
                     if chain is None:
                         chain = links[key] = min(max(len(store.versions(key)), 1), CHAIN_CAP) / CHAIN_CAP
                 if age > 0:
@@ -299,18 +324,20 @@ class FeatureBuilder:
                         age_f = 1.0
                 else:
                     age_f = 0.0
-                sim = sim if -1.0 <= sim <= 1.0 else (1.0 if sim > 1.0 else -1.0)
+                if not -1.0 <= sim <= 1.0:
+                    sim = 1.0 if sim > 1.0 else -1.0
                 n_subj = len(ev_subj & subj)
                 n_topic = len(ev_topic & topic)
                 superseded = rec.superseded_at is not None
-                if n_subj and (n_topic or sim >= KEY_SIM) and not superseded and not sem and rec.text:
+                if n_subj and (n_topic or sim >= KEY_SIM) and not superseded and not sem and has_text:
                     score = (n_subj + n_topic, sim)
                     if best_score is None or score > best_score:  # ties: the earlier slot
                         best_j, best_score = j, score
-                dup = ev_sig is not None and rec.text and (
+                # embedding_duplicate is False below its threshold: tested first, it saves a call
+                dup = ev_sig is not None and has_text and (
                     duplicate_rule(ev_sig, sig, dedup_cfg) is not None
-                    or embedding_duplicate(ev_sig, sig, sim, dedup_cfg))
-                rows.append((
+                    or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))
+                append((
                     sim,
                     act,
                     1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
@@ -326,8 +353,9 @@ class FeatureBuilder:
                     n_topic > 0,
                     n_subj > 0 and n_topic > 0,
                     0.0,
-                    bool(dup),
+                    dup,
                 ))
+                j += 1
             c[:m] = rows
             if best_j >= 0:
                 c[best_j, _KEY_BEST] = 1.0

@@ -295,3 +295,93 @@ def test_event_cues_handed_to_the_store_are_the_ones_it_would_extract():
             assert rec.cues == extract_cues(rec.content, world.store.max_cues)
             seen += 1
     assert seen > 100
+
+
+def test_hybrid_tail_in_python_floats_is_bit_identical_to_numpy():
+    """The d = 0.5 tail term for a few rows is computed in Python floats (same IEEE operations);
+    rows whose gap is ~0 (the creation still among the kept presentations) take numpy's branch."""
+    from world.actr import MIN_LAG, _tail_rows_sqrt, hybrid_base_level_batch
+
+    rng = np.random.default_rng(11)
+    k = 8
+    python_rows = 0
+    for trial in range(300):
+        m = int(rng.integers(1, 60))
+        now = float(rng.integers(20, 3000))
+        created = rng.integers(0, int(now) - 10, size=m).astype(float)
+        n = rng.choice([1, 3, 8, 9, 10, 15, 60], size=m).astype(np.int64)
+        recent = np.full((m, k), -np.inf)
+        for i in range(m):
+            kept = min(int(n[i]), k)
+            lo = created[i] if (n[i] <= k or trial % 7 == 0) else created[i] + rng.uniform(0.0, 5.0)
+            times = np.sort(rng.uniform(lo, now, size=kept))
+            if n[i] <= k or trial % 7 == 0:
+                times[0] = created[i]  # trial % 7: the creation kept (gap 0: numpy's pow branch)
+            if trial % 5 == 0:
+                times = np.floor(times)  # presentations on whole steps: ties and lags of exactly 1
+            recent[i, :kept] = times
+        got = hybrid_base_level_batch(now, created, n, recent.copy(), d=0.5, assume_no_nan=True)
+        assert np.array_equal(got, _hybrid_reference(now, created, n, recent, d=0.5, min_lag=MIN_LAG)), trial
+        rows = np.flatnonzero(n > k)
+        if len(rows):
+            lags = np.maximum(now - recent[rows], MIN_LAG)
+            if _tail_rows_sqrt(now, created[rows].tolist(), n[rows].tolist(), lags.tolist(), k, MIN_LAG) is not None:
+                python_rows += len(rows)
+    assert python_rows > 100
+
+
+def _signature_reference(text: str):
+    """world.dedup.signature written plainly, word by word (as it was before its fast form)."""
+    import hashlib
+
+    from world.dedup import _DEDUP_STOP, _WORD_RE, TextSignature, _word, normalize
+
+    raw = [_word(w) for w in _WORD_RE.findall(text)]
+    words = tuple(w.lower() for w in raw)
+    entities = frozenset(w.lower() for w in raw if w[0].isupper() or any(c.isdigit() for c in w))
+    norm = normalize(text)
+    return TextSignature(norm=norm, fp=hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16], words=words,
+                         word_set=frozenset(words), content=frozenset(w for w in words if w not in _DEDUP_STOP),
+                         entities=entities)
+
+
+def test_signature_fast_form_matches_the_plain_rule():
+    from world.dedup import signature
+
+    rng = np.random.default_rng(12)
+    words = ["Alice's", "alice", "Bob’s", "BOB'S", "x's", "’s", "'s", "Paris.", "(Berlin)", "the", "it's", "42",
+             "2024-05-01", "Zoë", "İstanbul's", "coffee", "tea,", "is", "not", "never", "Über", "“quoted”", "a1",
+             "cat's'", "dog’s", "ÉCOLE'S", "on", "I", "my", "don't", "K", "3rd", "rock’n’roll", "O'Neil's"]
+    for _ in range(600):
+        text = " ".join(rng.choice(words, size=int(rng.integers(0, 20))))
+        assert signature(text) == _signature_reference(text), text
+
+
+def test_world_event_signature_is_what_the_store_and_the_features_would_compute():
+    """The world computes an event's signature once and hands it to the store (WRITE / UPDATE / LINK)
+    and to the env's features; the store's signature of every memory is signature(content)."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from world.dedup import signature
+
+    env = gym.make("MemGym/Life-Easy-v0", horizon=150).unwrapped
+    env.reset(seed=3)
+    world = env.world
+    rng = np.random.default_rng(3)
+    seen = 0
+    done = False
+    while not done:
+        assert world.event_signature() == signature(world.event.text)
+        key_cache = env._features._key_cache  # set once a step has candidates
+        if key_cache is not None and key_cache[0] == world.event.text:
+            assert key_cache[1][2] == signature(world.event.text)
+        _, _, _, done, _ = env.step(np.array([int(rng.choice([1, 1, 2, 3, 5, 6])), int(rng.integers(env.K))]))
+        store = world.store
+        for mid, rec in list(store.episodic.items()) + list(store.semantic.items()):
+            space = store._loc[mid][0]
+            assert store._sig(space, mid) == signature(rec.content)
+            seen += 1
+        for mid, st in env._features._static.items():
+            assert st[10] == signature(store.get(mid).text)
+    assert seen > 100

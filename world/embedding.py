@@ -16,6 +16,7 @@ An embedder is any object with `encode(text) -> 1-D unit vector`; the store uses
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import sqlite3
@@ -72,20 +73,24 @@ class HashingEmbedder:
         if not toks:
             toks = ["\x00empty:" + text.strip()]
         feature = self._feature
+        cached = self._feature_cache.get  # (the common case inline: one call less per token)
         for t in toks:
-            i, s = feature(t)
+            i, s = cached(t) or feature(t)
             acc[i] += s
         bw = self.bigram_weight
         for a, b in zip(toks, toks[1:]):
-            i, s = feature(a + " " + b)
+            pair = a + " " + b
+            i, s = cached(pair) or feature(pair)
             acc[i] += s * bw
         vec = np.array(acc, dtype=np.float64)
-        norm = np.linalg.norm(vec)
+        # np.linalg.norm of a 1-D float64 vector is sqrt(x.dot(x)) (and sqrt is correctly rounded)
+        norm = math.sqrt(vec.dot(vec))
         if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
             i, s = self._feature(toks[0])
             vec[i] = s
             norm = 1.0
-        return (vec / norm).astype(np.float32)
+        vec /= norm
+        return vec.astype(np.float32)
 
     def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
         texts = list(texts)

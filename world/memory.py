@@ -451,7 +451,7 @@ class MemoryStore:
     def embed(self, text: str) -> np.ndarray:
         """Unit float32 embedding of `text` through the embedder (and its cache)."""
         vec = np.asarray(self.embedder.encode(text), dtype=np.float32).ravel()
-        norm = float(np.linalg.norm(vec))
+        norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
         if norm > 0 and abs(norm - 1.0) > 1e-4:
             vec = vec / norm
         if self._dim is None:
@@ -618,14 +618,18 @@ class MemoryStore:
         source: str | None = None,
         evidence: Iterable[str] | None = None,
         namespace: str | None = None,
+        sig: TextSignature | None = None,
     ) -> EpisodicMemory:
         """Store an episode; on a duplicate nothing is stored and the existing record is returned.
 
         `store.last_write` tells what happened. A `key` with an active version of other content is
         superseded by this write; the same content under the key is a duplicate. Unkeyed writes go
         through the dedup rules (docs/store.md). importance=None asks the importance scorer.
+        `sig`: ``world.dedup.signature(content)`` when the caller has it already (the world computes
+        it once per event); it must be exactly that.
         """
-        return self._write("ep", step, content, cues, importance, key, tier, confidence, source, evidence, namespace, None)
+        return self._write("ep", step, content, cues, importance, key, tier, confidence, source, evidence, namespace,
+                           None, sig)
 
     def write_semantic(
         self,
@@ -651,9 +655,10 @@ class MemoryStore:
         if isinstance(derived_from, str):
             raise TypeError("derived_from must be a list of memory ids, not a string")
         derived = list(derived_from)
-        return self._write("sem", step, rule, cues, importance, key, tier, confidence, source, evidence, namespace, derived)  # type: ignore[return-value]
+        return self._write("sem", step, rule, cues, importance, key, tier, confidence, source, evidence, namespace, derived, None)  # type: ignore[return-value]
 
-    def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived):
+    def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
+               sig=None):
         field_name = "content" if kind == "ep" else "rule"
         if not isinstance(content, str) or not content.strip():
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
@@ -676,7 +681,8 @@ class MemoryStore:
                     raise ValueError(
                         f"derived_from: {mid!r} lives in namespace {rec.namespace!r}, not {ns!r}"
                     )
-        sig = signature(content)
+        if sig is None:
+            sig = signature(content)
         vec = self.embed(content)
         space = self._space(ns, create=True)
         to_supersede: Record | None = None
@@ -971,14 +977,17 @@ class MemoryStore:
             raise KeyError(f"unknown memory id {memory_id!r}")
         if not rec.active:
             raise ValueError(f"memory {memory_id!r} is superseded; supersede the active version of key {rec.key!r}")
-        allowed = {"tier", "confidence", "source", "evidence", "importance", "cues", "derived_from"}
+        allowed = {"tier", "confidence", "source", "evidence", "importance", "cues", "derived_from", "sig"}
         unknown = set(write_kwargs) - allowed
         if unknown:
             raise TypeError(f"supersede() got unexpected keyword arguments {sorted(unknown)}; allowed: {sorted(allowed)}")
         space, _ = self._loc[memory_id]
         if not isinstance(new_content, str) or not new_content.strip():
             raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
-        if signature(new_content).fp == space.fps[memory_id]:
+        sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
+        if sig is None:
+            sig = signature(new_content)
+        if sig.fp == space.fps[memory_id]:
             return self._report_duplicate(rec, "key")
         # validate before touching the target, so that a rejected call changes nothing
         _check_tier(write_kwargs.get("tier", rec.tier), write_kwargs.get("confidence", rec.confidence))
@@ -998,7 +1007,8 @@ class MemoryStore:
         if rec.kind == "semantic":
             return self.write_semantic(step, new_content, write_kwargs.get("derived_from", list(rec.derived_from)),  # type: ignore[union-attr]
                                        cues=write_kwargs.get("cues"), importance=write_kwargs.get("importance", rec.importance), **kw)
-        return self.write_episode(step, new_content, write_kwargs.get("cues"), write_kwargs.get("importance", rec.importance), **kw)
+        return self.write_episode(step, new_content, write_kwargs.get("cues"), write_kwargs.get("importance", rec.importance),
+                                  sig=sig, **kw)
 
     def versions(self, key: str, namespace: str | None = None) -> list[Record]:
         """The version chain of `key`, oldest first."""

@@ -34,6 +34,7 @@ import numpy as np
 
 from world.config import DEFAULT_REWARDS, WorldConfig
 from world.cues import extract_cues
+from world.dedup import TextSignature, signature
 from world.entities import HABITS, RELATIONS
 from world.families import QUESTION, ScriptEvent, ScriptGenerator
 from world.grading import (
@@ -195,6 +196,7 @@ class World:
         self._cand_cache: tuple | None = None
         self._vec_cache: tuple | None = None
         self._cue_cache: tuple | None = None
+        self._sig_cache: tuple | None = None
         self._stats = _Stats()
         self._chunk_q = [0, 0]  # endless: questions, correct since the last extension
         se = self._gen.events[0]
@@ -391,9 +393,9 @@ class World:
             self._reflect(target, out)
             return
         if op is Op.UPDATE:
-            rec = store.supersede(target, se.text, se.step, cues=self.event_cues())
+            rec = store.supersede(target, se.text, se.step, cues=self.event_cues(), sig=self.event_signature())
         else:
-            rec = store.write_episode(se.step, se.text, self.event_cues())
+            rec = store.write_episode(se.step, se.text, self.event_cues(), sig=self.event_signature())
         report = getattr(store, "last_write", None)
         dup = report is not None and getattr(report, "status", "") == "duplicate"
         out.memory_id = rec.memory_id
@@ -541,6 +543,14 @@ class World:
         if cached is None or cached[0] != self._i:
             cached = self._cue_cache = (self._i, tuple(extract_cues(self._se.text, self.store.max_cues)))
         return list(cached[1])
+
+    def event_signature(self) -> TextSignature:
+        """``world.dedup.signature`` of the current event text, computed once per event (shared by the
+        store's write / update of the event and the env's candidate features)."""
+        cached = getattr(self, "_sig_cache", None)  # (absent from snapshots taken before it existed)
+        if cached is None or cached[0] != self._i:
+            cached = self._sig_cache = (self._i, signature(self._se.text))
+        return cached[1]
 
     def view(self) -> WorldView:
         return WorldView(self)
