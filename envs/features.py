@@ -113,6 +113,13 @@ class _StoreArrays:
     @classmethod
     def read(cls, store, ids: list[str], vec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(similarities of ids, activations of ids, activations of every live memory)."""
+        sims, acts = cls.read_joined(store, ids, vec)
+        return sims, acts[: len(ids)], acts[len(ids):]
+
+    @classmethod
+    def read_joined(cls, store, ids: list[str], vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(similarities of ids, activations of ids followed by those of every live memory): one
+        array, as the squash wants it."""
         try:
             if not cls.fast:
                 raise LookupError("public path requested")
@@ -124,13 +131,11 @@ class _StoreArrays:
             # every live memory is in the default namespace (checked above), so are the candidates
             slots = np.array([loc[mid][1] for mid in ids], dtype=np.int64)
             sims = space.emb[slots] @ vec if len(ids) else np.zeros(0)
-            acts = store._activation_rows(space, np.concatenate((slots, all_slots)))
-            return sims, acts[: len(ids)], acts[len(ids):]
+            return sims, store._activation_rows(space, np.concatenate((slots, all_slots)))
         except (AttributeError, KeyError, LookupError, TypeError, ValueError):
             sims = store.similarities(vec, ids)[1] if ids else np.zeros(0)
             all_ids = list(store.episodic) + list(store.semantic)
-            acts = store.activations(list(ids) + all_ids) if (ids or all_ids) else np.zeros(0)
-            return sims, acts[: len(ids)], acts[len(ids):]
+            return sims, (store.activations(list(ids) + all_ids) if (ids or all_ids) else np.zeros(0))
 
 
 def _incoming_links(store) -> dict[str, int]:
@@ -267,9 +272,10 @@ class FeatureBuilder:
         n_live = len(store)
         if n_live:
             vec = event_vec if event_vec is not None else np.zeros(self._dim(store), dtype=np.float32)
-            sims, acts, all_acts = _StoreArrays.read(store, ids, vec)
-            squashed = squash_activation(np.concatenate((acts, all_acts)), threshold)
-            mean_act = float(squashed[m:].sum()) / len(all_acts) if len(all_acts) else 0.0
+            sims, joined = _StoreArrays.read_joined(store, ids, vec)
+            squashed = squash_activation(joined, threshold)
+            n_all = len(joined) - m
+            mean_act = float(np.add.reduce(squashed[m:])) / n_all if n_all else 0.0  # (= ndarray.sum)
         else:
             mean_act = 0.0
         links = self._link_counts(world)
@@ -291,13 +297,15 @@ class FeatureBuilder:
                 ev_subj, ev_topic, ev_sig = frozenset(), frozenset(), None
             dedup_cfg = getattr(store, "dedup_config", None) or DedupConfig()
             embed_threshold = dedup_cfg.embed_threshold
+            value_aware = dedup_cfg.value_aware
+            ev_content = ev_sig.content if ev_sig is not None else None
             best_j, best_score = -1, None
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
             incoming = links.get("incoming")
             if incoming is None:
                 incoming = links["incoming"] = _incoming_links(store)
-            rows = []
-            append = rows.append
+            flat: list = []
+            extend = flat.extend
             log1p = math.log1p
             static_get = static.get
             incoming_get = incoming.get
@@ -333,11 +341,16 @@ class FeatureBuilder:
                     score = (n_subj + n_topic, sim)
                     if best_score is None or score > best_score:  # ties: the earlier slot
                         best_j, best_score = j, score
-                # embedding_duplicate is False below its threshold: tested first, it saves a call
-                dup = ev_sig is not None and has_text and (
-                    duplicate_rule(ev_sig, sig, dedup_cfg) is not None
-                    or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))
-                append((
+                if ev_sig is None or not has_text:
+                    dup = False
+                elif ev_sig.fp == sig.fp:
+                    dup = True  # duplicate_rule's first rule
+                elif value_aware and (ev_content - sig.content) and (sig.content - ev_content):
+                    dup = False  # a value change (substituted words): neither rule fires (world.dedup)
+                else:  # embedding_duplicate is False below its threshold: tested first, it saves a call
+                    dup = (duplicate_rule(ev_sig, sig, dedup_cfg) is not None
+                           or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))
+                extend((
                     sim,
                     act,
                     1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
@@ -356,7 +369,7 @@ class FeatureBuilder:
                     dup,
                 ))
                 j += 1
-            c[:m] = rows
+            c.reshape(-1)[: len(flat)] = flat  # (a view of the buffer: all rows in one assignment)
             if best_j >= 0:
                 c[best_j, _KEY_BEST] = 1.0
         c[m:] = 0.0

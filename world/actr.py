@@ -122,7 +122,7 @@ def hybrid_base_level_batch(
         # Most memories were never retrieved (n == 1): their only term is the first column. Compute
         # those rows from that column alone and the others in full. Same operations per element, so
         # the result is bit-identical to the general path (adding exact zeros changes nothing).
-        multi = np.flatnonzero(n != 1)
+        multi = (n != 1).nonzero()[0]
         if len(multi) * 4 < m:
             lag1 = np.maximum(now - recent[:, 0], min_lag)
             if d == 0.5:
@@ -142,14 +142,14 @@ def hybrid_base_level_batch(
             lags[nan] = np.inf
     np.maximum(lags, min_lag, out=lags)
     k = recent.shape[1]
-    rows = np.flatnonzero(n > k) if len(n) else ()
+    rows = (n > k).nonzero()[0]  # (ndarray methods: no Python wrapper on the hot path)
     tail_lags = lags[rows] if len(rows) else None  # kept before the buffer is overwritten below
     if d == 0.5:  # t^-0.5 = 1 / sqrt(t): four times faster than pow
         np.sqrt(lags, out=lags)
         np.divide(1.0, lags, out=lags)
-        total = lags.sum(axis=1)
+        total = np.add.reduce(lags, axis=1)  # what ndarray.sum calls
     else:
-        total = np.power(lags, -d).sum(axis=1)
+        total = np.add.reduce(np.power(lags, -d), axis=1)
     if tail_lags is not None and d == 0.5 and len(rows) <= 32:
         tail = _tail_rows_sqrt(now, created[rows].tolist(), n[rows].tolist(), tail_lags.tolist(), k, min_lag)
         if tail is not None:

@@ -597,7 +597,7 @@ class MemoryStore:
             sims = _matvec(space.emb[cand], vec)
             if sims.max() < cfg.embed_threshold:  # nothing near enough (the usual case): no sort
                 return None
-            for j in np.argsort(-sims, kind="stable"):
+            for j in (-sims).argsort(kind="stable"):
                 if sims[j] < cfg.embed_threshold:
                     break
                 mid = space.slot_id[cand[j]]
@@ -875,7 +875,7 @@ class MemoryStore:
                 continue
             ids, slots = space.view()
             act = self._activation_rows(space, slots) + space.importance[slots]
-            for j in np.flatnonzero(act < self.forget_threshold):
+            for j in (act < self.forget_threshold).nonzero()[0]:
                 dropped.append(ids[j])
         for mid in dropped:
             self._remove(mid)
@@ -915,7 +915,7 @@ class MemoryStore:
         k = min(int(top_k), n_ok)
         if k < len(scores):
             kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            cand = np.flatnonzero(scores >= kth)
+            cand = (scores >= kth).nonzero()[0]
         else:
             cand = np.arange(len(scores))
         # highest score first; ties broken by write order (earlier first)
@@ -951,7 +951,7 @@ class MemoryStore:
         t = float(self.current_step)
         space.a_n[slot] += 1
         row = space.a_recent[slot]
-        empty = np.flatnonzero(np.isneginf(row))
+        empty = np.isneginf(row).nonzero()[0]
         if len(empty):
             row[empty[0]] = t
         else:

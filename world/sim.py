@@ -502,7 +502,7 @@ class World:
             ids, sims = store.similarities(self.event_vector())
             if len(ids):
                 # most similar first, ties in write order (stable sort)
-                order = np.argsort(-sims, kind="stable")[: 2 * k + len(out)].tolist()
+                order = (-sims).argsort(kind="stable")[: 2 * k + len(out)].tolist()
                 seen = set(out)
                 get = store.get
                 for j in order:
