@@ -83,8 +83,10 @@ def signature(text: str) -> TextSignature:
     raw = [w[:-2] if w.endswith(_POSSESSIVE) else w for w in _WORD_RE.findall(text.replace("’", "'"))]  # noqa: RUF001
     words = tuple([w.lower() for w in raw])
     word_set = frozenset(words)
-    norm = normalize(text)
-    return TextSignature(
+    norm = " ".join(text.lower().split())  # normalize(text)
+    # the frozen dataclass's fields set directly (its __init__ costs one object.__setattr__ each)
+    sig = _new_signature(TextSignature)
+    sig.__dict__.update(
         norm=norm,
         fp=hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16],
         words=words,
@@ -92,6 +94,10 @@ def signature(text: str) -> TextSignature:
         content=word_set.difference(_DEDUP_STOP),
         entities=frozenset([w.lower() for w in raw if "A" <= w[0] <= "Z" or not _DIGITS.isdisjoint(w)]),
     )
+    return sig
+
+
+_new_signature = object.__new__
 
 
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot"})

@@ -288,6 +288,9 @@ class _Space:
 _MATVEC_BLOCK = 1024
 
 
+_NEG_INF = -math.inf
+
+
 def _matvec(mat: np.ndarray, vec: np.ndarray) -> np.ndarray:
     """mat @ vec in blocks of 1024 rows. Each block stays under OpenBLAS's threading threshold: on a
     busy machine a multi-threaded gemv was 10-50x slower than single-threaded blocks (measured), and
@@ -588,9 +591,13 @@ class MemoryStore:
         # dict.fromkeys: a recycled slot may sit twice in the window
         cand = np.fromiter(dict.fromkeys(cand.tolist()), dtype=np.int64)
         slot_id = space.slot_id
+        value_aware, content = cfg.value_aware, sig.content
         for slot in cand[: cfg.window].tolist():
             mid = slot_id[slot]
-            rule = duplicate_rule(sig, self._sig(space, mid), cfg)
+            old = self._sig(space, mid)
+            if value_aware and sig.fp != old.fp and (content - old.content) and (old.content - content):
+                continue  # a value change (substituted words): duplicate_rule is None (world.dedup)
+            rule = duplicate_rule(sig, old, cfg)
             if rule is not None:
                 return mid, rule
         if len(cand):
@@ -951,9 +958,9 @@ class MemoryStore:
         t = float(self.current_step)
         space.a_n[slot] += 1
         row = space.a_recent[slot]
-        empty = np.isneginf(row).nonzero()[0]
-        if len(empty):
-            row[empty[0]] = t
+        times = row.tolist()  # (k floats: a list search beats two numpy calls)
+        if _NEG_INF in times:
+            row[times.index(_NEG_INF)] = t  # the first empty (-inf) place
         else:
             row[:-1] = row[1:]
             row[-1] = t

@@ -149,7 +149,14 @@ class _StoreEmbedder:
 
 
 def _event(se: ScriptEvent) -> Event:
-    return Event(se.index, se.step, se.text, se.kind, se.session)
+    """``Event(se.index, se.step, se.text, se.kind, se.session)`` without the frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field): one of these is made per step."""
+    ev = _new_event(Event)
+    ev.__dict__.update(index=se.index, step=se.step, text=se.text, kind=se.kind, session=se.session)
+    return ev
+
+
+_new_event = object.__new__
 
 
 class World:
@@ -297,10 +304,11 @@ class World:
     # ------------------------------------------------------------------ validity
     def is_valid(self, op: int, target: str | None = None) -> tuple[bool, str | None]:
         """Whether ``apply(op, target)`` would do something, and why not."""
-        try:
-            op = Op(int(op))
-        except (ValueError, TypeError):
-            return False, f"unknown op {op!r}; ops are {[o.name for o in Op]}"
+        if type(op) is not Op:
+            try:
+                op = Op(int(op))
+            except (ValueError, TypeError):
+                return False, f"unknown op {op!r}; ops are {[o.name for o in Op]}"
         if self._done:
             return False, "episode is over"
         if self._applied:
@@ -343,10 +351,13 @@ class World:
         """Apply one operation to the current event (at most once per event)."""
         w = self.config.rewards
         ok, reason = self.is_valid(op, target)
-        try:
-            op_e = Op(int(op))
-        except (ValueError, TypeError):
-            op_e = Op.NOOP
+        if type(op) is Op:
+            op_e = op
+        else:
+            try:
+                op_e = Op(int(op))
+            except (ValueError, TypeError):
+                op_e = Op.NOOP
         out = Outcome(op_e, target if op_e in TARGETED_OPS else None)
         st = self._stats
         if self._swept_pending:
