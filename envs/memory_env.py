@@ -297,7 +297,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if outcome.question is not None:
             info["question"] = dict(outcome.question)
         if truncated:
-            info["metrics"] = copy.deepcopy(self.world.metrics())
+            info["metrics"] = self.world.metrics()  # built fresh on each call (no deep copy needed)
         if self.render_mode == "human":
             self.render()
         return obs, reward, False, truncated, info

@@ -385,3 +385,195 @@ def test_world_event_signature_is_what_the_store_and_the_features_would_compute(
         for mid, st in env._features._static.items():
             assert st[10] == signature(store.get(mid).text)
     assert seen > 100
+
+
+def _random_actions_play(env_id: str, seed: int, steps: int, ops=None):
+    """Yield the unwrapped env after each of ``steps`` seeded random steps (resets included)."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        op = int(rng.choice(ops)) if ops is not None else int(rng.integers(7))
+        _, _, _, truncated, _ = env.step(np.array([op, int(rng.integers(env.K))]))
+        if truncated:
+            env.reset()
+        yield env
+
+
+def test_duplicate_column_equals_the_plain_dedup_rules():
+    """The candidate 'duplicate' column (fingerprint / value-change checks inline, embedding rule only
+    above its threshold) is exactly duplicate_rule(...) or embedding_duplicate(...)."""
+    from envs.features import CANDIDATE_FEATURES
+    from world.dedup import DedupConfig, duplicate_rule, embedding_duplicate, signature
+
+    col = CANDIDATE_FEATURES.index("duplicate")
+    ones = zeros = 0
+    for env_id, seed in (("MemGym/Life-Easy-v0", 1), ("MemGym/Life-Hard-v0", 2), ("MemGym/Noise-Hard-v0", 3)):
+        for env in _random_actions_play(env_id, seed, 400, ops=[0, 1, 1, 2, 3, 5, 6]):
+            ids = env.candidate_ids
+            if env.world.done or not ids:
+                continue
+            store = env.world.store
+            cfg = store.dedup_config or DedupConfig()
+            ev = signature(env.world.event.text)
+            for j, mid in enumerate(ids):
+                rec = store.get(mid)
+                sim = float(env._features.candidates[j, 0])
+                old = signature(rec.text)
+                want = bool(rec.text) and (duplicate_rule(ev, old, cfg) is not None
+                                           or embedding_duplicate(ev, old, sim, cfg))
+                assert env._features.candidates[j, col] == float(want), (env.world.event.text, rec.text)
+                ones += want
+                zeros += not want
+    assert ones > 5 and zeros > 500
+
+
+def test_reflect_validity_from_the_key_index_equals_world_cluster():
+    from envs.memory_env import valid_rows
+
+    checked = positive = 0
+    for env in _random_actions_play("MemGym/Life-Hard-v0", 4, 500, ops=[1, 1, 1, 3, 4, 6]):
+        ids = env.candidate_ids
+        if env.world.done or not ids:
+            continue
+        world = env.world
+        rows = valid_rows(world, ids)
+        full = len(world.store) >= world.config.capacity
+        for j, mid in enumerate(ids):
+            want = (not full and mid in world.store.episodic and len(world._cluster(mid)) >= 2)
+            assert rows[3][j] == want, mid
+            checked += 1
+            positive += want
+    assert checked > 1000 and positive > 50
+
+
+def test_event_records_and_metrics_are_plain_values():
+    """Events are built without the dataclass __init__ (equal, hashable, picklable as ever); the
+    metrics dict handed out at episode end is fresh (no deep copy needed)."""
+    import pickle
+
+    from world import Event, World, WorldConfig
+    from world.sim import _event
+
+    world = World(WorldConfig.preset("life", "easy").replace(horizon=30), seed=5)
+    for se in world.privileged.script:
+        ev = _event(se)
+        plain = Event(se.index, se.step, se.text, se.kind, se.session)
+        assert ev == plain and hash(ev) == hash(plain) and repr(ev) == repr(plain)
+        assert pickle.loads(pickle.dumps(ev)) == plain
+    m = world.metrics()
+    m["verdicts"]["correct"] = 99
+    m["reward_terms"]["answer"] = 1.0
+    m["ops"]["WRITE"] = 7
+    assert world.metrics() == World(WorldConfig.preset("life", "easy").replace(horizon=30), seed=5).metrics()
+
+
+def _bump_reference(row: np.ndarray, t: float) -> None:
+    """The ACT-R presentation list update as first written (numpy search for the first -inf)."""
+    empty = np.flatnonzero(np.isneginf(row))
+    if len(empty):
+        row[empty[0]] = t
+    else:
+        row[:-1] = row[1:]
+        row[-1] = t
+
+
+def test_actr_bump_list_search_matches_numpy_search():
+    from world import MemoryStore
+
+    rng = np.random.default_rng(13)
+    store = MemoryStore()
+    ids = [store.write_episode(0, f"memory number {i} about topic {i * 7}").memory_id for i in range(6)]
+    space = store._space(store.default_namespace)
+    expect = {mid: space.a_recent[store._loc[mid][1]].copy() for mid in ids}
+    for step in range(1, 60):
+        store.tick(step)
+        for mid in rng.choice(ids, size=int(rng.integers(1, 4)), replace=False):
+            slot = store._loc[mid][1]
+            store._bump(space, slot, store.get(mid))
+            _bump_reference(expect[mid], float(step))
+            assert np.array_equal(space.a_recent[slot], expect[mid])
+    assert all(np.isfinite(v).all() for v in expect.values())  # rows filled up, then shifted
+
+
+def _find_duplicate_reference(store, space, sig, vec, semantic):
+    """MemoryStore._find_duplicate as first written (every window candidate through duplicate_rule)."""
+    from world.dedup import duplicate_rule, embedding_duplicate
+    from world.memory import _matvec
+
+    cfg = store.dedup_config
+    for mid in space.fp.get(sig.fp, ()):
+        if (store._records[mid].kind == "semantic") == semantic:
+            return mid, "fingerprint"
+    if not space.order:
+        return None
+    cand = np.fromiter(space.recent_slots, dtype=np.int64, count=len(space.recent_slots))[::-1]
+    if len(cand) == 0:
+        return None
+    cand = cand[space.alive[cand] & space.active[cand] & (space.is_sem[cand] == semantic)]
+    cand = np.fromiter(dict.fromkeys(cand.tolist()), dtype=np.int64)
+    for slot in cand[: cfg.window].tolist():
+        mid = space.slot_id[slot]
+        rule = duplicate_rule(sig, store._sig(space, mid), cfg)
+        if rule is not None:
+            return mid, rule
+    if len(cand):
+        sims = _matvec(space.emb[cand], vec)
+        for j in np.argsort(-sims, kind="stable"):
+            if sims[j] < cfg.embed_threshold:
+                break
+            mid = space.slot_id[cand[j]]
+            if embedding_duplicate(sig, store._sig(space, mid), float(sims[j]), cfg):
+                return mid, "embedding"
+    return None
+
+
+def test_store_dedup_window_fast_reject_matches_the_plain_loop():
+    from world import MemoryStore
+    from world.dedup import signature
+
+    rng = np.random.default_rng(14)
+    subjects = ["Alice's", "Bob's", "My", "Carol's"]
+    nouns = ["favourite drink", "car", "city", "job"]
+    values = ["tea", "coffee", "Paris", "Rome", "a red car", "not tea", "never coffee"]
+    store = MemoryStore()
+    found = 0
+    for step in range(400):
+        text = f"{rng.choice(subjects)} {rng.choice(nouns)} is {rng.choice(values)}."
+        if rng.random() < 0.2:
+            text = text + " Really."
+        space = store._space(store.default_namespace, create=True)
+        sig, vec = signature(text), store.embed(text)
+        got = store._find_duplicate(space, sig, vec, False)
+        assert got == _find_duplicate_reference(store, space, sig, vec, False), text
+        found += got is not None
+        store.tick(step)
+        store.write_episode(step, text)
+        if rng.random() < 0.1 and len(store) > 3:
+            store.forget(next(iter(store.episodic)))
+    assert found > 50
+
+
+def test_store_embed_normalisation_equals_linalg_norm():
+    from world import MemoryStore
+
+    class Raw:  # returns vectors that are not unit length
+        name, dim = "raw", 16
+
+        def __init__(self):
+            self.rng = np.random.default_rng(15)
+
+        def encode(self, text):
+            return self.rng.normal(size=16).astype(np.float32) * float(self.rng.uniform(0.5, 3.0))
+
+    store = MemoryStore(Raw())
+    ref = Raw()
+    for i in range(300):
+        vec = np.asarray(ref.encode(str(i)), dtype=np.float32).ravel()
+        norm = float(np.linalg.norm(vec))
+        want = vec / norm if norm > 0 and abs(norm - 1.0) > 1e-4 else vec
+        assert np.array_equal(store.embed(str(i)), want)

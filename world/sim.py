@@ -571,6 +571,7 @@ class World:
         return OracleAccess(self)
 
     def metrics(self) -> dict:
+        """Episode metrics: a new dict of new containers on each call (callers may keep or change it)."""
         return self._stats.summary(self)
 
     # ------------------------------------------------------------------ snapshots
