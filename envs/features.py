@@ -209,7 +209,10 @@ class FeatureBuilder:
         if version != self._static_version:
             self._static_version = version
             static = self._static
-            for mid in [m for m in static if m not in store]:
+            records = getattr(store, "_records", None)  # live ids: one set difference in C
+            gone = static.keys() - records.keys() if isinstance(records, dict) else \
+                [m for m in static if m not in store]
+            for mid in gone:
                 del static[mid]
         return self._static
 
