@@ -186,6 +186,7 @@ class FeatureBuilder:
         self._static: dict = {}
         self._static_version: tuple | None = None
         self._links: dict = {}
+        self._incoming: tuple | None = None  # (store, store._link_changes, memory id -> incoming typed links)
 
     # ------------------------------------------------------------------ features
     def _link_counts(self, world: World) -> dict:
@@ -304,9 +305,17 @@ class FeatureBuilder:
             ev_content = ev_sig.content if ev_sig is not None else None
             best_j, best_score = -1, None
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
-            incoming = links.get("incoming")
-            if incoming is None:
-                incoming = links["incoming"] = _incoming_links(store)
+            changes = getattr(store, "_link_changes", None)  # typed links change only with these
+            cached = getattr(self, "_incoming", None)
+            if changes is None:  # a store without the counter: per store version
+                incoming = links.get("incoming")
+                if incoming is None:
+                    incoming = links["incoming"] = _incoming_links(store)
+            elif cached is not None and cached[0] is store and cached[1] == changes:
+                incoming = cached[2]
+            else:
+                incoming = _incoming_links(store)
+                self._incoming = (store, changes, incoming)
             flat: list = []
             extend = flat.extend
             log1p = math.log1p

@@ -577,3 +577,41 @@ def test_store_embed_normalisation_equals_linalg_norm():
         norm = float(np.linalg.norm(vec))
         want = vec / norm if norm > 0 and abs(norm - 1.0) > 1e-4 else vec
         assert np.array_equal(store.embed(str(i)), want)
+
+
+def test_ranked_similarities_equal_argsort_of_the_float64_similarities():
+    """World.candidates ranks with store._ranked (float32, no copy): the same order as the stable
+    argsort of -store.similarities(vec)[1] (float64), ties (repeated texts) included."""
+    from world import MemoryStore
+
+    rng = np.random.default_rng(16)
+    words = ["tea", "coffee", "Alice", "Bob", "Paris", "likes", "moved", "to", "the", "car", "red"]
+    store = MemoryStore(dedup=False)
+    for step in range(150):
+        store.tick(step)
+        store.write_episode(step, " ".join(rng.choice(words, size=int(rng.integers(2, 6)))))
+        if rng.random() < 0.15:
+            store.forget(list(store.episodic)[int(rng.integers(len(store)))])
+        vec = store.embed(" ".join(rng.choice(words, size=3)))
+        ids, sims = store.similarities(vec)
+        for limit in (1, 5, 18, 1000):
+            got_ids, order = store._ranked(vec, limit)
+            assert got_ids == ids
+            assert order == np.argsort(-sims, kind="stable")[:limit].tolist()
+    assert len(set(sims.tolist())) < len(sims)  # ties happened
+
+
+def test_incoming_link_counts_follow_the_stores_link_changes():
+    """The env recounts incoming typed links only when the store's link counter moves; the counts it
+    uses always equal store.link_count minus the outgoing links."""
+    checked = 0
+    for env in _random_actions_play("MemGym/Life-Hard-v0", 6, 400, ops=[1, 3, 3, 3, 5, 6, 0]):
+        fb = env._features
+        if env.world.done or not env.candidate_ids or fb._incoming is None:
+            continue
+        store = env.world.store
+        assert fb._incoming[1] == store._link_changes
+        for mid in env.candidate_ids:
+            assert fb._incoming[2].get(mid, 0) == store.link_count(mid) - len(store.get(mid).links)
+            checked += 1
+    assert checked > 500

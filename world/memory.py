@@ -386,6 +386,9 @@ class MemoryStore:
         self._erase_hooks: list[Callable[[ErasureReport], Any]] = []
         self._graph_view: tuple[tuple, nx.DiGraph] | None = None
         self.counters = {"ppr_power": 0, "ppr_solve": 0, "duplicates": 0, "superseded": 0, "swept": 0, "erased": 0}
+        # bumps whenever typed links may have changed (a link added, a memory removed): a cache key for
+        # readers that count links (the env's candidate features)
+        self._link_changes = 0
         self.last_write: WriteReport | None = None
         self.last_ppr_method: str | None = None
         #: JSON-able state of attached components (e.g. rolling summaries); exported under "extra".
@@ -506,6 +509,19 @@ class MemoryStore:
             else:
                 out[positions] = vals
         return id_list, out
+
+    def _ranked(self, vec: np.ndarray, limit: int) -> tuple[list[str], list[int]]:
+        """(ids of the default namespace in write order, the positions of the ``limit`` most similar
+        to the unit vector ``vec``, most similar first, ties in write order): what
+        ``np.argsort(-similarities(vec)[1], kind="stable")[:limit]`` gives, without the float64 copy
+        (float32 -> float64 is exact and monotone, so the stable order is the same)."""
+        space = self._space(self.default_namespace)
+        if space is None or not space.order:
+            return [], []
+        id_list, slots = space.view()
+        sims = _matvec(space.emb[: space.hi], np.asarray(vec, dtype=np.float32))[slots]
+        np.negative(sims, out=sims)
+        return id_list, sims.argsort(kind="stable")[:limit].tolist()
 
     def activations(self, ids: Iterable[str]) -> np.ndarray:
         """ACT-R base-level activation (Petrov hybrid, exact for n <= k) at current_step."""
@@ -810,6 +826,7 @@ class MemoryStore:
         space.graph.add_edge(a, b, rel, 1.0)
         if b not in ra.links:
             ra.links.append(b)
+        self._link_changes = getattr(self, "_link_changes", 0) + 1
         return True
 
     def forget(self, memory_id: str) -> bool:
@@ -824,6 +841,7 @@ class MemoryStore:
         """Remove a record; returns (edges removed, cue nodes removed)."""
         rec = self._records.pop(memory_id)
         space, slot = self._loc.pop(memory_id)
+        self._link_changes = getattr(self, "_link_changes", 0) + 1
         g = space.graph
         for src, rel, _w in g.in_edges(memory_id):
             if rel in _TYPED:

@@ -510,10 +510,9 @@ class World:
             n_rec = min(self.config.n_recent, k)
             if n_rec:
                 out.extend(store.recent_ids(n_rec))
-            ids, sims = store.similarities(self.event_vector())
+            # most similar first, ties in write order (stable sort); store.similarities(vec) ranked
+            ids, order = store._ranked(self.event_vector(), 2 * k + len(out))
             if len(ids):
-                # most similar first, ties in write order (stable sort)
-                order = (-sims).argsort(kind="stable")[: 2 * k + len(out)].tolist()
                 seen = set(out)
                 get = store.get
                 for j in order:
