@@ -651,3 +651,25 @@ def test_add_edge_pairs_equals_add_edge_calls():
                 fast.remove_node(victim)
                 plain.remove_node(victim)
             assert state(fast) == state(plain), (trial, step)
+
+
+def test_world_text_memo_gives_the_plain_cues_and_signatures_and_stays_out_of_snapshots():
+    import pickle
+
+    from world import World, WorldConfig
+    from world.cues import extract_cues
+    from world.dedup import signature
+
+    world = World(WorldConfig.preset("life", "hard").replace(horizon=300), seed=8)
+    texts = [e.text for e in world.privileged.script]
+    assert len(set(texts)) < len(texts)  # texts recur within an episode
+    while not world.done:
+        text = world.event.text
+        assert world.event_cues() == extract_cues(text, world.store.max_cues)
+        assert world.event_signature() == signature(text)
+        world.advance()
+    assert set(world._text_memo) <= set(texts)
+    assert "_text_memo" not in world.get_state()
+    assert "_text_memo" not in pickle.loads(pickle.dumps(world)).__dict__
+    world.reset(9)
+    assert world._text_memo == {}

@@ -204,6 +204,9 @@ class World:
         self._vec_cache: tuple | None = None
         self._cue_cache: tuple | None = None
         self._sig_cache: tuple | None = None
+        # text -> [cues, signature] of this episode's event texts (texts recur: repeats, questions);
+        # pure functions of the text, left out of snapshots and pickles
+        self._text_memo: dict[str, list] = {}
         self._stats = _Stats()
         self._chunk_q = [0, 0]  # endless: questions, correct since the last extension
         se = self._gen.events[0]
@@ -551,15 +554,30 @@ class World:
         each call."""
         cached = self._cue_cache
         if cached is None or cached[0] != self._i:
-            cached = self._cue_cache = (self._i, tuple(extract_cues(self._se.text, self.store.max_cues)))
+            entry = self._text_entry(self._se.text)
+            if entry[0] is None:
+                entry[0] = tuple(extract_cues(self._se.text, self.store.max_cues))
+            cached = self._cue_cache = (self._i, entry[0])
         return list(cached[1])
+
+    def _text_entry(self, text: str) -> list:
+        memo = self.__dict__.get("_text_memo")
+        if memo is None:
+            memo = self._text_memo = {}
+        entry = memo.get(text)
+        if entry is None:
+            entry = memo[text] = [None, None]
+        return entry
 
     def event_signature(self) -> TextSignature:
         """``world.dedup.signature`` of the current event text, computed once per event (shared by the
         store's write / update of the event and the env's candidate features)."""
         cached = getattr(self, "_sig_cache", None)  # (absent from snapshots taken before it existed)
         if cached is None or cached[0] != self._i:
-            cached = self._sig_cache = (self._i, signature(self._se.text))
+            entry = self._text_entry(self._se.text)
+            if entry[1] is None:
+                entry[1] = signature(self._se.text)
+            cached = self._sig_cache = (self._i, entry[1])
         return cached[1]
 
     def view(self) -> WorldView:
@@ -574,7 +592,7 @@ class World:
         return self._stats.summary(self)
 
     # ------------------------------------------------------------------ snapshots
-    _SKIP = ("config", "_embedder", "reader")
+    _SKIP = ("config", "_embedder", "reader", "_text_memo")
 
     def _memo(self, gen, script_vecs=None) -> dict:
         memo = {id(self._embedder): self._embedder}
@@ -596,9 +614,12 @@ class World:
     def set_state(self, state: dict) -> None:
         """Restore a snapshot from :meth:`get_state` (the snapshot stays reusable)."""
         self.__dict__.update(copy.deepcopy(state, self._memo(state["_gen"], state.get("_script_vecs"))))
+        self._text_memo = {}
 
     def __getstate__(self):
-        return dict(self.__dict__)
+        state = dict(self.__dict__)
+        state.pop("_text_memo", None)  # a cache (rebuilt on demand)
+        return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
