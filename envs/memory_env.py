@@ -240,6 +240,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         )
         self._kinds = {name: np.eye(len(F.EVENT_KINDS), dtype=np.float32)[i] for i, name in enumerate(F.EVENT_KINDS)}
         self._mask = np.zeros(N_OPS + k, dtype=bool)
+        self._mask_cache: dict = {}  # (op flags, filled slots) -> mask
         self._pair = np.zeros((N_OPS, k), dtype=bool)
         self._rows: tuple | None = None
         self._pair_stale = True
@@ -468,14 +469,23 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         rows = valid_rows(self.world, ids) if live else None
         self._rows = rows
         self._pair_stale = True
-        k = self.K
         n = max(len(ids), 1)
-        slots = [True] * n + [False] * (k - n)
         if rows is None:
-            self._mask[:] = [True, False, False, False, False, False, False] + slots
+            key = (False, False, False, False, False, n)
         else:
             write_ok, update, link, reflect, forget = rows
-            self._mask[:] = [True, write_ok, any(update), any(link), any(reflect), True, any(forget)] + slots
+            key = (write_ok, any(update), any(link), any(reflect), any(forget), True, n)
+        cache = self.__dict__.setdefault("_mask_cache", {})
+        mask = cache.get(key)
+        if mask is None:  # a few dozen distinct masks per env: each built once
+            k = self.K
+            slots = [True] * n + [False] * (k - n)
+            if rows is None:
+                flags = [True, False, False, False, False, False, False]
+            else:
+                flags = [True, key[0], key[1], key[2], key[3], True, key[4]]
+            mask = cache[key] = np.array(flags + slots, dtype=bool)
+        self._mask[:] = mask
 
     def _pairs(self) -> np.ndarray:
         if self._pair_stale:
@@ -499,7 +509,8 @@ def valid_rows(world: World, ids: list[str], cache: dict | None = None) -> tuple
     """
     store = world.store
     full = len(store) >= world.config.capacity
-    get = store.get
+    records = getattr(store, "_records", None)  # (store.get is records.get behind a method call)
+    get = records.get if isinstance(records, dict) else store.get
     recs = [get(mid) for mid in ids]
     forget = [rec is not None for rec in recs]
     if full or not ids:

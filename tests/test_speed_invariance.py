@@ -673,3 +673,48 @@ def test_world_text_memo_gives_the_plain_cues_and_signatures_and_stays_out_of_sn
     assert "_text_memo" not in pickle.loads(pickle.dumps(world)).__dict__
     world.reset(9)
     assert world._text_memo == {}
+
+
+def test_unit_norm_embedders_skip_a_normalisation_that_would_change_nothing():
+    """HashingEmbedder vectors are unit to float32 rounding, so the store's |norm - 1| > 1e-4 test
+    never fires for them: store.embed skips it (unit_norm) and returns exactly what it would return."""
+    from world import MemoryStore
+    from world.embedding import CachedEmbedder, HashingEmbedder
+
+    class Plain:  # the same vectors without the flag: store.embed takes the checking path
+        def __init__(self, inner):
+            self.inner, self.name, self.dim = inner, inner.name, inner.dim
+
+        def encode(self, text):
+            return self.inner.encode(text)
+
+    rng = np.random.default_rng(18)
+    vocab = ["alice", "Bob's", "tea", "x", "42", "a", "the", "’s", "!!", "Zoë", "coffee", "paris"]
+    for dim in (8, 64, 256):
+        flagged = MemoryStore(CachedEmbedder(HashingEmbedder(dim)))
+        plain = MemoryStore(Plain(HashingEmbedder(dim)))
+        assert flagged.embedder.unit_norm and not getattr(plain.embedder, "unit_norm", False)
+        for _ in range(300):
+            text = " ".join(rng.choice(vocab, size=int(rng.integers(0, 12)))) or "!"
+            vec = flagged.embed(text)
+            assert abs(float(np.linalg.norm(vec)) - 1.0) < 1e-6
+            assert np.array_equal(vec, plain.embed(text)), text
+
+
+def test_cached_action_masks_equal_the_masks_built_from_the_rows():
+    from envs.memory_env import valid_rows
+
+    seen = set()
+    for env_id in ("MemGym/Life-Easy-v0", "MemGym/Consolidation-Hard-v0"):
+        for env in _random_actions_play(env_id, 7, 300, ops=[1, 1, 2, 3, 4, 5, 6, 0]):
+            ids = env.candidate_ids
+            n = max(len(ids), 1)
+            slots = [True] * n + [False] * (env.K - n)
+            if env.world.done:
+                want = [True] + [False] * 6 + slots
+            else:
+                write_ok, update, link, reflect, forget = valid_rows(env.world, ids)
+                want = [True, write_ok, any(update), any(link), any(reflect), True, any(forget)] + slots
+            assert env.action_masks().tolist() == want
+            seen.add(tuple(want))
+    assert len(seen) > 10

@@ -47,6 +47,9 @@ def tokenize(text: str) -> list[str]:
 class HashingEmbedder:
     """Signed feature hashing of word unigrams and bigrams, L2-normalised float32."""
 
+    #: encode() returns float32 vectors of norm 1 up to float32 rounding (|norm - 1| < 1e-6)
+    unit_norm = True
+
     def __init__(self, dim: int = 256, bigram_weight: float = 0.5) -> None:
         if not isinstance(dim, int) or dim < 8:
             raise ValueError(f"dim must be an int >= 8, got {dim!r}")
@@ -191,6 +194,7 @@ class CachedEmbedder:
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
         self.dim = getattr(inner, "dim", None)
+        self.unit_norm = bool(getattr(inner, "unit_norm", False))  # the cache returns the inner vectors
         self.path = os.fspath(path) if path is not None else None
         self._mem: dict[str, np.ndarray] = {}
         self._texts: dict[str, str] = {}

@@ -456,10 +456,14 @@ class MemoryStore:
     # ------------------------------------------------------------------ embedding helpers
     def embed(self, text: str) -> np.ndarray:
         """Unit float32 embedding of `text` through the embedder (and its cache)."""
-        vec = np.asarray(self.embedder.encode(text), dtype=np.float32).ravel()
-        norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
-        if norm > 0 and abs(norm - 1.0) > 1e-4:
-            vec = vec / norm
+        embedder = self.embedder
+        vec = np.asarray(embedder.encode(text), dtype=np.float32).ravel()
+        # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test below
+        # unchanged: skip it
+        if not getattr(embedder, "unit_norm", False):
+            norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
+            if norm > 0 and abs(norm - 1.0) > 1e-4:
+                vec = vec / norm
         if self._dim is None:
             self._dim = int(vec.shape[0])
         elif vec.shape[0] != self._dim:

@@ -122,6 +122,7 @@ class _StoreEmbedder:
         self.shared = shared
         self.name = getattr(shared, "name", type(shared).__name__)
         self.dim = getattr(shared, "dim", None)
+        self.unit_norm = bool(getattr(shared, "unit_norm", False))
         # the last text and its vector: an event's text is embedded for the candidates, then again
         # by a WRITE / UPDATE / QUERY of that event (dropped on erasure like the shared entry)
         self._last: tuple[str, object] | None = None
