@@ -718,3 +718,46 @@ def test_cached_action_masks_equal_the_masks_built_from_the_rows():
             assert env.action_masks().tolist() == want
             seen.add(tuple(want))
     assert len(seen) > 10
+
+
+def test_script_generation_shortcuts_draw_and_return_what_the_plain_code_does():
+    """chitchat's per-template placeholder list, _render_fact without formatting unused templates and
+    Cast.person without copying the cast: same values and the same random draws as the plain code."""
+    from world.entities import _FILL, CHITCHAT, RELATIONS, Cast, chitchat, pick
+
+    def chitchat_plain(rng):
+        t = pick(rng, CHITCHAT)
+        for k, pool in _FILL.items():
+            token = "{" + k + "}"
+            if token in t:
+                t = t.replace(token, pick(rng, pool))
+        return t
+
+    def render_plain(rng, rel, s, o, avoid=None):
+        options = [t.format(s=s, o=o) for t in rel.fact]
+        if avoid is not None and len(options) > 1:
+            options = [t for t in options if t != avoid] or options
+        return pick(rng, options)
+
+    from world import WorldConfig
+    from world.families import ScriptGenerator
+
+    a, b = np.random.default_rng(19), np.random.default_rng(19)
+    assert [chitchat(a) for _ in range(500)] == [chitchat_plain(b) for _ in range(500)]
+    gen = ScriptGenerator(WorldConfig.preset("recall", "easy"), np.random.default_rng(20))
+    ref = np.random.default_rng(20)
+    ref.bit_generator.state = gen.rng.bit_generator.state
+    for j, rel in enumerate(list(RELATIONS.values()) * 5):
+        avoid = rel.fact[0].format(s="Ann", o="tea") if j % 3 == 0 else None
+        assert gen._render_fact(rel, "Ann", "tea", avoid=avoid) == render_plain(ref, rel, "Ann", "tea", avoid)
+    cast, plain = Cast(np.random.default_rng(21)), Cast(np.random.default_rng(21))
+    for j in range(300):
+        exclude = set(cast.people[:2]) if j % 4 == 0 else None
+        got = cast.person(exclude)
+        pool = [p for p in plain.people if not exclude or p not in exclude]
+        want = plain.new_person() if not pool else pick(plain.rng, pool)
+        assert got == want
+        if j % 10 == 0:
+            cast.new_person()
+            plain.new_person()
+    assert cast.rng.bit_generator.state == plain.rng.bit_generator.state
