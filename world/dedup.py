@@ -77,7 +77,7 @@ def signature(text: str) -> TextSignature:
     Written for speed (it runs for every event and every write): the word pattern matches ASCII
     letters, digits and apostrophes only, so ``’`` can be replaced in the whole text before matching
     (the pattern treats both apostrophes alike), ``w.lower().endswith("'s")`` is ``w.endswith(("'s",
-    "'S"))``, ``w[0].isupper()`` is ``"A" <= w[0] <= "Z"`` and "has a digit" is a set test. A test
+    "'S"))``, "capital or digit first" is ``w[0] <= "Z"`` and "has a digit" is a set test. A test
     compares it with the plain per-word rule on random texts.
     """
     raw = [w[:-2] if w.endswith(_POSSESSIVE) else w for w in _WORD_RE.findall(text.replace("’", "'"))]  # noqa: RUF001
@@ -92,7 +92,9 @@ def signature(text: str) -> TextSignature:
         words=words,
         word_set=word_set,
         content=word_set.difference(_DEDUP_STOP),
-        entities=frozenset([w.lower() for w in raw if "A" <= w[0] <= "Z" or not _DIGITS.isdisjoint(w)]),
+        # a first character <= "Z" is a capital or a digit; an all-letter word has no digit
+        entities=frozenset([lw for w, lw in zip(raw, words)
+                            if w[0] <= "Z" or (not w.isalpha() and not _DIGITS.isdisjoint(w))]),
     )
     return sig
 
