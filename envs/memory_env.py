@@ -434,8 +434,11 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             text = None
         else:
             vec = self._embed(event.text)
-            ev = np.minimum(vec, 1.0, dtype=np.float32)  # a unit vector; the clip only guards rounding
-            np.maximum(ev, -1.0, out=ev)
+            if vec.dtype == np.float32 and getattr(self.world.store.embedder, "unit_norm", False):
+                ev = vec.copy()  # every |x_i| <= 1 already (unit_norm): the clip below would copy it
+            else:
+                ev = np.minimum(vec, 1.0, dtype=np.float32)  # a unit vector; the clip only guards rounding
+                np.maximum(ev, -1.0, out=ev)
             kind = self._kinds[event.kind].copy()
             text = event.text
         fb = self._features

@@ -699,6 +699,9 @@ def test_unit_norm_embedders_skip_a_normalisation_that_would_change_nothing():
             vec = flagged.embed(text)
             assert abs(float(np.linalg.norm(vec)) - 1.0) < 1e-6
             assert np.array_equal(vec, plain.embed(text)), text
+            # the env copies such a vector instead of clipping it to [-1, 1]: the clip is the identity
+            clipped = np.maximum(np.minimum(vec, 1.0, dtype=np.float32), -1.0)
+            assert clipped.tobytes() == vec.tobytes()
 
 
 def test_cached_action_masks_equal_the_masks_built_from_the_rows():

@@ -47,7 +47,9 @@ def tokenize(text: str) -> list[str]:
 class HashingEmbedder:
     """Signed feature hashing of word unigrams and bigrams, L2-normalised float32."""
 
-    #: encode() returns float32 vectors of norm 1 up to float32 rounding (|norm - 1| < 1e-6)
+    #: encode() returns float32 vectors of norm 1 up to float32 rounding (|norm - 1| < 1e-6) whose
+    #: entries all lie in [-1, 1] (x_i / sqrt(sum of squares) <= 1 survives every rounding step:
+    #: each rounding is monotone and fl(sqrt(fl(a * a))) = |a|)
     unit_norm = True
 
     def __init__(self, dim: int = 256, bigram_weight: float = 0.5) -> None:
