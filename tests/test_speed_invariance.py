@@ -764,3 +764,46 @@ def test_script_generation_shortcuts_draw_and_return_what_the_plain_code_does():
             cast.new_person()
             plain.new_person()
     assert cast.rng.bit_generator.state == plain.rng.bit_generator.state
+
+
+def test_graph_sorted_names_kept_by_bisect_give_the_transition_of_a_full_sort():
+    import pickle
+
+    from world.graph import AssocGraph
+    from world.ppr import transition_from_edges
+
+    def plain_transition(g):
+        names = sorted(g._idx)
+        order = np.fromiter((g._idx[n] for n in names), dtype=np.int64, count=len(names))
+        pos = np.full(len(g._names), -1, dtype=np.int64)
+        pos[order] = np.arange(len(order), dtype=np.int64)
+        alive = g._ealive[: g._ehi]
+        return transition_from_edges(len(order), pos[g._esrc[: g._ehi][alive]], pos[g._edst[: g._ehi][alive]],
+                                     g._ew[: g._ehi][alive]), pos
+
+    rng = np.random.default_rng(22)
+    g = AssocGraph()
+    prefixes = ["ep_", "sem_", "\x00cue:"]
+    for step in range(300):
+        name = str(rng.choice(prefixes)) + f"{int(rng.integers(0, 80)):06d}"
+        g.add_node(name, "episodic")
+        names = list(g._idx)
+        for other in rng.choice(names, size=min(3, len(names)), replace=False):
+            if other != name:
+                g.add_edge(name, str(other), "has_cue", float(rng.choice([1.0, 0.5])))
+        if rng.random() < 0.3:
+            g.remove_node(str(rng.choice(list(g._idx))))
+        if step % 50 == 49:
+            g = pickle.loads(pickle.dumps(g))
+        assert g._sorted == sorted(g._idx) and g._sorted_idx == [g._idx[n] for n in g._sorted]
+        if step % 10 == 0 and len(g):
+            (tm, pos), (ref, ref_pos) = g.transition(), plain_transition(g)
+            assert np.array_equal(pos, ref_pos)
+            for field in ("indptr", "indices", "data", "dangling"):
+                assert np.array_equal(getattr(tm, field), getattr(ref, field)), field
+    old = pickle.loads(pickle.dumps(g))  # a graph pickled before the sorted lists existed
+    state = dict(old.__dict__)
+    del state["_sorted"], state["_sorted_idx"]
+    restored = AssocGraph.__new__(AssocGraph)
+    restored.__setstate__(state)
+    assert restored._sorted == sorted(restored._idx)
