@@ -137,7 +137,7 @@ def personalized_pagerank(
     if p.shape != (n,):
         raise ValueError(f"personalization must have shape ({n},), got {p.shape}")
     total = np.add.reduce(p)
-    if not total > 0 or np.any(p < 0):
+    if not total > 0 or (p < 0).any():
         raise ValueError("personalization must be non-negative with a positive sum")
     p = p / total
     dangling = tm.dangling.nonzero()[0]
