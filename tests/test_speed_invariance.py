@@ -617,42 +617,6 @@ def test_incoming_link_counts_follow_the_stores_link_changes():
     assert checked > 500
 
 
-def test_add_edge_pairs_equals_add_edge_calls():
-    """The batched cue edges of a write leave the graph exactly as the per-edge calls do (slots from
-    the free list, relation codes, weights, version), pre-existing edges and repeated names included."""
-    from world.graph import AssocGraph
-
-    rng = np.random.default_rng(17)
-
-    def state(g):
-        return (dict(g._idx), list(g._names), [dict(d) for d in g._out], [dict(d) for d in g._in],
-                g._esrc[: g._ehi].tolist(), g._edst[: g._ehi].tolist(), g._ew[: g._ehi].tolist(),
-                g._erel[: g._ehi].tolist(), g._ealive[: g._ehi].tolist(), list(g._free_edges), g._ehi,
-                g._n_edges, g.version, list(g._rels))
-
-    for trial in range(60):
-        fast, plain = AssocGraph(), AssocGraph()
-        for step in range(int(rng.integers(5, 60))):
-            name = f"m{step}"
-            others = [f"c{int(x)}" for x in rng.integers(0, 12, size=int(rng.integers(0, 6)))]
-            for g in (fast, plain):
-                g.add_node(name, "episodic")
-                for o in others:
-                    if o not in g:
-                        g.add_node(o, "cue")
-                if trial % 3 == 0 and others:  # an edge that already exists gets overwritten
-                    g.add_edge(others[0], name, "supports", 0.5)
-            fast.add_edge_pairs(name, others, "has_cue", "cue_of", 1.0)
-            for o in others:
-                plain.add_edge(name, o, "has_cue", 1.0)
-                plain.add_edge(o, name, "cue_of", 1.0)
-            if rng.random() < 0.3 and step > 2:  # free node and edge slots to recycle
-                victim = f"m{int(rng.integers(0, step))}"
-                fast.remove_node(victim)
-                plain.remove_node(victim)
-            assert state(fast) == state(plain), (trial, step)
-
-
 def test_world_text_memo_gives_the_plain_cues_and_signatures_and_stays_out_of_snapshots():
     import pickle
 

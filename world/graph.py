@@ -175,61 +175,6 @@ class AssocGraph:
         self._erel[slot] = code
         self.version += 1
 
-    def add_edge_pairs(self, name: str, others: Iterable[str], rel_out: str, rel_in: str, weight: float = 1.0) -> None:
-        """For each ``o`` of ``others`` in order: ``add_edge(name, o, rel_out, weight)`` then
-        ``add_edge(o, name, rel_in, weight)``. The same slots, relation codes and version as those
-        calls, with one numpy write per edge array instead of five scalar writes per edge (a memory
-        and its cues are joined this way on every write)."""
-        others = list(others)
-        if not others:
-            return
-        codes = []
-        for rel in (rel_out, rel_in):
-            code = self._rel_code.get(rel)
-            if code is None:
-                code = len(self._rels)
-                self._rels.append(rel)
-                self._rel_code[rel] = code
-            codes.append(code)
-        c_out, c_in = codes
-        i = self._idx[name]
-        out, inn, free = self._out, self._in, self._free_edges
-        slots: list[int] = []
-        rels: list[int] = []
-        new_slots: list[int] = []
-        new_src: list[int] = []
-        new_dst: list[int] = []
-        n = 0
-        for other in others:
-            j = self._idx[other]
-            for s, d, code in ((i, j, c_out), (j, i, c_in)):
-                slot = out[s].get(d)
-                if slot is None:
-                    if free:
-                        slot = free.pop()
-                    else:
-                        if self._ehi == len(self._esrc):
-                            self._grow_edges()
-                        slot = self._ehi
-                        self._ehi += 1
-                    out[s][d] = slot
-                    inn[d][s] = slot
-                    new_slots.append(slot)
-                    new_src.append(s)
-                    new_dst.append(d)
-                slots.append(slot)
-                rels.append(code)
-                n += 1
-        if new_slots:
-            self._esrc[new_slots] = new_src
-            self._edst[new_slots] = new_dst
-            self._ealive[new_slots] = True
-            self._n_edges += len(new_slots)
-        if slots:
-            self._ew[slots] = float(weight)  # (a slot listed twice gets the same values twice)
-            self._erel[slots] = rels
-        self.version += n
-
     def remove_edge(self, src: str, dst: str) -> bool:
         s, d = self._idx.get(src), self._idx.get(dst)
         if s is None or d is None or d not in self._out[s]:

@@ -778,11 +778,13 @@ class MemoryStore:
         space.version += 1
         g = space.graph
         space.gnode[slot] = g.add_node(mid, rec.kind)
-        nodes = [_CUE + cue for cue in rec.cues]  # _cue_node
-        for node in nodes:
+        add_edge = g.add_edge
+        for cue in rec.cues:
+            node = _CUE + cue  # _cue_node(cue)
             if node not in g:
                 g.add_node(node, "cue")
-        g.add_edge_pairs(mid, nodes, "has_cue", "cue_of", 1.0)
+            add_edge(mid, node, "has_cue", 1.0)
+            add_edge(node, mid, "cue_of", 1.0)
         if rec.kind == "semantic":
             for src in rec.derived_from:  # type: ignore[union-attr]
                 if src in g and src != mid and src in self._records:
