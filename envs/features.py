@@ -346,11 +346,11 @@ class FeatureBuilder:
                     age_f = 0.0
                 if not -1.0 <= sim <= 1.0:
                     sim = 1.0 if sim > 1.0 else -1.0
-                n_subj = len(ev_subj & subj)
-                n_topic = len(ev_topic & topic)
+                same_subj = not ev_subj.isdisjoint(subj)  # (no intersection set unless key_best needs its size)
+                same_topic = not ev_topic.isdisjoint(topic)
                 superseded = rec.superseded_at is not None
-                if n_subj and (n_topic or sim >= KEY_SIM) and not superseded and not sem and has_text:
-                    score = (n_subj + n_topic, sim)
+                if same_subj and (same_topic or sim >= KEY_SIM) and not superseded and not sem and has_text:
+                    score = (len(ev_subj & subj) + len(ev_topic & topic), sim)
                     if best_score is None or score > best_score:  # ties: the earlier slot
                         best_j, best_score = j, score
                 if ev_sig is None or not has_text:
@@ -374,9 +374,9 @@ class FeatureBuilder:
                     superseded,
                     chain,
                     conf,
-                    n_subj > 0,
-                    n_topic > 0,
-                    n_subj > 0 and n_topic > 0,
+                    same_subj,
+                    same_topic,
+                    same_subj and same_topic,
                     0.0,
                     dup,
                 ))

@@ -514,18 +514,20 @@ def valid_rows(world: World, ids: list[str], cache: dict | None = None) -> tuple
     full = len(store) >= world.config.capacity
     records = getattr(store, "_records", None)  # (store.get is records.get behind a method call)
     get = records.get if isinstance(records, dict) else store.get
-    recs = [get(mid) for mid in ids]
-    forget = [rec is not None for rec in recs]
     if full or not ids:
         no = [False] * len(ids)
-        return not full, no, no, no, forget
-    update = [rec is not None and rec.superseded_at is None for rec in recs]
+        return not full, no, no, no, [get(mid) is not None for mid in ids]
+    forget = []
+    update = []
     episodic = store.episodic
     payloads = world._payloads
     by_key = world._by_key
     clusters: dict = {}
     reflect = []
     for mid in ids:
+        rec = get(mid)
+        forget.append(rec is not None)
+        update.append(rec is not None and rec.superseded_at is None)
         ok = False
         if mid in episodic:
             p = payloads.get(mid)
