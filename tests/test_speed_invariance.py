@@ -771,3 +771,47 @@ def test_graph_sorted_names_kept_by_bisect_give_the_transition_of_a_full_sort():
     restored = AssocGraph.__new__(AssocGraph)
     restored.__setstate__(state)
     assert restored._sorted == sorted(restored._idx)
+
+
+def test_erasure_cascade_equals_the_plain_fixed_point():
+    """erase(memory_id=...) removes exactly the target's chain plus every record whose evidence /
+    derived_from reaches it transitively (the fixed point computed here plainly, before the erase)."""
+    from world import MemoryStore
+
+    rng = np.random.default_rng(23)
+    for trial in range(40):
+        store = MemoryStore(dedup=False)
+        ids = []
+        for step in range(40):
+            store.tick(step)
+            roll = rng.random()
+            if roll < 0.2 and len(ids) > 2:
+                src = [str(x) for x in rng.choice(ids, size=2, replace=False)]
+                rec = store.write_semantic(step, f"rule {trial} {step}", src)
+            elif roll < 0.4 and len(ids) > 2:
+                ev = [str(x) for x in rng.choice(ids, size=int(rng.integers(1, 3)), replace=False)]
+                rec = store.write_episode(step, f"episode {trial} {step} with evidence", evidence=ev)
+            elif roll < 0.5 and ids:
+                live = [m for m in ids if m in store and store.get(m).active]
+                rec = store.supersede(str(rng.choice(live)), f"update {trial} {step}", step) if live else \
+                    store.write_episode(step, f"episode {trial} {step}")
+            else:
+                rec = store.write_episode(step, f"episode {trial} {step}")
+            ids.append(rec.memory_id)
+        target = str(rng.choice([m for m in ids if m in store]))
+        records = {m: store.get(m) for m in list(store.episodic) + list(store.semantic)}
+        want = {target}
+        key = records[target].key
+        if key is not None:
+            want |= {r.memory_id for r in store.versions(key)}
+        changed = True
+        while changed:
+            changed = False
+            for m, rec in records.items():
+                refs = set(rec.evidence) | set(getattr(rec, "derived_from", ()))
+                if m not in want and refs & want:
+                    want.add(m)
+                    changed = True
+        report = store.erase(memory_id=target)
+        assert set(report.episodic) | set(report.semantic) == want, trial
+        assert not want & (set(store.episodic) | set(store.semantic))

@@ -1153,10 +1153,13 @@ class MemoryStore:
                     if m in targets:
                         continue
                     rec = self._records[m]
-                    refs = set(rec.evidence)
                     if rec.kind == "semantic":
+                        refs = set(rec.evidence)
                         refs.update(rec.derived_from)  # type: ignore[union-attr]
-                    if refs & targets.keys():
+                        hit = not targets.keys().isdisjoint(refs)
+                    else:  # (most episodes have no evidence: no set to build)
+                        hit = any(r in targets for r in rec.evidence)
+                    if hit:
                         targets[m] = None
                         changed = True
         keys_before = {(r.namespace, r.key) for r in (self._records[m] for m in targets) if r.key is not None}
