@@ -113,6 +113,13 @@ class _StoreArrays:
     @classmethod
     def read(cls, store, ids: list[str], vec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(similarities of ids, activations of ids, activations of every live memory)."""
+        sims, acts = cls.read_joined(store, ids, vec)
+        return sims, acts[: len(ids)], acts[len(ids):]
+
+    @classmethod
+    def read_joined(cls, store, ids: list[str], vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(similarities of ids, activations of ids followed by those of every live memory): one
+        array, as the squash wants it."""
         try:
             if not cls.fast:
                 raise LookupError("public path requested")
@@ -124,13 +131,11 @@ class _StoreArrays:
             # every live memory is in the default namespace (checked above), so are the candidates
             slots = np.array([loc[mid][1] for mid in ids], dtype=np.int64)
             sims = space.emb[slots] @ vec if len(ids) else np.zeros(0)
-            acts = store._activation_rows(space, np.concatenate((slots, all_slots)))
-            return sims, acts[: len(ids)], acts[len(ids):]
+            return sims, store._activation_rows(space, np.concatenate((slots, all_slots)))
         except (AttributeError, KeyError, LookupError, TypeError, ValueError):
             sims = store.similarities(vec, ids)[1] if ids else np.zeros(0)
             all_ids = list(store.episodic) + list(store.semantic)
-            acts = store.activations(list(ids) + all_ids) if (ids or all_ids) else np.zeros(0)
-            return sims, acts[: len(ids)], acts[len(ids):]
+            return sims, (store.activations(list(ids) + all_ids) if (ids or all_ids) else np.zeros(0))
 
 
 def _incoming_links(store) -> dict[str, int]:
@@ -144,6 +149,18 @@ def _incoming_links(store) -> dict[str, int]:
                 for dst in rec.links:
                     incoming[dst] = incoming.get(dst, 0) + 1
     return incoming
+
+
+def _store_signature(store, mid: str, text: str):
+    """``signature(text)`` of a stored memory: the store's own (it keeps those of recent writes, and
+    the world handed it the event's), else computed here."""
+    try:
+        space = store._loc[mid][0]
+        if store._records[mid].text == text:
+            return store._sig(space, mid)
+    except (AttributeError, KeyError, TypeError):
+        pass
+    return signature(text)
 
 
 class FeatureBuilder:
@@ -169,6 +186,7 @@ class FeatureBuilder:
         self._static: dict = {}
         self._static_version: tuple | None = None
         self._links: dict = {}
+        self._incoming: tuple | None = None  # (store, store._link_changes, memory id -> incoming typed links)
 
     # ------------------------------------------------------------------ features
     def _link_counts(self, world: World) -> dict:
@@ -192,7 +210,10 @@ class FeatureBuilder:
         if version != self._static_version:
             self._static_version = version
             static = self._static
-            for mid in [m for m in static if m not in store]:
+            records = getattr(store, "_records", None)  # live ids: one set difference in C
+            gone = static.keys() - records.keys() if isinstance(records, dict) else \
+                [m for m in static if m not in store]
+            for mid in gone:
                 del static[mid]
         return self._static
 
@@ -204,11 +225,12 @@ class FeatureBuilder:
             rec = store.semantic[mid]
         tier = rec.tier
         conf = float(rec.confidence)
-        sig = signature(rec.text or "")
+        text = rec.text or ""
+        sig = _store_signature(store, mid, text)
         subj, topic = subject_and_topic_of(sig)
         return (rec, int(rec.written_at), min(max(conf, 0.0), 1.0), frozenset(rec.cues or ()),
                 float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
-                subj, topic, sig)
+                subj, topic, sig, bool(text))
 
     @staticmethod
     def _dim(store) -> int:
@@ -227,13 +249,14 @@ class FeatureBuilder:
         self._cue_cache = (text, cues)
         return cues
 
-    def event_key(self, text: str) -> tuple:
+    def event_key(self, text: str, sig=None) -> tuple:
         """(subject, topic, dedup signature) of the current event text, computed once per event (one
-        entry only, as the cue cache)."""
+        entry only, as the cue cache). ``sig``: the text's signature when the caller has it."""
         cached = self._key_cache
         if cached is not None and cached[0] == text:
             return cached[1]
-        sig = signature(text)
+        if sig is None:
+            sig = signature(text)
         subj, topic = subject_and_topic_of(sig)
         out = (subj, topic, sig)
         self._key_cache = (text, out)
@@ -253,44 +276,66 @@ class FeatureBuilder:
         n_live = len(store)
         if n_live:
             vec = event_vec if event_vec is not None else np.zeros(self._dim(store), dtype=np.float32)
-            sims, acts, all_acts = _StoreArrays.read(store, ids, vec)
-            squashed = squash_activation(np.concatenate((acts, all_acts)), threshold)
-            mean_act = float(squashed[m:].sum()) / len(all_acts) if len(all_acts) else 0.0
+            sims, joined = _StoreArrays.read_joined(store, ids, vec)
+            squashed = squash_activation(joined, threshold)
+            n_all = len(joined) - m
+            mean_act = float(np.add.reduce(squashed[m:])) / n_all if n_all else 0.0  # (= ndarray.sum)
         else:
             mean_act = 0.0
         links = self._link_counts(world)
         static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
         if m:
+            world_event = world.event if getattr(world, "event_cues", None) is not None else None
+            same_event = world_event is not None and world_event.text == event_text
             if not event_text:
                 ev_cues = frozenset()
-            elif getattr(world, "event_cues", None) is not None and getattr(store, "max_cues", None) == 8 \
-                    and world.event.text == event_text:
+            elif same_event and getattr(store, "max_cues", None) == 8:
                 ev_cues = frozenset(world.event_cues())  # the world's per-event cues (max_cues 8, as here)
             else:
                 ev_cues = self.event_cues(event_text)
             n_ev = max(1, len(ev_cues))
-            ev_subj, ev_topic, ev_sig = self.event_key(event_text) if event_text else (frozenset(), frozenset(), None)
+            if event_text:
+                world_sig = getattr(world, "event_signature", None) if same_event else None
+                ev_subj, ev_topic, ev_sig = self.event_key(event_text, world_sig() if world_sig is not None else None)
+            else:
+                ev_subj, ev_topic, ev_sig = frozenset(), frozenset(), None
             dedup_cfg = getattr(store, "dedup_config", None) or DedupConfig()
+            embed_threshold = dedup_cfg.embed_threshold
+            value_aware = dedup_cfg.value_aware
+            ev_content = ev_sig.content if ev_sig is not None else None
             best_j, best_score = -1, None
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
-            incoming = links.get("incoming")
-            if incoming is None:
-                incoming = links["incoming"] = _incoming_links(store)
-            rows = []
+            changes = getattr(store, "_link_changes", None)  # typed links change only with these
+            cached = getattr(self, "_incoming", None)
+            if changes is None:  # a store without the counter: per store version
+                incoming = links.get("incoming")
+                if incoming is None:
+                    incoming = links["incoming"] = _incoming_links(store)
+            elif cached is not None and cached[0] is store and cached[1] == changes:
+                incoming = cached[2]
+            else:
+                incoming = _incoming_links(store)
+                self._incoming = (store, changes, incoming)
+            flat: list = []
+            extend = flat.extend
             log1p = math.log1p
-            for j, (mid, sim, act) in enumerate(zip(ids, sims.tolist(), squashed[:m].tolist())):
-                st = static.get(mid)
+            static_get = static.get
+            incoming_get = incoming.get
+            links_get = links.get
+            j = 0
+            for mid, sim, act in zip(ids, sims.tolist(), squashed[:m].tolist()):
+                st = static_get(mid)
                 if st is None:
                     st = static[mid] = self._static_row(store, mid)
-                rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig = st
+                rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig, has_text = st
                 imp = rec.importance / IMPORTANCE_CAP
                 age = now - written_at
-                n_links = len(rec.links) + incoming.get(mid, 0)
+                n_links = len(rec.links) + incoming_get(mid, 0)
                 key = rec.key
                 if key is None:
                     chain = _CHAIN_ONE
                 else:
-                    chain = links.get(key)
+                    chain = links_get(key)
                     if chain is None:
                         chain = links[key] = min(max(len(store.versions(key)), 1), CHAIN_CAP) / CHAIN_CAP
                 if age > 0:
@@ -299,18 +344,25 @@ class FeatureBuilder:
                         age_f = 1.0
                 else:
                     age_f = 0.0
-                sim = sim if -1.0 <= sim <= 1.0 else (1.0 if sim > 1.0 else -1.0)
-                n_subj = len(ev_subj & subj)
-                n_topic = len(ev_topic & topic)
+                if not -1.0 <= sim <= 1.0:
+                    sim = 1.0 if sim > 1.0 else -1.0
+                same_subj = not ev_subj.isdisjoint(subj)  # (no intersection set unless key_best needs its size)
+                same_topic = not ev_topic.isdisjoint(topic)
                 superseded = rec.superseded_at is not None
-                if n_subj and (n_topic or sim >= KEY_SIM) and not superseded and not sem and rec.text:
-                    score = (n_subj + n_topic, sim)
+                if same_subj and (same_topic or sim >= KEY_SIM) and not superseded and not sem and has_text:
+                    score = (len(ev_subj & subj) + len(ev_topic & topic), sim)
                     if best_score is None or score > best_score:  # ties: the earlier slot
                         best_j, best_score = j, score
-                dup = ev_sig is not None and rec.text and (
-                    duplicate_rule(ev_sig, sig, dedup_cfg) is not None
-                    or embedding_duplicate(ev_sig, sig, sim, dedup_cfg))
-                rows.append((
+                if ev_sig is None or not has_text:
+                    dup = False
+                elif ev_sig.fp == sig.fp:
+                    dup = True  # duplicate_rule's first rule
+                elif value_aware and (ev_content - sig.content) and (sig.content - ev_content):
+                    dup = False  # a value change (substituted words): neither rule fires (world.dedup)
+                else:  # embedding_duplicate is False below its threshold: tested first, it saves a call
+                    dup = (duplicate_rule(ev_sig, sig, dedup_cfg) is not None
+                           or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))
+                extend((
                     sim,
                     act,
                     1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
@@ -322,13 +374,14 @@ class FeatureBuilder:
                     superseded,
                     chain,
                     conf,
-                    n_subj > 0,
-                    n_topic > 0,
-                    n_subj > 0 and n_topic > 0,
+                    same_subj,
+                    same_topic,
+                    same_subj and same_topic,
                     0.0,
-                    bool(dup),
+                    dup,
                 ))
-            c[:m] = rows
+                j += 1
+            c.reshape(-1)[: len(flat)] = flat  # (a view of the buffer: all rows in one assignment)
             if best_j >= 0:
                 c[best_j, _KEY_BEST] = 1.0
         c[m:] = 0.0

@@ -210,7 +210,6 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.config = resolve_config(config, **overrides)
         self.world = World(self.config, seed=0)  # reset() reseeds it from np_random
         self._setup_spaces()
-        self._cluster_cache: dict = {}
         # per-step state
         self._ids: list[str] = []
         self._last_invalid = False
@@ -241,6 +240,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         )
         self._kinds = {name: np.eye(len(F.EVENT_KINDS), dtype=np.float32)[i] for i, name in enumerate(F.EVENT_KINDS)}
         self._mask = np.zeros(N_OPS + k, dtype=bool)
+        self._mask_cache: dict = {}  # (op flags, filled slots) -> mask
         self._pair = np.zeros((N_OPS, k), dtype=bool)
         self._rows: tuple | None = None
         self._pair_stale = True
@@ -298,7 +298,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if outcome.question is not None:
             info["question"] = dict(outcome.question)
         if truncated:
-            info["metrics"] = copy.deepcopy(self.world.metrics())
+            info["metrics"] = self.world.metrics()  # built fresh on each call (no deep copy needed)
         if self.render_mode == "human":
             self.render()
         return obs, reward, False, truncated, info
@@ -434,8 +434,11 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             text = None
         else:
             vec = self._embed(event.text)
-            ev = np.minimum(vec, 1.0, dtype=np.float32)  # a unit vector; the clip only guards rounding
-            np.maximum(ev, -1.0, out=ev)
+            if vec.dtype == np.float32 and getattr(self.world.store.embedder, "unit_norm", False):
+                ev = vec.copy()  # every |x_i| <= 1 already (unit_norm): the clip below would copy it
+            else:
+                ev = np.minimum(vec, 1.0, dtype=np.float32)  # a unit vector; the clip only guards rounding
+                np.maximum(ev, -1.0, out=ev)
             kind = self._kinds[event.kind].copy()
             text = event.text
         fb = self._features
@@ -466,17 +469,26 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def _compute_masks(self, live: bool) -> None:
         """The flat mask in one assignment; the (7, K) pair matrix is built only when asked for."""
         ids = self._ids
-        rows = valid_rows(self.world, ids, self._cluster_cache) if live else None
+        rows = valid_rows(self.world, ids) if live else None
         self._rows = rows
         self._pair_stale = True
-        k = self.K
         n = max(len(ids), 1)
-        slots = [True] * n + [False] * (k - n)
         if rows is None:
-            self._mask[:] = [True, False, False, False, False, False, False] + slots
+            key = (False, False, False, False, False, n)
         else:
             write_ok, update, link, reflect, forget = rows
-            self._mask[:] = [True, write_ok, any(update), any(link), any(reflect), True, any(forget)] + slots
+            key = (write_ok, any(update), any(link), any(reflect), any(forget), True, n)
+        cache = self.__dict__.setdefault("_mask_cache", {})
+        mask = cache.get(key)
+        if mask is None:  # a few dozen distinct masks per env: each built once
+            k = self.K
+            slots = [True] * n + [False] * (k - n)
+            if rows is None:
+                flags = [True, False, False, False, False, False, False]
+            else:
+                flags = [True, key[0], key[1], key[2], key[3], True, key[4]]
+            mask = cache[key] = np.array(flags + slots, dtype=bool)
+        self._mask[:] = mask
 
     def _pairs(self) -> np.ndarray:
         if self._pair_stale:
@@ -494,32 +506,50 @@ def valid_rows(world: World, ids: list[str], cache: dict | None = None) -> tuple
 
     The same rules as ``World.is_valid`` (capacity for creating ops, a live target, UPDATE only on the
     newest version, REFLECT only on an episode with a cluster of >= 2 live episodes on its subject and
-    relation), computed once per step instead of once per pair: REFLECT clusters are counted
-    incrementally per store version. A test compares this with ``World.is_valid`` pair by pair.
+    relation), computed once per step instead of once per pair: a REFLECT cluster is counted from the
+    world's (subject, relation) index, once per key and only up to 2. A test compares this with
+    ``World.is_valid`` pair by pair. ``cache``: unused (kept for callers that pass one).
     """
     store = world.store
     full = len(store) >= world.config.capacity
-    get = store.get
-    recs = [get(mid) for mid in ids]
-    forget = [rec is not None for rec in recs]
+    records = getattr(store, "_records", None)  # (store.get is records.get behind a method call)
+    get = records.get if isinstance(records, dict) else store.get
     if full or not ids:
         no = [False] * len(ids)
-        return not full, no, no, no, forget
-    update = [rec is not None and rec.superseded_at is None for rec in recs]
+        return not full, no, no, no, [get(mid) is not None for mid in ids]
+    forget = []
+    update = []
     episodic = store.episodic
     payloads = world._payloads
-    counts = None
+    by_key = world._by_key
+    clusters: dict = {}
     reflect = []
     for mid in ids:
+        rec = get(mid)
+        forget.append(rec is not None)
+        update.append(rec is not None and rec.superseded_at is None)
         ok = False
         if mid in episodic:
             p = payloads.get(mid)
             if p and p.get("kind") in _CLUSTER_KINDS:
-                if counts is None:
-                    counts = _cluster_counts(world, cache)
-                ok = counts.get((p.get("subject"), p.get("relation")), 0) >= 2
+                key = (p.get("subject"), p.get("relation"))
+                ok = clusters.get(key)
+                if ok is None:
+                    ok = clusters[key] = _has_cluster(by_key.get(key, ()), episodic, payloads)
         reflect.append(ok)
     return True, update, forget, reflect, forget
+
+
+def _has_cluster(members, episodic, payloads) -> bool:
+    """Whether >= 2 of ``members`` (the ids of one (subject, relation)) are live episodes with a
+    fact-like payload: ``len(World._cluster(target)) >= 2``, stopping at the second one."""
+    n = 0
+    for mid in members:
+        if mid in episodic and payloads[mid].get("kind") in _CLUSTER_KINDS:
+            n += 1
+            if n == 2:
+                return True
+    return False
 
 
 def pairs_array(rows: tuple | None, out: np.ndarray) -> np.ndarray:
@@ -544,37 +574,3 @@ def pairs_array(rows: tuple | None, out: np.ndarray) -> np.ndarray:
 def valid_pairs(world: World, ids: list[str], out: np.ndarray, cache: dict | None = None) -> np.ndarray:
     """``out[op, slot] = world.is_valid(op, ids[slot])`` as a (7, K) bool matrix (see :func:`valid_rows`)."""
     return pairs_array(valid_rows(world, ids, cache), out)
-
-
-def _cluster_counts(world: World, cache: dict | None) -> dict:
-    """(subject, relation) -> live episodes with a fact-like payload, i.e. the clusters REFLECT
-    consolidates. Kept incrementally: when the store changed, only payloads added or dropped since the
-    last count are visited (set differences of the payload ids)."""
-    payloads = world._payloads
-    if cache is None:
-        cache = {}
-    key = (world.store, world._version)
-    if cache.get("key") == key:
-        return cache["counts"]
-    if cache.get("store") is not world.store:
-        cache.clear()
-        cache.update(store=world.store, ids=set(), keys={}, counts={})
-    ids, keys, counts = cache["ids"], cache["keys"], cache["counts"]
-    current = payloads.keys()
-    for mid in ids - current:
-        k = keys.pop(mid)
-        if k is not None:
-            counts[k] -= 1
-            if not counts[k]:
-                del counts[k]
-    episodic = world.store.episodic
-    for mid in current - ids:
-        q = payloads[mid]
-        k = None
-        if mid in episodic and q.get("kind") in _CLUSTER_KINDS:
-            k = (q.get("subject"), q.get("relation"))
-            counts[k] = counts.get(k, 0) + 1
-        keys[mid] = k
-    cache["ids"] = set(current)
-    cache["key"] = key
-    return counts

@@ -68,32 +68,39 @@ def _minilm(duration: float, episodes: int) -> tuple[float, float, float]:
 
 def _split(id_: str, steps: int) -> dict[str, float]:
     """CPU microseconds per step (uniform random actions, as benchmark_step) spent in the world's
-    apply / advance / candidates + event embedding, and in the env around them."""
+    reset / apply / advance / candidates + event embedding / event cues + signature, and in the env
+    around them. Nested calls count once, in the outermost timed part (the cues an UPDATE extracts
+    count in world.apply, those the observation needs first in their own row)."""
     import numpy as np
 
     from world import World
 
     env = gym.make(id_).unwrapped
-    spent = {"world.reset (script generation)": 0.0, "world.apply": 0.0, "world.advance": 0.0,
-             "world.candidates+embed": 0.0}
-    originals = {name: getattr(World, name) for name in ("reset", "apply", "advance", "candidates", "event_vector")}
+    parts = {"reset": "world.reset (script generation)", "apply": "world.apply", "advance": "world.advance",
+             "candidates": "world.candidates+embed", "event_vector": "world.candidates+embed",
+             "event_cues": "world.event cues+signature", "event_signature": "world.event cues+signature"}
+    parts = {name: label for name, label in parts.items() if hasattr(World, name)}
+    spent = dict.fromkeys(parts.values(), 0.0)
+    originals = {name: getattr(World, name) for name in parts}
+    depth = [0]
 
     def timed(name, label):
         fn = originals[name]
 
         def wrapper(self, *a, **kw):
+            if depth[0]:
+                return fn(self, *a, **kw)
+            depth[0] += 1
             t = time.process_time()
             try:
                 return fn(self, *a, **kw)
             finally:
                 spent[label] += time.process_time() - t
+                depth[0] -= 1
         return wrapper
 
-    World.reset = timed("reset", "world.reset (script generation)")
-    World.apply = timed("apply", "world.apply")
-    World.advance = timed("advance", "world.advance")
-    World.candidates = timed("candidates", "world.candidates+embed")
-    World.event_vector = timed("event_vector", "world.candidates+embed")
+    for name, label in parts.items():
+        setattr(World, name, timed(name, label))
     try:
         rng = np.random.default_rng(SEED)
         env.reset(seed=SEED)

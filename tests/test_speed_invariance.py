@@ -295,3 +295,523 @@ def test_event_cues_handed_to_the_store_are_the_ones_it_would_extract():
             assert rec.cues == extract_cues(rec.content, world.store.max_cues)
             seen += 1
     assert seen > 100
+
+
+def test_hybrid_tail_in_python_floats_is_bit_identical_to_numpy():
+    """The d = 0.5 tail term for a few rows is computed in Python floats (same IEEE operations);
+    rows whose gap is ~0 (the creation still among the kept presentations) take numpy's branch."""
+    from world.actr import MIN_LAG, _tail_rows_sqrt, hybrid_base_level_batch
+
+    rng = np.random.default_rng(11)
+    k = 8
+    python_rows = 0
+    for trial in range(300):
+        m = int(rng.integers(1, 60))
+        now = float(rng.integers(20, 3000))
+        created = rng.integers(0, int(now) - 10, size=m).astype(float)
+        n = rng.choice([1, 3, 8, 9, 10, 15, 60], size=m).astype(np.int64)
+        recent = np.full((m, k), -np.inf)
+        for i in range(m):
+            kept = min(int(n[i]), k)
+            lo = created[i] if (n[i] <= k or trial % 7 == 0) else created[i] + rng.uniform(0.0, 5.0)
+            times = np.sort(rng.uniform(lo, now, size=kept))
+            if n[i] <= k or trial % 7 == 0:
+                times[0] = created[i]  # trial % 7: the creation kept (gap 0: numpy's pow branch)
+            if trial % 5 == 0:
+                times = np.floor(times)  # presentations on whole steps: ties and lags of exactly 1
+            recent[i, :kept] = times
+        got = hybrid_base_level_batch(now, created, n, recent.copy(), d=0.5, assume_no_nan=True)
+        assert np.array_equal(got, _hybrid_reference(now, created, n, recent, d=0.5, min_lag=MIN_LAG)), trial
+        rows = np.flatnonzero(n > k)
+        if len(rows):
+            lags = np.maximum(now - recent[rows], MIN_LAG)
+            if _tail_rows_sqrt(now, created[rows].tolist(), n[rows].tolist(), lags.tolist(), k, MIN_LAG) is not None:
+                python_rows += len(rows)
+    assert python_rows > 100
+
+
+def _signature_reference(text: str):
+    """world.dedup.signature written plainly, word by word (as it was before its fast form)."""
+    import hashlib
+
+    from world.dedup import _DEDUP_STOP, _WORD_RE, TextSignature, _word, normalize
+
+    raw = [_word(w) for w in _WORD_RE.findall(text)]
+    words = tuple(w.lower() for w in raw)
+    entities = frozenset(w.lower() for w in raw if w[0].isupper() or any(c.isdigit() for c in w))
+    norm = normalize(text)
+    return TextSignature(norm=norm, fp=hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16], words=words,
+                         word_set=frozenset(words), content=frozenset(w for w in words if w not in _DEDUP_STOP),
+                         entities=entities)
+
+
+def test_signature_fast_form_matches_the_plain_rule():
+    from world.dedup import signature
+
+    rng = np.random.default_rng(12)
+    words = ["Alice's", "alice", "Bob’s", "BOB'S", "x's", "’s", "'s", "Paris.", "(Berlin)", "the", "it's", "42",
+             "2024-05-01", "Zoë", "İstanbul's", "coffee", "tea,", "is", "not", "never", "Über", "“quoted”", "a1",
+             "cat's'", "dog’s", "ÉCOLE'S", "on", "I", "my", "don't", "K", "3rd", "rock’n’roll", "O'Neil's"]
+    for _ in range(600):
+        text = " ".join(rng.choice(words, size=int(rng.integers(0, 20))))
+        assert signature(text) == _signature_reference(text), text
+
+
+def test_world_event_signature_is_what_the_store_and_the_features_would_compute():
+    """The world computes an event's signature once and hands it to the store (WRITE / UPDATE / LINK)
+    and to the env's features; the store's signature of every memory is signature(content)."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from world.dedup import signature
+
+    env = gym.make("MemGym/Life-Easy-v0", horizon=150).unwrapped
+    env.reset(seed=3)
+    world = env.world
+    rng = np.random.default_rng(3)
+    seen = 0
+    done = False
+    while not done:
+        assert world.event_signature() == signature(world.event.text)
+        key_cache = env._features._key_cache  # set once a step has candidates
+        if key_cache is not None and key_cache[0] == world.event.text:
+            assert key_cache[1][2] == signature(world.event.text)
+        _, _, _, done, _ = env.step(np.array([int(rng.choice([1, 1, 2, 3, 5, 6])), int(rng.integers(env.K))]))
+        store = world.store
+        for mid, rec in list(store.episodic.items()) + list(store.semantic.items()):
+            space = store._loc[mid][0]
+            assert store._sig(space, mid) == signature(rec.content)
+            seen += 1
+        for mid, st in env._features._static.items():
+            assert st[10] == signature(store.get(mid).text)
+    assert seen > 100
+
+
+def _random_actions_play(env_id: str, seed: int, steps: int, ops=None):
+    """Yield the unwrapped env after each of ``steps`` seeded random steps (resets included)."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        op = int(rng.choice(ops)) if ops is not None else int(rng.integers(7))
+        _, _, _, truncated, _ = env.step(np.array([op, int(rng.integers(env.K))]))
+        if truncated:
+            env.reset()
+        yield env
+
+
+def test_duplicate_column_equals_the_plain_dedup_rules():
+    """The candidate 'duplicate' column (fingerprint / value-change checks inline, embedding rule only
+    above its threshold) is exactly duplicate_rule(...) or embedding_duplicate(...)."""
+    from envs.features import CANDIDATE_FEATURES
+    from world.dedup import DedupConfig, duplicate_rule, embedding_duplicate, signature
+
+    col = CANDIDATE_FEATURES.index("duplicate")
+    ones = zeros = 0
+    for env_id, seed in (("MemGym/Life-Easy-v0", 1), ("MemGym/Life-Hard-v0", 2), ("MemGym/Noise-Hard-v0", 3)):
+        for env in _random_actions_play(env_id, seed, 400, ops=[0, 1, 1, 2, 3, 5, 6]):
+            ids = env.candidate_ids
+            if env.world.done or not ids:
+                continue
+            store = env.world.store
+            cfg = store.dedup_config or DedupConfig()
+            ev = signature(env.world.event.text)
+            for j, mid in enumerate(ids):
+                rec = store.get(mid)
+                sim = float(env._features.candidates[j, 0])
+                old = signature(rec.text)
+                want = bool(rec.text) and (duplicate_rule(ev, old, cfg) is not None
+                                           or embedding_duplicate(ev, old, sim, cfg))
+                assert env._features.candidates[j, col] == float(want), (env.world.event.text, rec.text)
+                ones += want
+                zeros += not want
+    assert ones > 5 and zeros > 500
+
+
+def test_reflect_validity_from_the_key_index_equals_world_cluster():
+    from envs.memory_env import valid_rows
+
+    checked = positive = 0
+    for env in _random_actions_play("MemGym/Life-Hard-v0", 4, 500, ops=[1, 1, 1, 3, 4, 6]):
+        ids = env.candidate_ids
+        if env.world.done or not ids:
+            continue
+        world = env.world
+        rows = valid_rows(world, ids)
+        full = len(world.store) >= world.config.capacity
+        for j, mid in enumerate(ids):
+            want = (not full and mid in world.store.episodic and len(world._cluster(mid)) >= 2)
+            assert rows[3][j] == want, mid
+            checked += 1
+            positive += want
+    assert checked > 1000 and positive > 50
+
+
+def test_event_records_and_metrics_are_plain_values():
+    """Events are built without the dataclass __init__ (equal, hashable, picklable as ever); the
+    metrics dict handed out at episode end is fresh (no deep copy needed)."""
+    import pickle
+
+    from world import Event, World, WorldConfig
+    from world.sim import _event
+
+    world = World(WorldConfig.preset("life", "easy").replace(horizon=30), seed=5)
+    for se in world.privileged.script:
+        ev = _event(se)
+        plain = Event(se.index, se.step, se.text, se.kind, se.session)
+        assert ev == plain and hash(ev) == hash(plain) and repr(ev) == repr(plain)
+        assert pickle.loads(pickle.dumps(ev)) == plain
+    m = world.metrics()
+    m["verdicts"]["correct"] = 99
+    m["reward_terms"]["answer"] = 1.0
+    m["ops"]["WRITE"] = 7
+    assert world.metrics() == World(WorldConfig.preset("life", "easy").replace(horizon=30), seed=5).metrics()
+
+
+def _bump_reference(row: np.ndarray, t: float) -> None:
+    """The ACT-R presentation list update as first written (numpy search for the first -inf)."""
+    empty = np.flatnonzero(np.isneginf(row))
+    if len(empty):
+        row[empty[0]] = t
+    else:
+        row[:-1] = row[1:]
+        row[-1] = t
+
+
+def test_actr_bump_list_search_matches_numpy_search():
+    from world import MemoryStore
+
+    rng = np.random.default_rng(13)
+    store = MemoryStore()
+    ids = [store.write_episode(0, f"memory number {i} about topic {i * 7}").memory_id for i in range(6)]
+    space = store._space(store.default_namespace)
+    expect = {mid: space.a_recent[store._loc[mid][1]].copy() for mid in ids}
+    for step in range(1, 60):
+        store.tick(step)
+        for mid in rng.choice(ids, size=int(rng.integers(1, 4)), replace=False):
+            slot = store._loc[mid][1]
+            store._bump(space, slot, store.get(mid))
+            _bump_reference(expect[mid], float(step))
+            assert np.array_equal(space.a_recent[slot], expect[mid])
+    assert all(np.isfinite(v).all() for v in expect.values())  # rows filled up, then shifted
+
+
+def _find_duplicate_reference(store, space, sig, vec, semantic):
+    """MemoryStore._find_duplicate as first written (every window candidate through duplicate_rule)."""
+    from world.dedup import duplicate_rule, embedding_duplicate
+    from world.memory import _matvec
+
+    cfg = store.dedup_config
+    for mid in space.fp.get(sig.fp, ()):
+        if (store._records[mid].kind == "semantic") == semantic:
+            return mid, "fingerprint"
+    if not space.order:
+        return None
+    cand = np.fromiter(space.recent_slots, dtype=np.int64, count=len(space.recent_slots))[::-1]
+    if len(cand) == 0:
+        return None
+    cand = cand[space.alive[cand] & space.active[cand] & (space.is_sem[cand] == semantic)]
+    cand = np.fromiter(dict.fromkeys(cand.tolist()), dtype=np.int64)
+    for slot in cand[: cfg.window].tolist():
+        mid = space.slot_id[slot]
+        rule = duplicate_rule(sig, store._sig(space, mid), cfg)
+        if rule is not None:
+            return mid, rule
+    if len(cand):
+        sims = _matvec(space.emb[cand], vec)
+        for j in np.argsort(-sims, kind="stable"):
+            if sims[j] < cfg.embed_threshold:
+                break
+            mid = space.slot_id[cand[j]]
+            if embedding_duplicate(sig, store._sig(space, mid), float(sims[j]), cfg):
+                return mid, "embedding"
+    return None
+
+
+def test_store_dedup_window_fast_reject_matches_the_plain_loop():
+    from world import MemoryStore
+    from world.dedup import signature
+
+    rng = np.random.default_rng(14)
+    subjects = ["Alice's", "Bob's", "My", "Carol's"]
+    nouns = ["favourite drink", "car", "city", "job"]
+    values = ["tea", "coffee", "Paris", "Rome", "a red car", "not tea", "never coffee"]
+    store = MemoryStore()
+    found = 0
+    for step in range(400):
+        text = f"{rng.choice(subjects)} {rng.choice(nouns)} is {rng.choice(values)}."
+        if rng.random() < 0.2:
+            text = text + " Really."
+        space = store._space(store.default_namespace, create=True)
+        sig, vec = signature(text), store.embed(text)
+        got = store._find_duplicate(space, sig, vec, False)
+        assert got == _find_duplicate_reference(store, space, sig, vec, False), text
+        found += got is not None
+        store.tick(step)
+        store.write_episode(step, text)
+        if rng.random() < 0.1 and len(store) > 3:
+            store.forget(next(iter(store.episodic)))
+    assert found > 50
+
+
+def test_store_embed_normalisation_equals_linalg_norm():
+    from world import MemoryStore
+
+    class Raw:  # returns vectors that are not unit length
+        name, dim = "raw", 16
+
+        def __init__(self):
+            self.rng = np.random.default_rng(15)
+
+        def encode(self, text):
+            return self.rng.normal(size=16).astype(np.float32) * float(self.rng.uniform(0.5, 3.0))
+
+    store = MemoryStore(Raw())
+    ref = Raw()
+    for i in range(300):
+        vec = np.asarray(ref.encode(str(i)), dtype=np.float32).ravel()
+        norm = float(np.linalg.norm(vec))
+        want = vec / norm if norm > 0 and abs(norm - 1.0) > 1e-4 else vec
+        assert np.array_equal(store.embed(str(i)), want)
+
+
+def test_ranked_similarities_equal_argsort_of_the_float64_similarities():
+    """World.candidates ranks with store._ranked (float32, no copy): the same order as the stable
+    argsort of -store.similarities(vec)[1] (float64), ties (repeated texts) included."""
+    from world import MemoryStore
+
+    rng = np.random.default_rng(16)
+    words = ["tea", "coffee", "Alice", "Bob", "Paris", "likes", "moved", "to", "the", "car", "red"]
+    store = MemoryStore(dedup=False)
+    for step in range(150):
+        store.tick(step)
+        store.write_episode(step, " ".join(rng.choice(words, size=int(rng.integers(2, 6)))))
+        if rng.random() < 0.15:
+            store.forget(list(store.episodic)[int(rng.integers(len(store)))])
+        vec = store.embed(" ".join(rng.choice(words, size=3)))
+        ids, sims = store.similarities(vec)
+        for limit in (1, 5, 18, 1000):
+            got_ids, order = store._ranked(vec, limit)
+            assert got_ids == ids
+            assert order == np.argsort(-sims, kind="stable")[:limit].tolist()
+    assert len(set(sims.tolist())) < len(sims)  # ties happened
+
+
+def test_incoming_link_counts_follow_the_stores_link_changes():
+    """The env recounts incoming typed links only when the store's link counter moves; the counts it
+    uses always equal store.link_count minus the outgoing links."""
+    checked = 0
+    for env in _random_actions_play("MemGym/Life-Hard-v0", 6, 400, ops=[1, 3, 3, 3, 5, 6, 0]):
+        fb = env._features
+        if env.world.done or not env.candidate_ids or fb._incoming is None:
+            continue
+        store = env.world.store
+        assert fb._incoming[1] == store._link_changes
+        for mid in env.candidate_ids:
+            assert fb._incoming[2].get(mid, 0) == store.link_count(mid) - len(store.get(mid).links)
+            checked += 1
+    assert checked > 500
+
+
+def test_world_text_memo_gives_the_plain_cues_and_signatures_and_stays_out_of_snapshots():
+    import pickle
+
+    from world import World, WorldConfig
+    from world.cues import extract_cues
+    from world.dedup import signature
+
+    world = World(WorldConfig.preset("life", "hard").replace(horizon=300), seed=8)
+    texts = [e.text for e in world.privileged.script]
+    assert len(set(texts)) < len(texts)  # texts recur within an episode
+    while not world.done:
+        text = world.event.text
+        assert world.event_cues() == extract_cues(text, world.store.max_cues)
+        assert world.event_signature() == signature(text)
+        world.advance()
+    assert set(world._text_memo) <= set(texts)
+    assert "_text_memo" not in world.get_state()
+    assert "_text_memo" not in pickle.loads(pickle.dumps(world)).__dict__
+    world.reset(9)
+    assert world._text_memo == {}
+
+
+def test_unit_norm_embedders_skip_a_normalisation_that_would_change_nothing():
+    """HashingEmbedder vectors are unit to float32 rounding, so the store's |norm - 1| > 1e-4 test
+    never fires for them: store.embed skips it (unit_norm) and returns exactly what it would return."""
+    from world import MemoryStore
+    from world.embedding import CachedEmbedder, HashingEmbedder
+
+    class Plain:  # the same vectors without the flag: store.embed takes the checking path
+        def __init__(self, inner):
+            self.inner, self.name, self.dim = inner, inner.name, inner.dim
+
+        def encode(self, text):
+            return self.inner.encode(text)
+
+    rng = np.random.default_rng(18)
+    vocab = ["alice", "Bob's", "tea", "x", "42", "a", "the", "’s", "!!", "Zoë", "coffee", "paris"]
+    for dim in (8, 64, 256):
+        flagged = MemoryStore(CachedEmbedder(HashingEmbedder(dim)))
+        plain = MemoryStore(Plain(HashingEmbedder(dim)))
+        assert flagged.embedder.unit_norm and not getattr(plain.embedder, "unit_norm", False)
+        for _ in range(300):
+            text = " ".join(rng.choice(vocab, size=int(rng.integers(0, 12)))) or "!"
+            vec = flagged.embed(text)
+            assert abs(float(np.linalg.norm(vec)) - 1.0) < 1e-6
+            assert np.array_equal(vec, plain.embed(text)), text
+            # the env copies such a vector instead of clipping it to [-1, 1]: the clip is the identity
+            clipped = np.maximum(np.minimum(vec, 1.0, dtype=np.float32), -1.0)
+            assert clipped.tobytes() == vec.tobytes()
+
+
+def test_cached_action_masks_equal_the_masks_built_from_the_rows():
+    from envs.memory_env import valid_rows
+
+    seen = set()
+    for env_id in ("MemGym/Life-Easy-v0", "MemGym/Consolidation-Hard-v0"):
+        for env in _random_actions_play(env_id, 7, 300, ops=[1, 1, 2, 3, 4, 5, 6, 0]):
+            ids = env.candidate_ids
+            n = max(len(ids), 1)
+            slots = [True] * n + [False] * (env.K - n)
+            if env.world.done:
+                want = [True] + [False] * 6 + slots
+            else:
+                write_ok, update, link, reflect, forget = valid_rows(env.world, ids)
+                want = [True, write_ok, any(update), any(link), any(reflect), True, any(forget)] + slots
+            assert env.action_masks().tolist() == want
+            seen.add(tuple(want))
+    assert len(seen) > 10
+
+
+def test_script_generation_shortcuts_draw_and_return_what_the_plain_code_does():
+    """chitchat's per-template placeholder list, _render_fact without formatting unused templates and
+    Cast.person without copying the cast: same values and the same random draws as the plain code."""
+    from world.entities import _FILL, CHITCHAT, RELATIONS, Cast, chitchat, pick
+
+    def chitchat_plain(rng):
+        t = pick(rng, CHITCHAT)
+        for k, pool in _FILL.items():
+            token = "{" + k + "}"
+            if token in t:
+                t = t.replace(token, pick(rng, pool))
+        return t
+
+    def render_plain(rng, rel, s, o, avoid=None):
+        options = [t.format(s=s, o=o) for t in rel.fact]
+        if avoid is not None and len(options) > 1:
+            options = [t for t in options if t != avoid] or options
+        return pick(rng, options)
+
+    from world import WorldConfig
+    from world.families import ScriptGenerator
+
+    a, b = np.random.default_rng(19), np.random.default_rng(19)
+    assert [chitchat(a) for _ in range(500)] == [chitchat_plain(b) for _ in range(500)]
+    gen = ScriptGenerator(WorldConfig.preset("recall", "easy"), np.random.default_rng(20))
+    ref = np.random.default_rng(20)
+    ref.bit_generator.state = gen.rng.bit_generator.state
+    for j, rel in enumerate(list(RELATIONS.values()) * 5):
+        avoid = rel.fact[0].format(s="Ann", o="tea") if j % 3 == 0 else None
+        assert gen._render_fact(rel, "Ann", "tea", avoid=avoid) == render_plain(ref, rel, "Ann", "tea", avoid)
+    cast, plain = Cast(np.random.default_rng(21)), Cast(np.random.default_rng(21))
+    for j in range(300):
+        exclude = set(cast.people[:2]) if j % 4 == 0 else None
+        got = cast.person(exclude)
+        pool = [p for p in plain.people if not exclude or p not in exclude]
+        want = plain.new_person() if not pool else pick(plain.rng, pool)
+        assert got == want
+        if j % 10 == 0:
+            cast.new_person()
+            plain.new_person()
+    assert cast.rng.bit_generator.state == plain.rng.bit_generator.state
+
+
+def test_graph_sorted_names_kept_by_bisect_give_the_transition_of_a_full_sort():
+    import pickle
+
+    from world.graph import AssocGraph
+    from world.ppr import transition_from_edges
+
+    def plain_transition(g):
+        names = sorted(g._idx)
+        order = np.fromiter((g._idx[n] for n in names), dtype=np.int64, count=len(names))
+        pos = np.full(len(g._names), -1, dtype=np.int64)
+        pos[order] = np.arange(len(order), dtype=np.int64)
+        alive = g._ealive[: g._ehi]
+        return transition_from_edges(len(order), pos[g._esrc[: g._ehi][alive]], pos[g._edst[: g._ehi][alive]],
+                                     g._ew[: g._ehi][alive]), pos
+
+    rng = np.random.default_rng(22)
+    g = AssocGraph()
+    prefixes = ["ep_", "sem_", "\x00cue:"]
+    for step in range(300):
+        name = str(rng.choice(prefixes)) + f"{int(rng.integers(0, 80)):06d}"
+        g.add_node(name, "episodic")
+        names = list(g._idx)
+        for other in rng.choice(names, size=min(3, len(names)), replace=False):
+            if other != name:
+                g.add_edge(name, str(other), "has_cue", float(rng.choice([1.0, 0.5])))
+        if rng.random() < 0.3:
+            g.remove_node(str(rng.choice(list(g._idx))))
+        if step % 50 == 49:
+            g = pickle.loads(pickle.dumps(g))
+        assert g._sorted == sorted(g._idx) and g._sorted_idx == [g._idx[n] for n in g._sorted]
+        if step % 10 == 0 and len(g):
+            (tm, pos), (ref, ref_pos) = g.transition(), plain_transition(g)
+            assert np.array_equal(pos, ref_pos)
+            for field in ("indptr", "indices", "data", "dangling"):
+                assert np.array_equal(getattr(tm, field), getattr(ref, field)), field
+    old = pickle.loads(pickle.dumps(g))  # a graph pickled before the sorted lists existed
+    state = dict(old.__dict__)
+    del state["_sorted"], state["_sorted_idx"]
+    restored = AssocGraph.__new__(AssocGraph)
+    restored.__setstate__(state)
+    assert restored._sorted == sorted(restored._idx)
+
+
+def test_erasure_cascade_equals_the_plain_fixed_point():
+    """erase(memory_id=...) removes exactly the target's chain plus every record whose evidence /
+    derived_from reaches it transitively (the fixed point computed here plainly, before the erase)."""
+    from world import MemoryStore
+
+    rng = np.random.default_rng(23)
+    for trial in range(40):
+        store = MemoryStore(dedup=False)
+        ids = []
+        for step in range(40):
+            store.tick(step)
+            roll = rng.random()
+            if roll < 0.2 and len(ids) > 2:
+                src = [str(x) for x in rng.choice(ids, size=2, replace=False)]
+                rec = store.write_semantic(step, f"rule {trial} {step}", src)
+            elif roll < 0.4 and len(ids) > 2:
+                ev = [str(x) for x in rng.choice(ids, size=int(rng.integers(1, 3)), replace=False)]
+                rec = store.write_episode(step, f"episode {trial} {step} with evidence", evidence=ev)
+            elif roll < 0.5 and ids:
+                live = [m for m in ids if m in store and store.get(m).active]
+                rec = store.supersede(str(rng.choice(live)), f"update {trial} {step}", step) if live else \
+                    store.write_episode(step, f"episode {trial} {step}")
+            else:
+                rec = store.write_episode(step, f"episode {trial} {step}")
+            ids.append(rec.memory_id)
+        target = str(rng.choice([m for m in ids if m in store]))
+        records = {m: store.get(m) for m in list(store.episodic) + list(store.semantic)}
+        want = {target}
+        key = records[target].key
+        if key is not None:
+            want |= {r.memory_id for r in store.versions(key)}
+        changed = True
+        while changed:
+            changed = False
+            for m, rec in records.items():
+                refs = set(rec.evidence) | set(getattr(rec, "derived_from", ()))
+                if m not in want and refs & want:
+                    want.add(m)
+                    changed = True
+        report = store.erase(memory_id=target)
+        assert set(report.episodic) | set(report.semantic) == want, trial
+        assert not want & (set(store.episodic) | set(store.semantic))

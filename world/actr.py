@@ -122,7 +122,7 @@ def hybrid_base_level_batch(
         # Most memories were never retrieved (n == 1): their only term is the first column. Compute
         # those rows from that column alone and the others in full. Same operations per element, so
         # the result is bit-identical to the general path (adding exact zeros changes nothing).
-        multi = np.flatnonzero(n != 1)
+        multi = (n != 1).nonzero()[0]
         if len(multi) * 4 < m:
             lag1 = np.maximum(now - recent[:, 0], min_lag)
             if d == 0.5:
@@ -141,28 +141,69 @@ def hybrid_base_level_batch(
         if nan.any():
             lags[nan] = np.inf
     np.maximum(lags, min_lag, out=lags)
+    k = recent.shape[1]
+    rows = (n > k).nonzero()[0]  # (ndarray methods: no Python wrapper on the hot path)
+    tail_lags = lags[rows] if len(rows) else None  # kept before the buffer is overwritten below
     if d == 0.5:  # t^-0.5 = 1 / sqrt(t): four times faster than pow
         np.sqrt(lags, out=lags)
         np.divide(1.0, lags, out=lags)
-        total = lags.sum(axis=1)
+        total = np.add.reduce(lags, axis=1)  # what ndarray.sum calls
     else:
-        total = np.power(lags, -d).sum(axis=1)
-    k = recent.shape[1]
-    if len(n) and n.max() > k:
+        total = np.add.reduce(np.power(lags, -d), axis=1)
+    if tail_lags is not None and d == 0.5 and len(rows) <= 32:
+        tail = _tail_rows_sqrt(now, created[rows].tolist(), n[rows].tolist(), tail_lags.tolist(), k, min_lag)
+        if tail is not None:
+            total[rows] = total[rows] + tail
+            return np.log(total)
+    if tail_lags is not None:
         # the tail term, only for the rows that have one (n > k): the same element-wise operations
         # as on all rows, so the result is bit-identical (other rows would add an exact 0.0)
-        rows = np.flatnonzero(n > k)
         extra = n[rows] - k
-        lags = np.maximum(now - recent[rows], min_lag)  # the buffer above was overwritten
         life = np.maximum(now - created[rows], min_lag)
-        # rows with n > k are full, so their oldest kept lag is the row maximum
-        t_k = np.maximum(np.where(np.isfinite(lags), lags, -np.inf).max(axis=1), min_lag)
+        # rows with n > k are full, so their oldest kept lag is the row maximum; lags are already
+        # >= min_lag, so clipping that maximum again changes nothing unless a row has no finite lag
+        finite = np.isfinite(tail_lags)
+        if finite.all():
+            t_k = tail_lags.max(axis=1)
+        else:
+            t_k = np.maximum(np.where(finite, tail_lags, -np.inf).max(axis=1), min_lag)
         gap = life - t_k
         big = gap > 1e-12 * np.maximum(life, 1.0)
-        safe_gap = np.where(big, gap, 1.0)
-        frac = np.where(big, (life ** (1.0 - d) - t_k ** (1.0 - d)) / ((1.0 - d) * safe_gap), life ** (-d))
+        if big.all():  # np.where would pick the first branch everywhere (and safe_gap = gap)
+            frac = (life ** (1.0 - d) - t_k ** (1.0 - d)) / ((1.0 - d) * gap)
+        else:
+            safe_gap = np.where(big, gap, 1.0)
+            frac = np.where(big, (life ** (1.0 - d) - t_k ** (1.0 - d)) / ((1.0 - d) * safe_gap), life ** (-d))
         total[rows] = total[rows] + extra * frac
     return np.log(total)
+
+
+def _tail_rows_sqrt(now: float, created: list, n: list, lags: list, k: int, min_lag: float) -> list | None:
+    """``extra * frac`` of the vectorised tail term below for a few rows with d = 0.5, in Python floats.
+
+    With d = 0.5 every operation is one IEEE-754 operation that Python and numpy both round
+    correctly (-, *, /, max, and sqrt, which is what numpy computes for ``x ** 0.5``), so the
+    values are bit-identical to the numpy expression; this only saves numpy's per-call overhead on
+    a handful of rows. None when a row needs the ``life ** -d`` branch (left to numpy's pow).
+    """
+    out = []
+    inf = math.inf
+    sqrt = math.sqrt
+    for c, nn, row in zip(created, n, lags):
+        t_k = -inf
+        for x in row:
+            if x != inf and x > t_k:  # the largest finite lag
+                t_k = x
+        if not t_k > min_lag:
+            t_k = min_lag
+        life = now - c
+        if not life > min_lag:
+            life = min_lag
+        gap = life - t_k
+        if not gap > 1e-12 * (life if life > 1.0 else 1.0):
+            return None
+        out.append((nn - k) * ((sqrt(life) - sqrt(t_k)) / (0.5 * gap)))
+    return out
 
 
 def retrieval_probability(activation, tau: float = 0.0, s: float = 0.25):

@@ -293,6 +293,11 @@ _FILL = {
 }
 
 
+#: template -> [("{key}", pool)] of the _FILL placeholders it holds, in _FILL order
+_CHITCHAT_SLOTS: dict[str, list[tuple[str, list[str]]]] = {
+    t: [("{" + k + "}", pool) for k, pool in _FILL.items() if "{" + k + "}" in t] for t in CHITCHAT
+}
+
 #: object pools that are fixed lists (the others are generated)
 _FINITE: dict[str, tuple[str, ...]] = {
     "food": tuple(FOODS), "hobby": tuple(HOBBIES), "instrument": tuple(INSTRUMENTS), "car": tuple(CARS),
@@ -303,9 +308,9 @@ _FINITE: dict[str, tuple[str, ...]] = {
 
 def chitchat(rng: np.random.Generator) -> str:
     t = pick(rng, CHITCHAT)
-    for k, pool in _FILL.items():
-        token = "{" + k + "}"
-        if token in t:
+    # the placeholders of this template in _FILL order (as a scan of every _FILL key would find them)
+    for token, pool in _CHITCHAT_SLOTS[t]:
+        if token in t:  # (a filled value could contain a later placeholder: keep the check)
             t = t.replace(token, pick(rng, pool))
     return t
 
@@ -339,7 +344,7 @@ class Cast:
 
     def person(self, exclude: set[str] | None = None) -> str:
         """An existing person of the episode (not in ``exclude``), or a new one."""
-        pool = [p for p in self.people if not exclude or p not in exclude]
+        pool = [p for p in self.people if p not in exclude] if exclude else self.people
         if not pool:
             return self.new_person()
         return pick(self.rng, pool)

@@ -189,8 +189,8 @@ class ScriptGenerator:
             else:
                 kind, text, payload = self._filler(slot)
             payload["event"] = slot
-            payload["step"] = self.step_of(slot)
-            ev = ScriptEvent(slot, self.step_of(slot), slot // self.session_len, kind, text, payload)
+            step = payload["step"] = self.step_of(slot)
+            ev = ScriptEvent(slot, step, slot // self.session_len, kind, text, payload)
             self.events.append(ev)
             if payload.get("repeatable"):
                 self._repeatable.append(slot)
@@ -239,6 +239,8 @@ class ScriptGenerator:
         return None
 
     def _render_fact(self, rel, s: str, o: str, avoid: str | None = None) -> str:
+        if avoid is None:  # pick(rng, [every template formatted]) without formatting the others
+            return pick(self.rng, rel.fact).format(s=s, o=o)
         options = [t.format(s=s, o=o) for t in rel.fact]
         if avoid is not None and len(options) > 1:
             options = [t for t in options if t != avoid] or options

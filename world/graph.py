@@ -13,6 +13,7 @@ original). `to_networkx()` builds a read-only networkx view on demand.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
 import networkx as nx
@@ -26,6 +27,10 @@ __all__ = ["AssocGraph"]
 class AssocGraph:
     def __init__(self) -> None:
         self._idx: dict[str, int] = {}
+        # node names in sorted order and their indices, kept by add_node / remove_node (bisect): the
+        # canonical row order of the transition matrix without sorting every name at each rebuild
+        self._sorted: list[str] = []
+        self._sorted_idx: list[int] = []
         self._names: list[str | None] = []
         self._kinds: list[str | None] = []
         self._free_nodes: list[int] = []
@@ -45,6 +50,12 @@ class AssocGraph:
         self._n_edges = 0
         self.version = 0
         self._cache: tuple[int, TransitionMatrix, np.ndarray] | None = None
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "_sorted" not in state:  # pickled before the sorted name lists existed
+            self._sorted = sorted(self._idx)
+            self._sorted_idx = [self._idx[n] for n in self._sorted]
 
     # ------------------------------------------------------------------ nodes
     def __contains__(self, name: object) -> bool:
@@ -86,6 +97,9 @@ class AssocGraph:
             self._out.append({})
             self._in.append({})
         self._idx[name] = i
+        p = bisect_left(self._sorted, name)
+        self._sorted.insert(p, name)
+        self._sorted_idx.insert(p, i)
         self.version += 1
         return i
 
@@ -94,6 +108,9 @@ class AssocGraph:
         i = self._idx.pop(name, None)
         if i is None:
             return 0
+        p = bisect_left(self._sorted, name)
+        del self._sorted[p]
+        del self._sorted_idx[p]
         removed = 0
         for j, slot in list(self._out[i].items()):
             self._drop_edge_slot(slot)
@@ -203,8 +220,7 @@ class AssocGraph:
         """Cached (TransitionMatrix, pos) with pos[node index] = row in the matrix (-1 if dead)."""
         if self._cache is not None and self._cache[0] == self.version:
             return self._cache[1], self._cache[2]
-        names = sorted(self._idx)
-        order = np.fromiter((self._idx[n] for n in names), dtype=np.int64, count=len(names))
+        order = np.array(self._sorted_idx, dtype=np.int64)  # node indices by sorted name
         pos = np.full(len(self._names), -1, dtype=np.int64)
         pos[order] = np.arange(len(order), dtype=np.int64)
         alive = self._ealive[: self._ehi]

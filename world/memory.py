@@ -288,6 +288,9 @@ class _Space:
 _MATVEC_BLOCK = 1024
 
 
+_NEG_INF = -math.inf
+
+
 def _matvec(mat: np.ndarray, vec: np.ndarray) -> np.ndarray:
     """mat @ vec in blocks of 1024 rows. Each block stays under OpenBLAS's threading threshold: on a
     busy machine a multi-threaded gemv was 10-50x slower than single-threaded blocks (measured), and
@@ -383,6 +386,9 @@ class MemoryStore:
         self._erase_hooks: list[Callable[[ErasureReport], Any]] = []
         self._graph_view: tuple[tuple, nx.DiGraph] | None = None
         self.counters = {"ppr_power": 0, "ppr_solve": 0, "duplicates": 0, "superseded": 0, "swept": 0, "erased": 0}
+        # bumps whenever typed links may have changed (a link added, a memory removed): a cache key for
+        # readers that count links (the env's candidate features)
+        self._link_changes = 0
         self.last_write: WriteReport | None = None
         self.last_ppr_method: str | None = None
         #: JSON-able state of attached components (e.g. rolling summaries); exported under "extra".
@@ -450,10 +456,14 @@ class MemoryStore:
     # ------------------------------------------------------------------ embedding helpers
     def embed(self, text: str) -> np.ndarray:
         """Unit float32 embedding of `text` through the embedder (and its cache)."""
-        vec = np.asarray(self.embedder.encode(text), dtype=np.float32).ravel()
-        norm = float(np.linalg.norm(vec))
-        if norm > 0 and abs(norm - 1.0) > 1e-4:
-            vec = vec / norm
+        embedder = self.embedder
+        vec = np.asarray(embedder.encode(text), dtype=np.float32).ravel()
+        # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test below
+        # unchanged: skip it
+        if not getattr(embedder, "unit_norm", False):
+            norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
+            if norm > 0 and abs(norm - 1.0) > 1e-4:
+                vec = vec / norm
         if self._dim is None:
             self._dim = int(vec.shape[0])
         elif vec.shape[0] != self._dim:
@@ -503,6 +513,19 @@ class MemoryStore:
             else:
                 out[positions] = vals
         return id_list, out
+
+    def _ranked(self, vec: np.ndarray, limit: int) -> tuple[list[str], list[int]]:
+        """(ids of the default namespace in write order, the positions of the ``limit`` most similar
+        to the unit vector ``vec``, most similar first, ties in write order): what
+        ``np.argsort(-similarities(vec)[1], kind="stable")[:limit]`` gives, without the float64 copy
+        (float32 -> float64 is exact and monotone, so the stable order is the same)."""
+        space = self._space(self.default_namespace)
+        if space is None or not space.order:
+            return [], []
+        id_list, slots = space.view()
+        sims = _matvec(space.emb[: space.hi], np.asarray(vec, dtype=np.float32))[slots]
+        np.negative(sims, out=sims)
+        return id_list, sims.argsort(kind="stable")[:limit].tolist()
 
     def activations(self, ids: Iterable[str]) -> np.ndarray:
         """ACT-R base-level activation (Petrov hybrid, exact for n <= k) at current_step."""
@@ -588,16 +611,20 @@ class MemoryStore:
         # dict.fromkeys: a recycled slot may sit twice in the window
         cand = np.fromiter(dict.fromkeys(cand.tolist()), dtype=np.int64)
         slot_id = space.slot_id
+        value_aware, content = cfg.value_aware, sig.content
         for slot in cand[: cfg.window].tolist():
             mid = slot_id[slot]
-            rule = duplicate_rule(sig, self._sig(space, mid), cfg)
+            old = self._sig(space, mid)
+            if value_aware and sig.fp != old.fp and (content - old.content) and (old.content - content):
+                continue  # a value change (substituted words): duplicate_rule is None (world.dedup)
+            rule = duplicate_rule(sig, old, cfg)
             if rule is not None:
                 return mid, rule
         if len(cand):
             sims = _matvec(space.emb[cand], vec)
             if sims.max() < cfg.embed_threshold:  # nothing near enough (the usual case): no sort
                 return None
-            for j in np.argsort(-sims, kind="stable"):
+            for j in (-sims).argsort(kind="stable"):
                 if sims[j] < cfg.embed_threshold:
                     break
                 mid = space.slot_id[cand[j]]
@@ -618,14 +645,18 @@ class MemoryStore:
         source: str | None = None,
         evidence: Iterable[str] | None = None,
         namespace: str | None = None,
+        sig: TextSignature | None = None,
     ) -> EpisodicMemory:
         """Store an episode; on a duplicate nothing is stored and the existing record is returned.
 
         `store.last_write` tells what happened. A `key` with an active version of other content is
         superseded by this write; the same content under the key is a duplicate. Unkeyed writes go
         through the dedup rules (docs/store.md). importance=None asks the importance scorer.
+        `sig`: ``world.dedup.signature(content)`` when the caller has it already (the world computes
+        it once per event); it must be exactly that.
         """
-        return self._write("ep", step, content, cues, importance, key, tier, confidence, source, evidence, namespace, None)
+        return self._write("ep", step, content, cues, importance, key, tier, confidence, source, evidence, namespace,
+                           None, sig)
 
     def write_semantic(
         self,
@@ -651,9 +682,10 @@ class MemoryStore:
         if isinstance(derived_from, str):
             raise TypeError("derived_from must be a list of memory ids, not a string")
         derived = list(derived_from)
-        return self._write("sem", step, rule, cues, importance, key, tier, confidence, source, evidence, namespace, derived)  # type: ignore[return-value]
+        return self._write("sem", step, rule, cues, importance, key, tier, confidence, source, evidence, namespace, derived, None)  # type: ignore[return-value]
 
-    def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived):
+    def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
+               sig=None):
         field_name = "content" if kind == "ep" else "rule"
         if not isinstance(content, str) or not content.strip():
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
@@ -676,7 +708,8 @@ class MemoryStore:
                     raise ValueError(
                         f"derived_from: {mid!r} lives in namespace {rec.namespace!r}, not {ns!r}"
                     )
-        sig = signature(content)
+        if sig is None:
+            sig = signature(content)
         vec = self.embed(content)
         space = self._space(ns, create=True)
         to_supersede: Record | None = None
@@ -745,12 +778,13 @@ class MemoryStore:
         space.version += 1
         g = space.graph
         space.gnode[slot] = g.add_node(mid, rec.kind)
+        add_edge = g.add_edge
         for cue in rec.cues:
-            node = _cue_node(cue)
+            node = _CUE + cue  # _cue_node(cue)
             if node not in g:
                 g.add_node(node, "cue")
-            g.add_edge(mid, node, "has_cue", 1.0)
-            g.add_edge(node, mid, "cue_of", 1.0)
+            add_edge(mid, node, "has_cue", 1.0)
+            add_edge(node, mid, "cue_of", 1.0)
         if rec.kind == "semantic":
             for src in rec.derived_from:  # type: ignore[union-attr]
                 if src in g and src != mid and src in self._records:
@@ -797,6 +831,7 @@ class MemoryStore:
         space.graph.add_edge(a, b, rel, 1.0)
         if b not in ra.links:
             ra.links.append(b)
+        self._link_changes = getattr(self, "_link_changes", 0) + 1
         return True
 
     def forget(self, memory_id: str) -> bool:
@@ -811,6 +846,7 @@ class MemoryStore:
         """Remove a record; returns (edges removed, cue nodes removed)."""
         rec = self._records.pop(memory_id)
         space, slot = self._loc.pop(memory_id)
+        self._link_changes = getattr(self, "_link_changes", 0) + 1
         g = space.graph
         for src, rel, _w in g.in_edges(memory_id):
             if rel in _TYPED:
@@ -869,7 +905,7 @@ class MemoryStore:
                 continue
             ids, slots = space.view()
             act = self._activation_rows(space, slots) + space.importance[slots]
-            for j in np.flatnonzero(act < self.forget_threshold):
+            for j in (act < self.forget_threshold).nonzero()[0]:
                 dropped.append(ids[j])
         for mid in dropped:
             self._remove(mid)
@@ -909,7 +945,7 @@ class MemoryStore:
         k = min(int(top_k), n_ok)
         if k < len(scores):
             kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            cand = np.flatnonzero(scores >= kth)
+            cand = (scores >= kth).nonzero()[0]
         else:
             cand = np.arange(len(scores))
         # highest score first; ties broken by write order (earlier first)
@@ -945,9 +981,9 @@ class MemoryStore:
         t = float(self.current_step)
         space.a_n[slot] += 1
         row = space.a_recent[slot]
-        empty = np.flatnonzero(np.isneginf(row))
-        if len(empty):
-            row[empty[0]] = t
+        times = row.tolist()  # (k floats: a list search beats two numpy calls)
+        if _NEG_INF in times:
+            row[times.index(_NEG_INF)] = t  # the first empty (-inf) place
         else:
             row[:-1] = row[1:]
             row[-1] = t
@@ -971,14 +1007,17 @@ class MemoryStore:
             raise KeyError(f"unknown memory id {memory_id!r}")
         if not rec.active:
             raise ValueError(f"memory {memory_id!r} is superseded; supersede the active version of key {rec.key!r}")
-        allowed = {"tier", "confidence", "source", "evidence", "importance", "cues", "derived_from"}
+        allowed = {"tier", "confidence", "source", "evidence", "importance", "cues", "derived_from", "sig"}
         unknown = set(write_kwargs) - allowed
         if unknown:
             raise TypeError(f"supersede() got unexpected keyword arguments {sorted(unknown)}; allowed: {sorted(allowed)}")
         space, _ = self._loc[memory_id]
         if not isinstance(new_content, str) or not new_content.strip():
             raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
-        if signature(new_content).fp == space.fps[memory_id]:
+        sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
+        if sig is None:
+            sig = signature(new_content)
+        if sig.fp == space.fps[memory_id]:
             return self._report_duplicate(rec, "key")
         # validate before touching the target, so that a rejected call changes nothing
         _check_tier(write_kwargs.get("tier", rec.tier), write_kwargs.get("confidence", rec.confidence))
@@ -998,7 +1037,8 @@ class MemoryStore:
         if rec.kind == "semantic":
             return self.write_semantic(step, new_content, write_kwargs.get("derived_from", list(rec.derived_from)),  # type: ignore[union-attr]
                                        cues=write_kwargs.get("cues"), importance=write_kwargs.get("importance", rec.importance), **kw)
-        return self.write_episode(step, new_content, write_kwargs.get("cues"), write_kwargs.get("importance", rec.importance), **kw)
+        return self.write_episode(step, new_content, write_kwargs.get("cues"), write_kwargs.get("importance", rec.importance),
+                                  sig=sig, **kw)
 
     def versions(self, key: str, namespace: str | None = None) -> list[Record]:
         """The version chain of `key`, oldest first."""
@@ -1113,10 +1153,13 @@ class MemoryStore:
                     if m in targets:
                         continue
                     rec = self._records[m]
-                    refs = set(rec.evidence)
                     if rec.kind == "semantic":
+                        refs = set(rec.evidence)
                         refs.update(rec.derived_from)  # type: ignore[union-attr]
-                    if refs & targets.keys():
+                        hit = not targets.keys().isdisjoint(refs)
+                    else:  # (most episodes have no evidence: no set to build)
+                        hit = any(r in targets for r in rec.evidence)
+                    if hit:
                         targets[m] = None
                         changed = True
         keys_before = {(r.namespace, r.key) for r in (self._records[m] for m in targets) if r.key is not None}

@@ -84,7 +84,7 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     w_sorted = weight[order]
     row_counts = np.bincount(src, minlength=n)
     out_w = np.zeros(n, dtype=np.float64)
-    nonempty = np.flatnonzero(row_counts)
+    nonempty = row_counts.nonzero()[0]
     if len(nonempty):
         starts = np.concatenate(([0], np.cumsum(row_counts)[:-1]))
         out_w[nonempty] = np.add.reduceat(w_sorted, starts[nonempty])
@@ -136,11 +136,11 @@ def personalized_pagerank(
     p = np.asarray(personalization, dtype=np.float64)
     if p.shape != (n,):
         raise ValueError(f"personalization must have shape ({n},), got {p.shape}")
-    total = p.sum()
-    if not total > 0 or np.any(p < 0):
+    total = np.add.reduce(p)
+    if not total > 0 or (p < 0).any():
         raise ValueError("personalization must be non-negative with a positive sum")
     p = p / total
-    dangling = np.flatnonzero(tm.dangling)
+    dangling = tm.dangling.nonzero()[0]
     indptr, indices = tm.indptr, tm.indices
     data_a = tm.scaled_data(alpha)  # alpha folded into the matrix once per graph
     x = np.full(n, 1.0 / n)

@@ -34,6 +34,7 @@ import numpy as np
 
 from world.config import DEFAULT_REWARDS, WorldConfig
 from world.cues import extract_cues
+from world.dedup import TextSignature, signature
 from world.entities import HABITS, RELATIONS
 from world.families import QUESTION, ScriptEvent, ScriptGenerator
 from world.grading import (
@@ -121,6 +122,7 @@ class _StoreEmbedder:
         self.shared = shared
         self.name = getattr(shared, "name", type(shared).__name__)
         self.dim = getattr(shared, "dim", None)
+        self.unit_norm = bool(getattr(shared, "unit_norm", False))
         # the last text and its vector: an event's text is embedded for the candidates, then again
         # by a WRITE / UPDATE / QUERY of that event (dropped on erasure like the shared entry)
         self._last: tuple[str, object] | None = None
@@ -148,7 +150,14 @@ class _StoreEmbedder:
 
 
 def _event(se: ScriptEvent) -> Event:
-    return Event(se.index, se.step, se.text, se.kind, se.session)
+    """``Event(se.index, se.step, se.text, se.kind, se.session)`` without the frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field): one of these is made per step."""
+    ev = _new_event(Event)
+    ev.__dict__.update(index=se.index, step=se.step, text=se.text, kind=se.kind, session=se.session)
+    return ev
+
+
+_new_event = object.__new__
 
 
 class World:
@@ -195,6 +204,10 @@ class World:
         self._cand_cache: tuple | None = None
         self._vec_cache: tuple | None = None
         self._cue_cache: tuple | None = None
+        self._sig_cache: tuple | None = None
+        # text -> [cues, signature] of this episode's event texts (texts recur: repeats, questions);
+        # pure functions of the text, left out of snapshots and pickles
+        self._text_memo: dict[str, list] = {}
         self._stats = _Stats()
         self._chunk_q = [0, 0]  # endless: questions, correct since the last extension
         se = self._gen.events[0]
@@ -295,10 +308,11 @@ class World:
     # ------------------------------------------------------------------ validity
     def is_valid(self, op: int, target: str | None = None) -> tuple[bool, str | None]:
         """Whether ``apply(op, target)`` would do something, and why not."""
-        try:
-            op = Op(int(op))
-        except (ValueError, TypeError):
-            return False, f"unknown op {op!r}; ops are {[o.name for o in Op]}"
+        if type(op) is not Op:
+            try:
+                op = Op(int(op))
+            except (ValueError, TypeError):
+                return False, f"unknown op {op!r}; ops are {[o.name for o in Op]}"
         if self._done:
             return False, "episode is over"
         if self._applied:
@@ -341,10 +355,13 @@ class World:
         """Apply one operation to the current event (at most once per event)."""
         w = self.config.rewards
         ok, reason = self.is_valid(op, target)
-        try:
-            op_e = Op(int(op))
-        except (ValueError, TypeError):
-            op_e = Op.NOOP
+        if type(op) is Op:
+            op_e = op
+        else:
+            try:
+                op_e = Op(int(op))
+            except (ValueError, TypeError):
+                op_e = Op.NOOP
         out = Outcome(op_e, target if op_e in TARGETED_OPS else None)
         st = self._stats
         if self._swept_pending:
@@ -391,9 +408,9 @@ class World:
             self._reflect(target, out)
             return
         if op is Op.UPDATE:
-            rec = store.supersede(target, se.text, se.step, cues=self.event_cues())
+            rec = store.supersede(target, se.text, se.step, cues=self.event_cues(), sig=self.event_signature())
         else:
-            rec = store.write_episode(se.step, se.text, self.event_cues())
+            rec = store.write_episode(se.step, se.text, self.event_cues(), sig=self.event_signature())
         report = getattr(store, "last_write", None)
         dup = report is not None and getattr(report, "status", "") == "duplicate"
         out.memory_id = rec.memory_id
@@ -497,10 +514,9 @@ class World:
             n_rec = min(self.config.n_recent, k)
             if n_rec:
                 out.extend(store.recent_ids(n_rec))
-            ids, sims = store.similarities(self.event_vector())
+            # most similar first, ties in write order (stable sort); store.similarities(vec) ranked
+            ids, order = store._ranked(self.event_vector(), 2 * k + len(out))
             if len(ids):
-                # most similar first, ties in write order (stable sort)
-                order = np.argsort(-sims, kind="stable")[: 2 * k + len(out)].tolist()
                 seen = set(out)
                 get = store.get
                 for j in order:
@@ -539,8 +555,31 @@ class World:
         each call."""
         cached = self._cue_cache
         if cached is None or cached[0] != self._i:
-            cached = self._cue_cache = (self._i, tuple(extract_cues(self._se.text, self.store.max_cues)))
+            entry = self._text_entry(self._se.text)
+            if entry[0] is None:
+                entry[0] = tuple(extract_cues(self._se.text, self.store.max_cues))
+            cached = self._cue_cache = (self._i, entry[0])
         return list(cached[1])
+
+    def _text_entry(self, text: str) -> list:
+        memo = self.__dict__.get("_text_memo")
+        if memo is None:
+            memo = self._text_memo = {}
+        entry = memo.get(text)
+        if entry is None:
+            entry = memo[text] = [None, None]
+        return entry
+
+    def event_signature(self) -> TextSignature:
+        """``world.dedup.signature`` of the current event text, computed once per event (shared by the
+        store's write / update of the event and the env's candidate features)."""
+        cached = getattr(self, "_sig_cache", None)  # (absent from snapshots taken before it existed)
+        if cached is None or cached[0] != self._i:
+            entry = self._text_entry(self._se.text)
+            if entry[1] is None:
+                entry[1] = signature(self._se.text)
+            cached = self._sig_cache = (self._i, entry[1])
+        return cached[1]
 
     def view(self) -> WorldView:
         return WorldView(self)
@@ -550,10 +589,11 @@ class World:
         return OracleAccess(self)
 
     def metrics(self) -> dict:
+        """Episode metrics: a new dict of new containers on each call (callers may keep or change it)."""
         return self._stats.summary(self)
 
     # ------------------------------------------------------------------ snapshots
-    _SKIP = ("config", "_embedder", "reader")
+    _SKIP = ("config", "_embedder", "reader", "_text_memo")
 
     def _memo(self, gen, script_vecs=None) -> dict:
         memo = {id(self._embedder): self._embedder}
@@ -575,9 +615,12 @@ class World:
     def set_state(self, state: dict) -> None:
         """Restore a snapshot from :meth:`get_state` (the snapshot stays reusable)."""
         self.__dict__.update(copy.deepcopy(state, self._memo(state["_gen"], state.get("_script_vecs"))))
+        self._text_memo = {}
 
     def __getstate__(self):
-        return dict(self.__dict__)
+        state = dict(self.__dict__)
+        state.pop("_text_memo", None)  # a cache (rebuilt on demand)
+        return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
