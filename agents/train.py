@@ -952,7 +952,18 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         model = _build_model(cfg, train_env, seed, run_dir)
         if cfg.pretrain.agent is not None and cfg.pretrain.epochs > 0:
             t_pre = time.perf_counter()
-            stats = pretrain_by_imitation(model, cfg, seed)
+            old_term = _on_sigterm(_raise_interrupt)
+            try:
+                stats = pretrain_by_imitation(model, cfg, seed)
+            except KeyboardInterrupt:
+                # nothing to keep yet: the warm start is not a checkpoint (a resume would skip it)
+                _say("interrupted during the warm start: nothing saved; run the same command again")
+                for env in (train_env, eval_env):
+                    _close_env(env, interrupted=True)
+                return TrainResult(run_dir, None, 0, False, _STOP_REASON_INTERRUPT, time.perf_counter() - t0,
+                                   [], None)
+            finally:
+                _on_sigterm(old_term)
             stats["wall_time_s"] = round(time.perf_counter() - t_pre, 1)
             (run_dir / "pretrain.json").write_text(json.dumps(stats, indent=2))
             _say(f"warm start: cloned {stats['agent']} on {stats['samples']} steps "

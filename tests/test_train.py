@@ -365,3 +365,29 @@ def test_headline_table_and_paired_difference(tmp_path):
         assert p["normalised_ci"][0] <= p["normalised"] <= p["normalised_ci"][1]
         assert sum(p["better_worse_equal"]) == 3
     assert f"| learned s0 - {best} |" in text and "Paired on the same seeds" in text
+
+
+def test_ctrl_c_during_the_warm_start_exits_cleanly(tmp_path, monkeypatch):
+    """A Ctrl-C while the warm start runs (minutes with `improve: rollout`) ends the run as interrupted,
+    closes the envs and leaves no checkpoint to resume (the warm start is not one)."""
+    closed = []
+    real_close = T._close_env
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    def close(env, *, interrupted):
+        closed.append(interrupted)
+        real_close(env, interrupted=interrupted)
+
+    monkeypatch.setattr(T, "pretrain_by_imitation", interrupt)
+    monkeypatch.setattr(T, "_close_env", close)
+    cfg = tiny(tmp_path, pretrain={"agent": "versioned", "episodes": 1, "epochs": 1})
+    result = T.train(cfg, seed=0, out_dir=tmp_path / "run", test_eval=False)
+    assert not result.finished and result.stop_reason == "interrupted" and result.model_path is None
+    assert closed == [True, True]
+    assert T.latest_checkpoint(tmp_path / "run") is None and not (tmp_path / "run" / "model.zip").exists()
+    args = argparse.Namespace(headline=None, config=str(cfg), seed=0, out=str(tmp_path / "run2"), quick=False,
+                              resume=False, n_envs=None, total_steps=None, stop_after=None, no_progress=True,
+                              no_test=True)
+    assert T.run(args) == 130
