@@ -11,10 +11,12 @@ recorded trajectory only through ``b``, and
 
 is that episode's exact counterfactual gain of ``b`` over the agent's own choice ``a``. The greedy
 policy with respect to ``Q^agent`` is at least as good as the agent (policy improvement theorem;
-Sutton & Barto 2018, sec. 4.2; Bertsekas's "rollout" algorithm). The warm start fits the policy to
-``argmax_b Q^agent(s, b)`` with each sample weighted by the gap to the runner-up, so that among states
-the observation cannot tell apart the network picks the op with the higher *mean* gain (weighted
-cross-entropy's minimiser), not the one that wins most often.
+Sutton & Barto 2018, sec. 4.2; Bertsekas's "rollout" algorithm; as classification: Lagoudakis & Parr
+2003). One episode's gain is mostly noise (whether a later question happens to need the memory), so
+:func:`fit_gain_model` regresses the *mean* gain on what the observation shows, and
+:func:`improved_actions` replaces the agent's action where that mean exceeds a margin; the warm start
+clones the result. :class:`GatedAgent` is that improved policy as an agent, so that a further round
+plays it and branches again (also on undoing its own replacements).
 
 Only public observations reach the learner: the branches run the same env and the same agent, and
 nothing privileged is read (the oracle is refused as a teacher by the config).

@@ -500,7 +500,7 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
                                      alternatives=names, workers=pre.workers, progress=cfg.progress_bar)
         if not improving:
             break
-        th.manual_seed(run_seed)
+        th.manual_seed(run_seed)  # the torch RNG state after the warm start (PPO samples from it) is fixed by the seed
         models, fits = {}, {}
         for name in names:
             gain_model, fits[name] = fit_gain_model(rec, name, pre.improve_inputs, seed=run_seed + 100 * r)
