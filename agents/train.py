@@ -611,7 +611,7 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
     loss_v = fit(keep, act, np.ones(len(keep), dtype=np.float32), pre.epochs, pre.learning_rate)
     op_agree, slot_agree = agreement(keep, act)
     k_agent, a_agent = dataset(np.stack(rec.actions))
-    stats = {"agent": pre.agent, "episodes": pre.episodes, "seeds": demo_seeds(run_seed, pre.episodes, len(rounds) - 1),
+    stats = {"agent": pre.agent, "episodes": pre.episodes, "seeds": demo_seeds(run_seed, pre.episodes, max(len(rounds) - 1, 0)),
              "samples": int(len(keep)), "dropped": int(len(rec.actions) - len(keep)), "epochs": pre.epochs,
              "final_loss": loss_v, "op_agreement": op_agree, "slot_agreement_targeted": slot_agree,
              "op_agreement_with_agent": agreement(k_agent, a_agent)[0],

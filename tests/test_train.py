@@ -269,6 +269,7 @@ def test_imitation_warm_start_clones_the_agent(tmp_path):
     stats = json.loads((tmp_path / "warm" / "pretrain.json").read_text())
     assert stats["agent"] == "versioned" and stats["samples"] + stats["dropped"] == 90 and stats["samples"] > 80
     assert all(s < TRAIN_SEED_LIMIT for s in stats["seeds"])
+    assert stats["seeds"] == T.demo_seeds(0, 3)  # the seeds the demonstrations were played on
     assert stats["op_agreement"] > 0.75
     # the same demonstrations scored by an untrained policy of the same seed
     cfg = TrainConfig.from_yaml(tmp_path / "warm.yaml")
