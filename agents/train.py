@@ -484,7 +484,7 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
     import torch as th
     from torch.nn import functional as F
 
-    from agents.base import make_agent
+    from agents.base import TARGETED, make_agent
     from agents.improve import GatedAgent, collect_demonstrations, fit_gain_model, improved_actions
 
     pre = cfg.pretrain
@@ -512,7 +512,7 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
         if r + 1 < pre.improve_rounds:
             agent = GatedAgent(make_agent(agent) if isinstance(agent, str) else agent, models, pre.margin)
     demo_returns = rec.returns
-    targeted = {2, 3, 4, 6}  # UPDATE, LINK, REFLECT, FORGET
+    targeted = TARGETED  # UPDATE, LINK, REFLECT, FORGET
 
     returns = np.zeros(len(rec.rewards))
     acc = 0.0
@@ -550,14 +550,14 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
         dist = policy.get_distribution(o, action_masks=masks) if maskable else policy.get_distribution(o)
         return dist.distributions if maskable else dist.distribution
 
-    def fit(keep: np.ndarray, act: np.ndarray, weight: np.ndarray, epochs: int, lr: float) -> float:
-        """Weighted cross-entropy of the op head (and of the slot head on targeted ops), MSE of the value head."""
+    def fit(keep: np.ndarray, act: np.ndarray) -> float:
+        """Cross-entropy of the op head (and of the slot head on targeted ops), MSE of the value head."""
         policy.set_training_mode(True)
-        opt = th.optim.Adam(policy.parameters(), lr=lr)
+        opt = th.optim.Adam(policy.parameters(), lr=pre.learning_rate)
         is_targeted = np.isin(act[:, 0], sorted(targeted)).astype(np.float32)
         ret = returns[keep].astype(np.float32)
         loss_v = float("nan")
-        for _ in range(epochs):
+        for _ in range(pre.epochs):
             order = rng.permutation(len(keep))
             for start in range(0, len(keep), pre.batch_size):
                 idx = order[start:start + pre.batch_size]
@@ -568,8 +568,7 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
                 # the slot only matters for targeted ops: cloning the slot of a WRITE would teach the slot
                 # head "slot 0" four times out of five and drown the targets that matter
                 w = th.as_tensor(is_targeted[idx], device=policy.device)
-                sw = th.as_tensor(weight[idx], device=policy.device)
-                log_prob = sw * (op_head.log_prob(a[:, 0]) + w * slot_head.log_prob(a[:, 1]))
+                log_prob = op_head.log_prob(a[:, 0]) + w * slot_head.log_prob(a[:, 1])
                 values = policy.predict_values(o)
                 target = th.as_tensor(ret[idx], device=policy.device)
                 loss = -log_prob.mean() + 0.5 * F.mse_loss(values.flatten(), target)
@@ -608,7 +607,7 @@ def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
         improve_stats = {"method": pre.improve, "ops": list(pre.improve_ops), "inputs": list(pre.improve_inputs),
                          "margin": pre.margin, "rounds": rounds, **gate}
     keep, act = dataset(labels)
-    loss_v = fit(keep, act, np.ones(len(keep), dtype=np.float32), pre.epochs, pre.learning_rate)
+    loss_v = fit(keep, act)
     op_agree, slot_agree = agreement(keep, act)
     k_agent, a_agent = dataset(np.stack(rec.actions))
     stats = {"agent": pre.agent, "episodes": pre.episodes, "seeds": demo_seeds(run_seed, pre.episodes, max(len(rounds) - 1, 0)),
