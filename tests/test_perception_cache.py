@@ -79,6 +79,11 @@ def test_texts_the_store_brings_in_stay_out_of_the_shared_cache_and_go_with_eras
     secret = "The vault code is qzx5521 and only Mallory knows it."
     mem = store.write_episode(store.current_step, secret)
     assert secret not in shared and store.embedder._own.get(secret) is not None
+    other = "Mallory keeps a second code in a drawer."
+    rows = store.embedder.encode_batch([world.event.text, other])
+    np.testing.assert_array_equal(rows[0], shared.encode(world.event.text))
+    np.testing.assert_array_equal(rows[1], HashingEmbedder(_cfg().embed_dim).encode(other))
+    assert other not in shared and other in store.embedder._own
     report = store.erase(memory_id=mem.memory_id)
     assert report.cache_entries == 1
     assert secret not in shared and secret not in store.embedder._own

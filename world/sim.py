@@ -181,22 +181,12 @@ class _StoreEmbedder:
         return vec
 
     def encode_batch(self, texts):
+        """Rows of :meth:`encode` (the world batches its own texts into the shared cache; the few the
+        store brings in go one by one)."""
         texts = list(texts)
-        found = [self._find(t) for t in texts]
-        todo = list(dict.fromkeys(t for t, v in zip(texts, found) if v is None))
-        if todo:
-            model = self._model()
-            batch = getattr(model, "encode_batch", None)
-            new = (np.asarray(batch(todo), dtype=np.float32) if batch is not None
-                   else np.stack([np.asarray(model.encode(t), dtype=np.float32) for t in todo]))
-            for t, v in zip(todo, new):
-                v = v.copy()
-                v.setflags(write=False)
-                self._own[t] = v
-            found = [v if v is not None else self._own[t] for t, v in zip(texts, found)]
         if not texts:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
-        return np.stack(found).astype(np.float32, copy=False)
+        return np.stack([self.encode(t) for t in texts]).astype(np.float32, copy=False)
 
     def prime(self, text: str, vec) -> None:
         """Make ``vec`` the answer for ``text`` (the world's precomputed vector of its current event)."""
