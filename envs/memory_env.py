@@ -23,9 +23,11 @@ TARGETED = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
 def resolve_config(config: Any = None, **overrides: Any) -> WorldConfig:
     """Turn the ``config`` argument of :class:`MemoryEnv` into a validated :class:`world.WorldConfig`.
 
-    Accepts ``None`` (the ``life``/``easy`` preset), a ``WorldConfig``, a ``dict`` of fields, a path to
-    a YAML file, or a ``"family-difficulty"`` string such as ``"multi_hop-hard"``. ``overrides`` are
-    applied last through ``WorldConfig.replace`` (validated).
+    Accepts ``None`` (the ``life``/``easy`` preset), a ``WorldConfig``, a ``dict`` of fields (read as a
+    YAML file is, :meth:`world.WorldConfig.from_dict`: the preset of its ``family`` (default ``life``)
+    and ``difficulty`` (default ``easy``) with the other fields over it), a path to a YAML file, or a
+    ``"family-difficulty"`` string such as ``"multi_hop-hard"``. ``overrides`` are applied last through
+    ``WorldConfig.replace`` (validated).
     """
     if config is None:
         cfg = WorldConfig.preset("life", "easy")
@@ -33,17 +35,9 @@ def resolve_config(config: Any = None, **overrides: Any) -> WorldConfig:
         cfg = config
     elif isinstance(config, dict):
         data = dict(config)
-        family, difficulty = data.pop("family", None), data.pop("difficulty", None)
-        if family is not None and difficulty is not None:
-            cfg = WorldConfig.preset(family, difficulty)
-            if data:
-                cfg = cfg.replace(**data)
-        else:
-            if family is not None:
-                data["family"] = family
-            if difficulty is not None:
-                data["difficulty"] = difficulty
-            cfg = WorldConfig(**data)
+        if "family" not in data and "preset" not in data:
+            data["family"] = "life"  # the env's default world, as for config=None
+        cfg = WorldConfig.from_dict(data)  # the family's preset (difficulty "easy" unless given) + the rest
     elif isinstance(config, (str, os.PathLike)):
         text = os.fspath(config)
         if text.endswith((".yaml", ".yml")) or os.path.exists(text):
@@ -63,6 +57,22 @@ def resolve_config(config: Any = None, **overrides: Any) -> WorldConfig:
     if overrides:
         cfg = cfg.replace(**overrides)
     return cfg
+
+
+@dataclass(frozen=True)
+class InvalidAction:
+    """An action a wrapper could not map to ``[op, slot]`` (a malformed text command, a masked-out flat
+    alias). ``MemoryEnv.step(InvalidAction(reason))`` applies the invalid-action rule (nothing done,
+    the ``invalid`` penalty, ``info["invalid_action"] = True``, ``info["invalid_reason"] = reason``)
+    as a step of its own, so that it passes through every wrapper in between (time limits, episode
+    statistics) like any other action."""
+
+    reason: str
+
+
+def embed_dim_of(config: WorldConfig) -> int:
+    """Length of ``observation["event"]`` for a config (MiniLM vectors are 384-d)."""
+    return 384 if config.embedder == "minilm" else int(config.embed_dim)
 
 
 @dataclass(frozen=True)
@@ -224,7 +234,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.K = int(cfg.n_candidates)
         self.n_ops = N_OPS
         self._features = F.FeatureBuilder(self.K, int(cfg.n_recent))
-        dim = 384 if cfg.embedder == "minilm" else int(cfg.embed_dim)
+        dim = embed_dim_of(cfg)
         self.embed_dim = dim
         k = self.K
         self.action_space = spaces.MultiDiscrete([N_OPS, k])
@@ -247,9 +257,12 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        cfg = self._options_config(options) if options else None  # checked before anything changes
         super().reset(seed=seed)
-        if options:
-            self._apply_options(options)
+        if cfg is not None:
+            self.config = cfg
+            self.world = World(cfg, seed=0)
+            self._setup_spaces()  # (the same spaces: _options_config checked; n_recent may differ)
         world_seed = int(self.np_random.integers(0, 2**63 - 1))
         self.world.reset(world_seed)
         self._last_invalid = False
@@ -264,6 +277,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return obs, info
 
     def step(self, action: Any):
+        if type(action) is InvalidAction:
+            return self._step_with(Op.NOOP, None, 0, invalid_reason=action.reason)
         op_i, slot = self._parse_action(action)
         op = _OPS[op_i]
         target = None
@@ -271,10 +286,14 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             target = self._ids[slot]
         return self._step_with(op, target, slot)
 
-    def _step_with(self, op: Op, target: str | None, slot: int = 0):
-        """One env step applying ``op`` to memory ``target`` (a targeted op with ``target=None`` is invalid)."""
+    def _step_with(self, op: Op, target: str | None, slot: int = 0, invalid_reason: str | None = None):
+        """One env step applying ``op`` to memory ``target`` (a targeted op with ``target=None`` is
+        invalid; so is any op given an ``invalid_reason``)."""
         op_i = int(op)
-        outcome = self.world.apply(op, target)
+        if invalid_reason is None:
+            outcome = self.world.apply(op, target)
+        else:
+            outcome = self.world.apply(op, None, invalid_reason=invalid_reason)
         terms = outcome.reward_terms  # a fresh dict per outcome, already weighted by config.rewards
         reward = float(sum(terms.values()))
         invalid = not outcome.valid
@@ -348,7 +367,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return list(self._ids)
 
     def get_state(self) -> dict[str, Any]:
-        """A deep, pickle-able snapshot of the whole env: world (store, clock, RNG), env RNG, counters."""
+        """A deep, pickle-able snapshot of the whole env: world (store, clock, RNG, config), env RNG,
+        counters."""
         return {
             "world": self.world.get_state(),
             "np_random": copy.deepcopy(self.np_random.bit_generator.state),
@@ -363,40 +383,77 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         }
 
     def set_state(self, state: dict[str, Any]) -> dict[str, np.ndarray]:
-        """Restore a snapshot from :meth:`get_state`; returns the observation at that point."""
-        self.world.set_state(state["world"])  # World.set_state copies (the snapshot stays reusable)
-        rng = np.random.Generator(np.random.PCG64())
-        rng.bit_generator.state = copy.deepcopy(state["np_random"])
-        self._np_random = rng
+        """Restore a snapshot from :meth:`get_state`; returns the observation at that point.
+
+        The whole snapshot is checked before anything changes: a malformed one raises ``ValueError``
+        naming the part that is wrong and leaves the env as it was. A snapshot taken under another
+        config (after ``reset(options=...)``, or from another env) switches this env to that config
+        when the spaces stay the same, as reset options do; otherwise ``ValueError`` naming the
+        fields that change the spaces."""
+        if not isinstance(state, dict) or not {"world", "np_random", "env"} <= state.keys():
+            have = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"set_state: not a MemoryEnv snapshot (env.get_state()); it needs the keys "
+                             f"['env', 'np_random', 'world'], got {have}")
         env = state["env"]
+        need = {"ids", "last_invalid", "last_action", "last_outcome", "episode_return", "steps"}
+        if not isinstance(env, dict) or not need <= env.keys():
+            have = sorted(env) if isinstance(env, dict) else type(env).__name__
+            raise ValueError(f"set_state: state['env'] needs the keys {sorted(need)}, got {have}")
+        rng = np.random.Generator(np.random.PCG64())
+        try:
+            rng.bit_generator.state = copy.deepcopy(state["np_random"])
+            episode_return, steps = float(env["episode_return"]), int(env["steps"])
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ValueError(f"set_state: state['np_random'] must be a PCG64 state and state['env'] hold "
+                             f"numbers in 'episode_return' and 'steps' ({exc})") from None
+        world_state = state["world"]
+        cfg = world_state.get("config", self.config) if isinstance(world_state, dict) else self.config
+        world = self.world
+        if cfg != self.config:
+            if not isinstance(cfg, WorldConfig):
+                raise ValueError(f"set_state: state['world']['config'] must be a WorldConfig, got {type(cfg).__name__}")
+            self._check_spaces(cfg, "set_state: the snapshot's config")
+            world = World(cfg, seed=0)
+        world.set_state(world_state)  # checks the snapshot first; copies (the snapshot stays reusable)
+        if world is not self.world:
+            self.config, self.world = cfg, world
+            self._setup_spaces()
+        self._np_random = rng
         self._last_invalid = bool(env["last_invalid"])
         self._last_action = env["last_action"]
         self._last_outcome = copy.deepcopy(env["last_outcome"])
-        self._episode_return = float(env["episode_return"])
-        self._steps = int(env["steps"])
+        self._episode_return = episode_return
+        self._steps = steps
         obs = self._observe()
         if list(env["ids"]) != self._ids:  # cannot happen for a consistent snapshot; keep the saved slots
             raise RuntimeError("set_state: candidate ids differ from the snapshot; the world state is inconsistent")
         return obs
 
     # ------------------------------------------------------------------ internals
-    def _apply_options(self, options: dict[str, Any]) -> None:
+    def _options_config(self, options: Any) -> WorldConfig | None:
+        """The config that reset ``options`` ask for (None: the current one). Raises before anything
+        changes: unknown keys, bad names, or a switch that would change the spaces."""
+        if not isinstance(options, dict):
+            raise ValueError(f"reset options must be a dict with keys 'family' and/or 'difficulty', "
+                             f"got {type(options).__name__}")
         unknown = set(options) - {"family", "difficulty"}
         if unknown:
             raise ValueError(f"reset options: unknown key(s) {sorted(unknown)}; allowed: 'family', 'difficulty'")
         family = options.get("family", self.config.family)
         difficulty = options.get("difficulty", self.config.difficulty)
         if family == self.config.family and difficulty == self.config.difficulty:
-            return
+            return None
         cfg = resolve_config(f"{family}-{difficulty}", **self._overrides)
-        old_obs, old_act = self.observation_space, self.action_space
-        self.config = cfg
-        self.world = World(cfg, seed=0)
-        self._setup_spaces()
-        if self.observation_space != old_obs or self.action_space != old_act:
+        self._check_spaces(cfg, f"reset options family={family!r}, difficulty={difficulty!r}")
+        return cfg
+
+    def _check_spaces(self, cfg: WorldConfig, what: str) -> None:
+        """ValueError unless ``cfg`` gives this env's spaces (they depend on K and the embedding size)."""
+        dim = embed_dim_of(cfg)
+        if int(cfg.n_candidates) != self.K or dim != self.embed_dim:
             raise ValueError(
-                f"reset options family={family!r}, difficulty={difficulty!r} change the spaces "
-                f"(n_candidates={cfg.n_candidates}, embed_dim={self.embed_dim}); make a new env instead"
+                f"{what} would change the spaces (n_candidates {self.K} -> {cfg.n_candidates}, event "
+                f"embedding size {self.embed_dim} -> {dim}); make a new env instead"
             )
 
     def _parse_action(self, action: Any) -> tuple[int, int]:
@@ -411,7 +468,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             op_i, slot = int(arr[0]), int(arr[1])
             if op_i != arr[0] or slot != arr[1]:
                 raise ValueError
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):  # (OverflowError: int(inf))
             raise ValueError(
                 f"action must be [op, slot] with op in 0..{N_OPS - 1} ({', '.join(OP_NAMES)}) and slot in "
                 f"0..{self.K - 1}, got {action!r}"

@@ -19,6 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.features import CANDIDATE_FEATURES
+from envs.memory_env import InvalidAction
 from world import Op
 
 _COL = {name: i for i, name in enumerate(CANDIDATE_FEATURES)}
@@ -37,25 +38,42 @@ def _memory_env(env: gym.Env):
     return base
 
 
-class FlattenAction(gym.ActionWrapper):
+class FlattenAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
     """``Discrete(7 * K)`` action ``a`` means operation ``a // K`` on slot ``a % K``.
 
     ``action_masks()`` returns the exact ``7 * K`` mask of valid (op, slot) pairs, where untargeted
     operations (NOOP, WRITE, QUERY) are only allowed on slot 0 so that each appears once. NOOP on slot
-    0 is always allowed. An unmasked invalid action behaves as in the base env (no-op, penalty).
+    0 is always allowed. Every masked-out action is invalid when taken: as in the base env it is a
+    no-op with the penalty and ``info["invalid_action"] = True``; that includes an untargeted
+    operation on a slot other than 0 (``InvalidAction`` through the wrappers below).
     """
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ActionWrapper.__init__(self, env)
         base = _memory_env(env)
         self.n_ops, self.K = base.n_ops, base.K
         self.action_space = spaces.Discrete(self.n_ops * self.K)
 
-    def action(self, action: Any) -> np.ndarray:
-        a = int(np.asarray(action).reshape(()))
-        if not 0 <= a < self.n_ops * self.K:
-            raise ValueError(f"action must be in 0..{self.n_ops * self.K - 1} (op * K + slot), got {action!r}")
-        return np.array([a // self.K, a % self.K], dtype=np.int64)
+    def action(self, action: Any) -> np.ndarray | InvalidAction:
+        n = self.n_ops * self.K
+        try:
+            arr = np.asarray(action)
+            if arr.size != 1 or arr.dtype.kind not in "iuf" or arr.dtype == bool:
+                raise ValueError
+            a = int(arr.reshape(()))
+            if a != arr.reshape(()):  # 9.9 is not an action
+                raise ValueError
+        except (ValueError, TypeError, OverflowError):
+            raise ValueError(f"action must be an integer in 0..{n - 1} (op * K + slot, K = {self.K}), "
+                             f"got {action!r}") from None
+        if not 0 <= a < n:
+            raise ValueError(f"action must be in 0..{n - 1} (op * K + slot, K = {self.K}), got {action!r}")
+        op, slot = divmod(a, self.K)
+        if slot and _OP_NAMES[op] in _UNTARGETED:
+            return InvalidAction(f"{_OP_NAMES[op]} takes no target: its flat action is {op * self.K} (slot 0), "
+                                 f"got {a} (slot {slot})")
+        return np.array([op, slot], dtype=np.int64)
 
     def action_masks(self) -> np.ndarray:
         return self.env.unwrapped.action_mask_pairs().reshape(-1)
@@ -71,7 +89,7 @@ class FlattenAction(gym.ActionWrapper):
         return obs, info
 
 
-class MaskInObservation(gym.ObservationWrapper):
+class MaskInObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Adds ``observation["action_mask"]`` (float32 0/1, ``Box(0, 1)``) to the observation dict.
 
     The mask is whatever ``action_masks()`` of the wrapped env returns: ``7 + K`` entries on a
@@ -79,7 +97,8 @@ class MaskInObservation(gym.ObservationWrapper):
     """
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ObservationWrapper.__init__(self, env)
         if not isinstance(env.observation_space, spaces.Dict):
             raise TypeError("MaskInObservation needs a Dict observation space")
         n = len(self._mask())
@@ -100,7 +119,7 @@ _CHARSET = frozenset(string.printable) | frozenset(chr(c) for c in range(0xA0, 0
 _COMMAND = re.compile(r"^\s*([A-Za-z]+)(?:\s+(\S+))?\s*$")
 
 
-class TextInterface(gym.Wrapper):
+class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Text in, text out: the observation is a frame of text, the action a command string.
 
     Observation (``spaces.Text``)::
@@ -118,7 +137,8 @@ class TextInterface(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, max_length: int = 8192, on_error: str = "raise") -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, max_length=max_length, on_error=on_error)
+        gym.Wrapper.__init__(self, env)
         if on_error not in ("raise", "noop"):
             raise ValueError(f"on_error must be 'raise' or 'noop', got {on_error!r}")
         self.on_error = on_error
@@ -151,7 +171,7 @@ class TextInterface(gym.Wrapper):
         if arg is None:
             raise ValueError(f"{name} needs a target slot (0..{self._base.K - 1}) or memory id, got {command!r}")
         ids = self._base.candidate_ids
-        if arg.isdigit():
+        if arg.isascii() and arg.isdigit():  # ("²".isdigit() is True)
             slot = int(arg)
             if not 0 <= slot < self._base.K:
                 raise ValueError(f"slot {slot} out of range in {command!r}; slots are 0..{self._base.K - 1}")
@@ -200,8 +220,8 @@ class TextInterface(gym.Wrapper):
         except ValueError as e:
             if self.on_error == "raise":
                 raise
-            # an UPDATE without a target is the world's defined invalid no-op (penalty, flag)
-            _, reward, terminated, truncated, info = self._base._step_with(Op.UPDATE, None)
+            # the env's invalid no-op (penalty, flag), as a step through every wrapper below this one
+            _, reward, terminated, truncated, info = self.env.step(InvalidAction(f"malformed command: {e}"))
             info["parse_error"] = str(e)
             return self.frame(), reward, terminated, truncated, info
         _, reward, terminated, truncated, info = self.env.step(act)

@@ -180,6 +180,9 @@ class WorldConfig:
                 raise ConfigError(f"mix.{k}: must be a number in [0, 100], got {v!r}")
         if self.mix and sum(self.mix.values()) <= 0:
             raise ConfigError("mix: weights must not all be zero")
+        if self.family == "life" and not self.mix:  # the other families use their own threads
+            raise ConfigError(f"mix: the life family draws its threads from mix, which is empty; give weights "
+                              f"for some of {list(MIX_FAMILIES)} (or use WorldConfig.preset('life', ...))")
         full = dict(DEFAULT_REWARDS)
         for k, v in self.rewards.items():
             if k not in DEFAULT_REWARDS:

@@ -25,6 +25,7 @@ read them (:attr:`World.privileged`); agents get :meth:`World.view` (no payloads
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -417,10 +418,17 @@ class World:
         return m
 
     # ------------------------------------------------------------------ apply
-    def apply(self, op: int, target: str | None = None) -> Outcome:
-        """Apply one operation to the current event (at most once per event)."""
+    def apply(self, op: int, target: str | None = None, *, invalid_reason: str | None = None) -> Outcome:
+        """Apply one operation to the current event (at most once per event).
+
+        ``invalid_reason``: the caller already knows the action is invalid (a wrapper's malformed text
+        command, a masked-out flat action); it is applied as an invalid action (nothing done, the
+        ``invalid`` penalty) with this reason."""
         w = self.config.rewards
-        ok, reason = self.is_valid(op, target)
+        if invalid_reason is None:
+            ok, reason = self.is_valid(op, target)
+        else:
+            ok, reason = False, str(invalid_reason)
         if type(op) is Op:
             op_e = op
         else:
@@ -680,12 +688,33 @@ class World:
         script of an endless world). The embedder (a cache), the reader and a finished script are
         shared, not copied. Pickle-able."""
         state = {k: v for k, v in self.__dict__.items() if k not in self._SKIP}
-        return copy.deepcopy(state, self._memo(self._gen, getattr(self, "_script_vecs", None)))
+        state = copy.deepcopy(state, self._memo(self._gen, getattr(self, "_script_vecs", None)))
+        state["config"] = self.config  # (frozen: shared) set_state checks it
+        return state
 
     def set_state(self, state: dict) -> None:
-        """Restore a snapshot from :meth:`get_state` (the snapshot stays reusable)."""
-        self.__dict__.update(copy.deepcopy(state, self._memo(state["_gen"], state.get("_script_vecs"))))
+        """Restore a snapshot from :meth:`get_state` (the snapshot stays reusable).
+
+        The snapshot is checked first: one that is not a world snapshot, or that was taken from a
+        world with another config (its store could hold more memories than this capacity, its clock
+        run past this horizon), raises ``ValueError`` naming what differs and changes nothing."""
+        if not isinstance(state, dict) or not self._STATE_KEYS <= state.keys():
+            have = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"set_state: not a World snapshot (World.get_state()); it needs the keys "
+                             f"{sorted(self._STATE_KEYS)}, got {have}")
+        cfg = state.get("config", self.config)
+        if cfg != self.config:
+            if not isinstance(cfg, WorldConfig):
+                raise ValueError(f"set_state: the snapshot's 'config' must be a WorldConfig, got {type(cfg).__name__}")
+            diff = [f.name for f in dataclasses.fields(WorldConfig) if getattr(cfg, f.name) != getattr(self.config, f.name)]
+            raise ValueError(f"set_state: the snapshot was taken from a world with another config (differs in "
+                             f"{', '.join(diff)}: snapshot {', '.join(f'{n}={getattr(cfg, n)!r}' for n in diff[:4])}); "
+                             f"restore it into World(snapshot['config'])")
+        body = {k: v for k, v in state.items() if k != "config"}
+        self.__dict__.update(copy.deepcopy(body, self._memo(body["_gen"], body.get("_script_vecs"))))
         self._text_memo = {}
+
+    _STATE_KEYS = frozenset({"_gen", "store", "_i", "_payloads", "_rng", "_stats"})
 
     def __getstate__(self):
         state = dict(self.__dict__)

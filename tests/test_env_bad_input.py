@@ -1,0 +1,234 @@
+"""Bad input to the env and its wrappers: a clear error that names the problem, and nothing lost.
+
+Each test plays a twin env alongside the one given the bad input: after the rejected call both must
+go on identically, so a half-applied change (a reseeded RNG, a replaced world, a rolled-back clock)
+fails the comparison.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import envs  # noqa: F401  (registers the ids)
+from envs import MemoryEnv
+from envs.memory_env import InvalidAction
+from envs.wrappers import FlattenAction, MaskInObservation, TextInterface
+from world import World, WorldConfig
+from world.config import ConfigError
+
+WRITE = np.array([1, 0])
+
+
+def _digest(env, n: int, seed: int = 5) -> bytes:
+    """n seeded random steps (resets at the horizon): every obs, reward, flag and info, pickled."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        obs, r, term, trunc, info = env.step(np.array([rng.integers(7), rng.integers(env.K)]))
+        out.append((obs, r, term, trunc, info))
+        if trunc:
+            out.append(env.reset())
+    return pickle.dumps(out)
+
+
+def _twins(config="life-easy", steps=5, **kw):
+    a, b = MemoryEnv(config, **kw), MemoryEnv(config, **kw)
+    a.reset(seed=1)
+    b.reset(seed=1)
+    for _ in range(steps):
+        a.step(WRITE)
+        b.step(WRITE)
+    return a, b
+
+
+# ---------------------------------------------------------------------- reset
+def test_rejected_reset_options_change_nothing():
+    a, b = _twins(WorldConfig.preset("life", "easy").replace(n_candidates=12))  # (not an override)
+    with pytest.raises(ValueError, match="n_candidates 12 -> 8"):
+        a.reset(seed=7, options={"difficulty": "medium"})  # the medium preset has K = 8: other spaces
+    with pytest.raises(ValueError, match="unknown key.*'famly'.*allowed: 'family', 'difficulty'"):
+        a.reset(seed=7, options={"famly": "recall"})
+    with pytest.raises(ConfigError, match="family"):
+        a.reset(seed=7, options={"family": "nope"})
+    with pytest.raises(ValueError, match="must be a dict"):
+        a.reset(seed=7, options=["family"])
+    assert a.config == b.config and a.K == b.K == 12
+    assert _digest(a, 150) == _digest(b, 150)  # same episode, same RNG (nothing was reseeded)
+
+
+def test_reset_options_still_switch_the_preset():
+    env = MemoryEnv("life-easy")
+    env.reset(seed=0, options={"family": "recall"})
+    assert (env.config.family, env.config.difficulty) == ("recall", "easy")
+    fresh = MemoryEnv("recall-easy")
+    fresh.reset(seed=0)
+    assert _digest(env, 120) == _digest(fresh, 120)
+
+
+# ---------------------------------------------------------------------- set_state
+@pytest.mark.parametrize("breakage", ["no env steps", "no world", "bad rng", "not a dict", "world not a snapshot"])
+def test_malformed_snapshot_is_rejected_before_anything_changes(breakage):
+    a, b = _twins()
+    snap = a.get_state()
+    for _ in range(5):
+        a.step(WRITE)
+        b.step(WRITE)
+    bad = copy.deepcopy(snap)
+    if breakage == "no env steps":
+        del bad["env"]["steps"]
+        match = r"state\['env'\] needs the keys .*'steps'"
+    elif breakage == "no world":
+        del bad["world"]
+        match = "not a MemoryEnv snapshot"
+    elif breakage == "bad rng":
+        bad["np_random"] = {"state": "garbage"}
+        match = "PCG64"
+    elif breakage == "not a dict":
+        bad = [1, 2]
+        match = "not a MemoryEnv snapshot"
+    else:
+        bad["world"] = {"store": None}
+        match = "not a World snapshot"
+    with pytest.raises(ValueError, match=match):
+        a.set_state(bad)
+    assert a.world.event.index == b.world.event.index
+    assert _digest(a, 150) == _digest(b, 150)
+
+
+def test_snapshot_of_another_config_switches_the_env_to_it():
+    hard = MemoryEnv("life-hard")
+    hard.reset(seed=0)
+    for _ in range(95):
+        hard.step(WRITE)
+    snap = hard.get_state()
+    easy = MemoryEnv("life-easy")
+    easy.reset(seed=0)
+    easy.set_state(snap)
+    assert easy.config == hard.config and easy.config.capacity == 80
+    assert _digest(easy, 600) == _digest(hard, 600)  # past the easy horizon of 100, as the hard env
+
+
+def test_snapshot_that_would_change_the_spaces_is_refused():
+    wide = MemoryEnv("life-easy", n_candidates=12)
+    wide.reset(seed=0)
+    a, b = _twins()
+    with pytest.raises(ValueError, match="n_candidates 8 -> 12"):
+        a.set_state(wide.get_state())
+    assert a.K == 8 and a.config == b.config
+    assert _digest(a, 150) == _digest(b, 150)
+
+
+def test_world_refuses_a_snapshot_of_another_config():
+    hard = World(WorldConfig.preset("life", "hard"), seed=0)
+    easy = World(WorldConfig.preset("life", "easy"), seed=0)
+    before = pickle.dumps(easy.get_state())
+    with pytest.raises(ValueError, match=r"another config \(differs in .*capacity"):
+        easy.set_state(hard.get_state())
+    assert pickle.dumps(easy.get_state()) == before
+
+
+# ---------------------------------------------------------------------- actions
+def test_non_finite_action_is_a_clear_error():
+    a, b = _twins()
+    for bad in (np.array([np.inf, 0]), np.array([0, -np.inf]), np.array([np.nan, 1])):
+        with pytest.raises(ValueError, match=r"action must be \[op, slot\] with op in 0..6"):
+            a.step(bad)
+    assert _digest(a, 100) == _digest(b, 100)
+
+
+def test_invalid_action_record_is_a_penalised_noop_step():
+    a, b = _twins()
+    _, r_bad, _, _, info = a.step(InvalidAction("because"))
+    _, r_noop, _, _, info_noop = b.step(np.array([0, 0]))
+    assert info["invalid_action"] is True and info["invalid_reason"] == "because"
+    assert info["outcome_op"] == "NOOP" and info_noop["invalid_action"] is False
+    assert r_bad == pytest.approx(r_noop + a.config.rewards["invalid"])
+    assert a.world.event.index == b.world.event.index
+
+
+# ---------------------------------------------------------------------- FlattenAction
+def test_flatten_action_rejects_what_is_not_one_integer():
+    env = FlattenAction(MemoryEnv("life-easy"))
+    twin = FlattenAction(MemoryEnv("life-easy"))
+    env.reset(seed=0)
+    twin.reset(seed=0)
+    for bad in (9.9, "12", [1, 0], np.array([1, 0]), np.inf, True, None, -1, 56):
+        with pytest.raises(ValueError, match=r"action must be (an integer )?in 0..55 \(op \* K \+ slot"):
+            env.step(bad)
+    for good in (8, np.int64(8), np.array(8), np.array([8]), 8.0, np.uint8(8)):
+        assert pickle.dumps(env.step(good)) == pickle.dumps(twin.step(8))
+
+
+def test_flatten_action_masked_out_means_invalid_when_taken():
+    env = FlattenAction(MemoryEnv("life-easy"))
+    env.reset(seed=2)
+    rng = np.random.default_rng(0)
+    mask = env.action_masks()
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        a = int(rng.integers(env.action_space.n))
+        _, _, _, trunc, info = env.step(a)
+        assert info["invalid_action"] == (not mask[a]), (a, info["invalid_reason"])
+        seen[bool(mask[a])] += 1
+        mask = info["action_mask"]
+        if trunc:
+            mask = env.reset()[1]["action_mask"]
+    assert seen[True] > 20 and seen[False] > 20
+    env.reset(seed=2)
+    _, _, _, _, info = env.step(1 * env.K + 3)  # WRITE on slot 3: an alias of WRITE (slot 0)
+    assert info["invalid_action"] and "WRITE takes no target: its flat action is 8" in info["invalid_reason"]
+
+
+# ---------------------------------------------------------------------- wrappers and the ecosystem
+@pytest.mark.parametrize("wrap", [FlattenAction, MaskInObservation,
+                                  lambda e: MaskInObservation(FlattenAction(e)),
+                                  lambda e: TextInterface(e, on_error="noop")])
+def test_wrapped_made_envs_pass_the_checker_and_remake_from_their_spec(wrap):
+    env = wrap(gym.make("MemGym/Recall-Easy-v0"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # (the checker's own note that a wrapped env is not the raw one, and nothing else)
+        warnings.filterwarnings("ignore", message=".*is different from the unwrapped version")
+        check_env(env, skip_render_check=True)
+        remade = gym.make(env.spec)
+    assert type(remade) is type(env) and remade.spec == env.spec
+    o1, _ = env.reset(seed=4)
+    o2, _ = remade.reset(seed=4)
+    assert pickle.dumps(o1) == pickle.dumps(o2)
+
+
+def test_text_interface_bad_commands_pass_through_inner_wrappers():
+    env = TextInterface(gym.wrappers.RecordEpisodeStatistics(gym.make("MemGym/Life-Easy-v0", max_episode_steps=10)),
+                        on_error="noop")
+    env.reset(seed=0)
+    for i in range(10):
+        _, _, _, trunc, info = env.step("bogus")
+        assert info["invalid_action"] and "malformed command" in info["invalid_reason"]
+        assert "parse_error" in info
+    assert trunc and info["episode"]["l"] == 10  # the time limit and the statistics counted them
+
+
+def test_text_interface_rejects_non_ascii_digits_with_the_command_list():
+    env = TextInterface(MemoryEnv("recall-easy"))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="neither a slot number"):
+        env.parse("LINK ²")
+
+
+# ---------------------------------------------------------------------- config
+def test_dict_config_reads_like_a_yaml_file():
+    from envs.memory_env import resolve_config
+
+    assert resolve_config({"family": "life"}) == WorldConfig.preset("life", "easy") == resolve_config({})
+    assert resolve_config({"capacity": 64}) == WorldConfig.preset("life", "easy").replace(capacity=64)
+    assert resolve_config({"family": "recall", "difficulty": "hard"}) == WorldConfig.preset("recall", "hard")
+    MemoryEnv(config={"family": "life"}).reset(seed=0)
+    with pytest.raises(ConfigError, match="mix: the life family draws its threads from mix"):
+        WorldConfig(family="life")
