@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from world import FAMILIES, Op, World, WorldConfig
@@ -331,3 +332,36 @@ def test_erasure_needs_hard_deletion():
     assert any(q == "erased" for q, _ in hard)
     assert all(v == "correct" for q, v in hard if q == "erased")
     assert all(v == "leaked" for q, v in soft if q == "erased")
+
+
+def test_endless_cast_never_runs_out_of_names():
+    """Life-Endless used to raise "name pools exhausted" after ~4,200 people (between 40k and 80k
+    events); initials now lengthen as the cast grows."""
+    from world.entities import Cast
+
+    cast = Cast(np.random.default_rng(0))
+    names = [cast.new_person() for _ in range(12_000)]
+    assert len(set(names)) == len(names) == len(cast.people)
+    assert names[200].count(".") == 1 and names[-1].count(".") == 2  # "Ann K." then "Ann K. P."
+
+
+def test_endless_world_releases_old_events_and_keeps_playing():
+    from world.families import ENDLESS_HISTORY
+
+    w = World(WorldConfig.preset("life", "endless"), seed=3)
+    o = Oracle()  # reads the script (future and the past of live memories) every step
+    chunk = w.config.chunk
+    sizes = {}
+    for n in range(1, 4001):
+        out = w.apply(*o.act(w))
+        assert out.valid, out.invalid_reason
+        w.advance()
+        if n in (2000, 4000):
+            sizes[n] = len(pickle.dumps(w))
+    script = w.privileged.script
+    kept = [e.index for e in script if e is not None]
+    assert len(script) > 4000 and kept == list(range(len(script) - len(kept), len(script)))
+    assert chunk + ENDLESS_HISTORY <= len(kept) <= 2 * chunk + ENDLESS_HISTORY
+    assert all(i >= kept[0] for i in w._gen._repeatable)
+    assert w.metrics()["accuracy"] > 0.5
+    assert sizes[4000] < 1.25 * sizes[2000]  # (before: the pickle grew by ~0.2 KB per event)

@@ -330,8 +330,12 @@ class Cast:
         for _ in range(200):
             female = self.rng.random() < 0.5
             name = pick(self.rng, FEMALE if female else MALE)
-            if len(self.used_names) > 120:  # endless worlds: add a surname-like initial
-                name = f"{name} {chr(ord('A') + randint(self.rng, 0, 26))}."
+            n = len(self.used_names)
+            if n > 120:  # endless worlds: surname-like initials, more of them as the cast grows
+                # (one initial gives ~4,200 names, two ~110,000, three ~2.9 million: each tier is
+                # left while it is at most about half used, so a fresh name takes a few draws)
+                k = 1 if n <= 2_000 else 2 if n <= 50_000 else 3 if n <= 1_000_000 else 4
+                name += "".join(f" {chr(ord('A') + randint(self.rng, 0, 26))}." for _ in range(k))
             if name not in self.used_names:
                 self.used_names.add(name)
                 self.people.append(name)

@@ -96,6 +96,10 @@ class _TE:
     stale_from: list[int] = field(default_factory=list)
 
 
+#: Endless worlds keep this many events before the newest window (older ones are released).
+ENDLESS_HISTORY = 1_000
+
+
 class ScriptGenerator:
     """Generates the script of one episode. Fixed-horizon worlds generate everything at
     construction; endless ones call :meth:`extend` as the clock approaches the end."""
@@ -109,6 +113,7 @@ class ScriptGenerator:
         self._used: set[tuple[str, str]] = set()  # (subject, relation) pairs stated or reserved
         self._repeatable: list[int] = []  # indices of finalized facts that may be repeated
         self._threads = 0
+        self._released = 0  # endless worlds: events[:_released] are None (see _release)
         self.level = 0
         weights = config.mix or {config.family: 1.0}
         self._mix_names = sorted(weights)
@@ -132,6 +137,23 @@ class ScriptGenerator:
         if level is not None:
             self.level = level
         self._window(len(self.events), n_events or self.cfg.chunk)
+        self._release()
+
+    def _release(self) -> None:
+        """Endless worlds: replace the events more than :data:`ENDLESS_HISTORY` before the newest window
+        by None, so that the script's memory stays bounded however long the world runs (it grew by
+        ~0.9 KB per event). Nothing reads them any more: the world reads its current event, the
+        oracle the future and the past of live memories only as far as their last use (released
+        events are all in the past), and repeats draw from the facts still kept. ``events`` keeps its
+        length, so every index stays the event's index."""
+        keep_from = len(self.events) - self.cfg.chunk - ENDLESS_HISTORY
+        if keep_from <= self._released:
+            return
+        events = self.events
+        for i in range(self._released, keep_from):
+            events[i] = None
+        self._released = keep_from
+        self._repeatable = [i for i in self._repeatable if i >= keep_from]
 
     def _delay(self) -> int:
         scale = 1.0 + 0.5 * self.level

@@ -177,6 +177,9 @@ class Oracle:
         thread = q.get("thread")
         i = q["event"] + 1
         while i < len(script) and i <= q.get("last_use", -1):
+            if script[i] is None:  # released by an endless script: in the past, so not "to come"
+                i += 1
+                continue
             e = script[i].payload
             if e.get("thread") == thread and e.get("kind") == "episode":
                 if i >= now:

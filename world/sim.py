@@ -337,7 +337,13 @@ class World:
             level += 1
         self._chunk_q = [0, 0]
         start = len(self._gen.events)
+        released = self._gen._released
+        self._text_memo = {}  # (a cache of this window's texts: an endless episode must not grow it forever)
         self._gen.extend(level=level)
+        vecs = self._script_vecs
+        if vecs:  # the embeddings of events the script released go with them
+            for i in range(released, min(self._gen._released, len(vecs))):
+                vecs[i] = None
         self._prefetch(start)
 
     def _prefetch(self, start: int) -> None:
@@ -881,7 +887,9 @@ class OracleAccess:
         return self._w._se.payload
 
     @property
-    def script(self) -> list[ScriptEvent]:
+    def script(self) -> list[ScriptEvent | None]:
+        """Every event by index. An endless world releases old events (None at their index; the
+        newest ``chunk`` + ``world.families.ENDLESS_HISTORY`` events are always kept)."""
         return self._w._gen.events
 
     @property
