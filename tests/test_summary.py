@@ -3,6 +3,8 @@ rebuild on erasure, state round trip."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -327,11 +329,25 @@ def test_load_store_with_an_llm_summarizer(tmp_path):
     plain = load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64))
     assert summaries(plain, "alice").text == rs.text
     assert isinstance(summaries(plain, "alice").summarizer, ExtractiveSummarizer)
+    # ... a save before any fold keeps the LLM's config (nothing lost) ...
+    assert summaries(plain, "alice").export_state()["summarizer"] == {"name": "llm", "max_chars": 200}
+    # ... and the first fold says so, once
+    with pytest.warns(UserWarning, match=r"namespace 'alice': its summarizer 'llm' could not be saved.*"
+                                         r"summarizers=\{'alice': <summarizer>\}"):
+        for i, t in enumerate(TURNS[4:7]):
+            summaries(plain, "alice").add_turn(t, step=10 + i)
+    assert summaries(plain, "alice").export_state()["summarizer"]["name"] == ExtractiveSummarizer.name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i, t in enumerate(TURNS[:3]):
+            summaries(plain, "alice").add_turn(t, step=20 + i)
     # with it, the LLM keeps summarizing
     loaded = load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64),
                         summarizers={"alice": LLMSummarizer(fake_llm, max_chars=200)})
-    summaries(loaded, "alice").add_turn(TURNS[4], step=5)
-    summaries(loaded, "alice").add_turn(TURNS[5], step=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no stand-in: no warning)
+        summaries(loaded, "alice").add_turn(TURNS[4], step=5)
+        summaries(loaded, "alice").add_turn(TURNS[5], step=6)
     assert len(calls) > n_calls and summaries(loaded, "alice").text.startswith("LLM summary:")
     with pytest.raises(KeyError, match="bob"):
         load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64), summarizers={"bob": ExtractiveSummarizer()})

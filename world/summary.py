@@ -37,6 +37,7 @@ Full description: docs/lifecycle.md.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -434,7 +435,21 @@ class RollingSummary:
         self._write(self.store.current_step if step is None else int(step))
         return True
 
+    def _stand_in_config(self) -> dict | None:
+        """The saved config of the summarizer the extractive default stands in for (None when the
+        summary runs with a summarizer it was given)."""
+        stand_in = self.__dict__.get("_stand_in")
+        return stand_in[1] if stand_in is not None and self.summarizer is stand_in[0] else None
+
     def _summarize(self, previous: str, turns: list[Turn]) -> str:
+        config = self._stand_in_config()
+        if config is not None:
+            warnings.warn(
+                f"rolling summary of namespace {self.namespace!r}: its summarizer {config.get('name')!r} "
+                f"could not be saved with the store, so it is folding with ExtractiveSummarizer; pass "
+                f"load_store(..., summarizers={{{self.namespace!r}: <summarizer>}}) to keep using it",
+                UserWarning, stacklevel=4)
+            self._stand_in = None  # once; from here on the summary is the extractive one's
         out = self.summarizer.summarize(previous, [t.text for t in turns])
         if not isinstance(out, str):
             raise TypeError(f"RollingSummary: {type(self.summarizer).__name__}.summarize returned "
@@ -525,7 +540,8 @@ class RollingSummary:
             "keep_recent": self.keep_recent,
             "confidence": self.confidence,
             "source": self.source,
-            "summarizer": _summarizer_config(self.summarizer),
+            # (until it folds, a stand-in keeps the saved summarizer's config: a save loses nothing)
+            "summarizer": self._stand_in_config() or _summarizer_config(self.summarizer),
             "text": self.text,
             "memory_id": self._memory_id,
             "versions": list(self._versions),
@@ -541,8 +557,13 @@ class RollingSummary:
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             version = state.get("version") if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"RollingSummary.from_state: state version {version!r}, expected {STATE_VERSION}")
+        stand_in = None
         if summarizer is None:
-            summarizer = _summarizer_from_config(state.get("summarizer", {})) or ExtractiveSummarizer()
+            config = state.get("summarizer", {})
+            summarizer = _summarizer_from_config(config)
+            if summarizer is None:  # (an LLM client cannot be saved) the first fold warns, see _summarize
+                summarizer = ExtractiveSummarizer()
+                stand_in = (summarizer, dict(config))
         obj = cls(store, state["namespace"], max_turns=int(state["max_turns"]),
                   keep_recent=int(state["keep_recent"]), summarizer=summarizer,
                   confidence=float(state["confidence"]), source=state["source"], register=register)
@@ -551,6 +572,7 @@ class RollingSummary:
         obj._versions = [str(v) for v in state["versions"]]
         obj._window = [Turn.from_json(r) for r in state["window"]]
         obj._folds = [[Turn.from_json(r) for r in fold] for fold in state["folds"]]
+        obj._stand_in = stand_in
         return obj
 
     def __repr__(self) -> str:
