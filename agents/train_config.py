@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -132,15 +133,30 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, quick: bool = False) -> TrainConfig:
+        """Validate a recipe. The `quick:` section is always checked (its keys, and the recipe with it
+        merged on top), whether or not `quick` asks for that recipe; an error caused by it names the
+        key inside it (`quick.total_steps`)."""
         data = copy.deepcopy(dict(data))
         quick_section = data.pop("quick", None)
         if quick_section is not None and not isinstance(quick_section, Mapping):
             raise TrainConfigError(f"key 'quick' must be a mapping of overrides, got {quick_section!r}")
-        if quick:
-            quick_section = dict(quick_section or {})
-            data = _deep_merge(data, quick_section)
+        quick_section = dict(quick_section or {})
+        _check_quick_keys(quick_section)
+        cfg = cls._build(data)
+        if quick_section or quick:
+            merged = _deep_merge(data, quick_section)
             if "n_envs" not in quick_section:  # --quick runs in-process (DummyVecEnv) unless told otherwise
-                data["n_envs"] = 1
+                merged["n_envs"] = 1
+            try:
+                quick_cfg = cls._build(merged)
+            except TrainConfigError as err:
+                raise TrainConfigError(_blame_quick(str(err), quick_section)) from None
+            if quick:
+                return quick_cfg
+        return cfg
+
+    @classmethod
+    def _build(cls, data: dict[str, Any]) -> TrainConfig:
         _check_keys(data, _TOP_KEYS, "")
         env = data.get("env")
         if isinstance(env, str):
@@ -153,6 +169,7 @@ class TrainConfig:
         if not isinstance(env_id, str) or not env_id:
             raise TrainConfigError(f"key 'env.id' must be an env id string such as MemGym/Life-Easy-v0, got {env_id!r}")
         overrides = _mapping(env.get("overrides", {}) or {}, "env.overrides")
+        check_env(env_id, overrides)
 
         algo = data.get("algo", "maskable_ppo")
         if algo not in ALGORITHMS:
@@ -179,6 +196,7 @@ class TrainConfig:
         baselines = ev.get("baselines", DEFAULT_BASELINES)
         if not isinstance(baselines, list | tuple) or not all(isinstance(b, str) for b in baselines):
             raise TrainConfigError(f"key 'eval.baselines' must be a list of agent names; got {baselines!r}")
+        check_agent_names(baselines, "key 'eval.baselines'")
         eval_settings = EvalSettings(
             freq=_int(ev.get("freq", 10_000), "eval.freq", minimum=1),
             episodes=_int(ev.get("episodes", 10), "eval.episodes", minimum=1),
@@ -202,6 +220,8 @@ class TrainConfig:
                                       or pre_agent == "oracle"):
             raise TrainConfigError("key 'pretrain.agent' must be the name of a non-privileged baseline agent "
                                    f"(e.g. versioned) or null; got {pre_agent!r}")
+        if pre_agent is not None and not pre_agent.startswith("memsys:"):
+            check_agent_names([pre_agent], "key 'pretrain.agent'", privileged=False)
         if pre_agent is not None and algo == "dqn":
             raise TrainConfigError("key 'pretrain' (imitation warm start) needs an actor-critic algorithm "
                                    "(maskable_ppo, ppo, a2c), not dqn")
@@ -301,6 +321,108 @@ def _deep_merge(base: dict, extra: Mapping) -> dict:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+_SECTION_KEYS = {
+    "env": ("id", "overrides"),
+    "eval": tuple(f.name for f in dataclasses.fields(EvalSettings)),
+    "pretrain": tuple(f.name for f in dataclasses.fields(PretrainSettings)),
+}
+
+
+def _check_quick_keys(quick: Mapping) -> None:
+    """Unknown keys of the `quick:` section, named `quick.<key>` (and `quick.eval.<key>`, ...)."""
+    _check_keys(quick, _TOP_KEYS, "quick.")
+    for section, allowed in _SECTION_KEYS.items():
+        value = quick.get(section)
+        if isinstance(value, Mapping):
+            _check_keys(value, allowed, f"quick.{section}.")
+
+
+def _blame_quick(message: str, quick: Mapping) -> str:
+    """An error of the recipe with `quick:` merged, where the full recipe is valid: the culprit is in the
+    quick section, so `key 'total_steps'` becomes `key 'quick.total_steps'` (when the quick section sets it)."""
+
+    def sets(path: str) -> bool:
+        node: Any = quick
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    blamed = re.sub(r"key '([A-Za-z0-9_.]+)'",
+                    lambda m: f"key 'quick.{m.group(1)}'" if sets(m.group(1)) else m.group(0), message)
+    if blamed == message:
+        blamed = f"the recipe with its 'quick' section merged (--quick): {message}"
+    return blamed
+
+
+def check_env(env_id: str, overrides: Mapping[str, Any], *, id_label: str = "key 'env.id'",
+              override_label: str = "key 'env.overrides.{}'", overrides_label: str = "key 'env.overrides'") -> None:
+    """The env id is registered and its overrides are valid WorldConfig fields and values.
+
+    Checked as the env will apply them (`WorldConfig.replace` over the id's preset): unknown fields
+    first, then all overrides together, and if that fails each alone, so that the error names the
+    override that is wrong (`env.overrides.horizon`) with the allowed keys or values.
+    `id_label`, `override_label` (a format string taking the field) and `overrides_label` are how errors
+    name the inputs: config keys by default, command-line options for `memgym train --headline`.
+    """
+    if env_id.startswith("MemGym/"):
+        import envs
+
+        try:
+            family, difficulty = envs.parse_env_id(env_id)
+        except ValueError as err:
+            raise TrainConfigError(f"{id_label}: {err}") from None
+    else:  # another package's id: it must at least be registered with Gymnasium
+        import gymnasium as gym
+
+        try:
+            gym.spec(env_id)
+        except gym.error.Error as err:
+            known = ", ".join(sorted(k for k in gym.registry if k.startswith("MemGym/")))
+            raise TrainConfigError(f"{id_label}: unknown env id {env_id!r} ({err}); "
+                                   f"registered MemGym ids: {known}") from None
+        return  # its keyword arguments are its own: gym.make checks them
+    from world import WorldConfig
+    from world.config import ConfigError
+
+    base = WorldConfig.preset(family, difficulty)
+    allowed = [f.name for f in dataclasses.fields(WorldConfig)]
+    for name in overrides:
+        if name not in allowed:
+            raise TrainConfigError(f"{override_label.format(name)}: unknown WorldConfig field {name!r}; allowed: "
+                                   f"{', '.join(allowed)}")
+    try:
+        base.replace(**dict(overrides))
+    except (ConfigError, TypeError, ValueError) as err:
+        for name, value in overrides.items():  # name the override that is wrong on its own, if one is
+            try:
+                base.replace(**{name: value})
+            except (ConfigError, TypeError, ValueError) as one:
+                raise TrainConfigError(f"{override_label.format(name)} is invalid for {env_id}: {one}") from None
+        raise TrainConfigError(f"{overrides_label}: invalid together for {env_id}: {err}") from None
+
+
+def check_agent_names(names: Any, label: str, *, privileged: bool = True) -> None:
+    """Every name is a registered agent (agents.base), an ablated oracle (`oracle[-LINK]`), `sb3:PATH` or
+    `memsys:MODULE:FACTORY`; with `privileged=False` only the non-privileged registered agents (no oracle,
+    no model files). `label` names the input in the error (`key 'eval.baselines'`, `--baselines`)."""
+    from agents.base import _REGISTRY, agent_names, parse_agent_spec
+
+    known = agent_names()
+    allowed = [n for n in known if privileged or not getattr(_REGISTRY[n][0], "privileged", False)]
+    extra = ", sb3:PATH, memsys:MODULE:FACTORY" if privileged else ""
+    for spec in names:
+        if privileged and spec.startswith(("sb3:", "memsys:")) and spec.split(":", 1)[1]:
+            continue
+        try:
+            name, _ = parse_agent_spec(spec)
+        except ValueError as err:
+            raise TrainConfigError(f"{label}: {err}") from None
+        if name not in allowed:
+            raise TrainConfigError(f"{label}: unknown agent {spec!r}; allowed: {', '.join(allowed)}{extra}")
 
 
 def _check_keys(data: Mapping, allowed: tuple[str, ...], prefix: str) -> None:
