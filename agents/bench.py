@@ -313,6 +313,8 @@ class EpisodeError(RuntimeError):
 
 def _task(args: tuple) -> list[tuple[dict, dict]]:
     """Worker entry: one (agent, family, difficulty, overrides) group over a chunk of seeds."""
+    from agents.sb3_agent import SB3ModelError
+
     spec, family, difficulty, overrides, seeds = args
     agent = make_agent(spec)
     env = _finite_env(make_env(family, difficulty, overrides))
@@ -320,6 +322,8 @@ def _task(args: tuple) -> list[tuple[dict, dict]]:
     for seed in seeds:
         try:
             row, timing = run_episode(agent, env, seed)
+        except SB3ModelError:  # a model of another env layout: a user error (memgym bench: error: ...), not a crash
+            raise
         except Exception as exc:  # name the episode: the traceback of a worker process is easy to lose
             import traceback
 

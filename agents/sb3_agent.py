@@ -25,7 +25,52 @@ ALGORITHMS = ("maskable_ppo", "ppo", "dqn", "a2c")
 
 
 class SB3ModelError(ValueError):
-    """The model file is missing or is not a Stable-Baselines3 archive."""
+    """The model file is missing, is not a Stable-Baselines3 archive, or was trained for another env layout."""
+
+
+def _describe(space: Any) -> str:
+    shape = getattr(space, "shape", None)
+    n = getattr(space, "n", None)
+    if type(space).__name__ == "Discrete":
+        return f"Discrete({int(n)})"
+    if type(space).__name__ == "MultiDiscrete":
+        return f"MultiDiscrete({[int(v) for v in np.asarray(space.nvec).reshape(-1)]})"
+    return f"{type(space).__name__} of shape {tuple(shape) if shape is not None else '?'}"
+
+
+def _signature(space: Any) -> tuple:
+    """What must agree between a model's space and an env's for the model to read / act on the env."""
+    name = type(space).__name__
+    if name == "Discrete":
+        return (name, int(space.n))
+    if name == "MultiDiscrete":
+        return (name, tuple(int(v) for v in np.asarray(space.nvec).reshape(-1)))
+    return (name, tuple(getattr(space, "shape", None) or ()))
+
+
+def space_mismatch(model_space: Any, env_space: Any, what: str = "observation",
+                   optional_keys: tuple[str, ...] = ()) -> str | None:
+    """None if a model with `model_space` can be used on an env with `env_space`; else what differs, naming
+    the key and both shapes (e.g. ``observation key 'candidates': the model has Box of shape (112,), the env
+    Box of shape (152,)``). Dict spaces are compared key by key; `optional_keys` of the model may be missing
+    from the env (the agent adds them, e.g. ``action_mask``)."""
+    model_sub = getattr(model_space, "spaces", None)
+    env_sub = getattr(env_space, "spaces", None)
+    if isinstance(model_sub, dict) or isinstance(env_sub, dict):
+        if not (isinstance(model_sub, dict) and isinstance(env_sub, dict)):
+            return f"{what} space: the model has {_describe(model_space)}, the env {_describe(env_space)}"
+        missing = [k for k in model_sub if k not in env_sub and k not in optional_keys]
+        extra = [k for k in env_sub if k not in model_sub]
+        if missing or extra:
+            return (f"{what} keys: the model has {sorted(model_sub)}, the env {sorted(env_sub)} "
+                    f"(missing in the env: {missing}, unknown to the model: {extra})")
+        for key, sub in model_sub.items():
+            if key in env_sub and _signature(sub) != _signature(env_sub[key]):
+                return (f"{what} key {key!r}: the model has {_describe(sub)}, the env {_describe(env_sub[key])}")
+        return None
+    if _signature(model_space) != _signature(env_space):
+        return f"{what} space: the model has {_describe(model_space)}, the env {_describe(env_space)}"
+    return None
 
 
 def _sidecar(path: Path) -> dict | None:
@@ -102,13 +147,62 @@ class SB3Agent:
         self.flat = self.algo == "dqn" or getattr(self.model.action_space, "n", None) is not None
         space = self.model.observation_space
         self._keys = list(getattr(space, "spaces", {}).keys())
+        self._checked = False
+
+    def _check_observation(self, observation: Any) -> None:
+        """The shapes of a first observation against the model's space (when no env was attached)."""
+        space = self.model.observation_space
+        model_sub = getattr(space, "spaces", None)
+        if isinstance(observation, dict) and isinstance(model_sub, dict):
+            problem = None
+            missing = [k for k in model_sub if k not in observation and k != "action_mask"]
+            extra = [k for k in observation if k not in model_sub]
+            if missing or extra:
+                problem = (f"observation keys: the model has {sorted(model_sub)}, the env gives {sorted(observation)} "
+                           f"(missing: {missing}, unknown to the model: {extra})")
+            else:
+                for key, value in observation.items():
+                    if tuple(np.shape(value)) != tuple(model_sub[key].shape or ()):
+                        problem = (f"observation key {key!r}: the model has shape {tuple(model_sub[key].shape)}, "
+                                   f"the env gives shape {tuple(np.shape(value))}")
+                        break
+            if problem is not None:
+                raise SB3ModelError(f"{self.path} was trained for another env layout: {problem}. Retrain it "
+                                    "on this env (memgym train), or evaluate it on the env it was trained on")
+        self._checked = True
 
     def reset(self, seed: int | None) -> None:
         pass
 
     def attach(self, view: Any) -> None:
-        """Only used for the exact (op, slot) mask of a flat-action (FlattenAction) model."""
+        """Check the model against the env it is about to play (before the first act), and keep the view
+        for the exact (op, slot) mask of a flat-action (FlattenAction) model."""
         self.view = view
+        env = getattr(view, "_env", None)  # AgentView wraps the bare MemoryEnv the bench plays
+        if env is not None and hasattr(env, "observation_space"):
+            self.check_env(env)
+
+    def check_env(self, env: Any) -> None:
+        """Raise SB3ModelError if the model was trained for another env layout than `env` (a bare
+        ``MemoryEnv``; a flat-action model is compared with its ``FlattenAction`` action space):
+        SB3 would otherwise fail deep inside ``predict`` with "Unexpected observation shape"."""
+        base = getattr(env, "unwrapped", env)
+        problem = space_mismatch(self.model.observation_space, base.observation_space, "observation",
+                                 optional_keys=("action_mask",))
+        if problem is None:
+            env_action = base.action_space
+            if self.flat:
+                from gymnasium import spaces
+
+                env_action = spaces.Discrete(int(np.prod(np.asarray(base.action_space.nvec))))
+            problem = space_mismatch(self.model.action_space, env_action, "action")
+        if problem is not None:
+            config = getattr(base, "config", None)
+            label = f"{config.family}-{config.difficulty}" if config is not None else type(base).__name__
+            raise SB3ModelError(f"{self.path} was trained for another env layout than {label}: {problem}. "
+                                "Retrain it on this env (memgym train), or evaluate it on the env it was "
+                                "trained on")
+        self._checked = True
 
     def _obs(self, observation: Any, info: dict) -> Any:
         if "action_mask" in self._keys and isinstance(observation, dict) and "action_mask" not in observation:
@@ -126,6 +220,8 @@ class SB3Agent:
         return mask
 
     def act(self, observation: Any, info: dict) -> np.ndarray:
+        if not self._checked:  # played without attach(): check what the env gives against the model
+            self._check_observation(observation)
         obs = self._obs(observation, info)
         if self.algo == "maskable_ppo":
             action, _ = self.model.predict(obs, deterministic=self.deterministic, action_masks=self._mask(info))

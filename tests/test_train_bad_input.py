@@ -4,6 +4,10 @@ folder written for a bad recipe, checkpoints left as they were)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
 import pytest
 import yaml
 
@@ -12,6 +16,7 @@ pytest.importorskip("sb3_contrib")
 from test_train import LIFE_EASY, tiny  # noqa: E402
 
 from agents import cli  # noqa: E402
+from agents import train as T  # noqa: E402
 from agents.train_config import TrainConfig, TrainConfigError  # noqa: E402
 
 
@@ -19,6 +24,18 @@ def _recipe(**patch) -> dict:
     data = yaml.safe_load(LIFE_EASY.read_text())
     data.update(patch)
     return data
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A finished tiny run (seconds): checkpoints at 64 and 128 steps, model.zip, model.json."""
+    tmp = tmp_path_factory.mktemp("run")
+    cfg = tiny(tmp, total_steps=128, checkpoint_freq=64)
+    result = T.train(cfg, seed=0, out_dir=tmp / "run", test_eval=False)
+    assert result.finished
+    assert sorted(p.name for p in (result.run_dir / "checkpoints").iterdir()) == [
+        "model_128_steps.zip", "model_64_steps.zip", "state_128.json", "state_64.json"]
+    return result.run_dir
 
 
 # ------------------------------------------------------------------------------------ 1. the recipe
@@ -72,3 +89,65 @@ def test_cli_bad_recipe_fails_before_writing_the_run_folder(tmp_path, capsys, ch
     assert rc == 2
     assert err.startswith("memgym train: error: ") and needle in err and "Traceback" not in err
     assert not out.exists()  # no config.yaml / seeds.json left behind to block the corrected command
+
+
+# ------------------------------------------------------------------------------------ 4. sb3: models of another layout
+class _OldLayoutEnv(gym.Env):
+    """The Life-Easy spaces with `candidates` of another width: a model trained before the candidate
+    features changed (14 per slot, shape (112,), instead of today's)."""
+
+    def __init__(self, real: gym.Env, width: int):
+        spaces = dict(real.observation_space.spaces)
+        spaces["candidates"] = gym.spaces.Box(-1.0, 1.0, shape=(width,), dtype=np.float32)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.action_space = real.action_space
+
+
+@pytest.fixture(scope="module")
+def old_layout_model(tmp_path_factory) -> tuple[Path, tuple, tuple]:
+    from sb3_contrib import MaskablePPO
+
+    real = T.make_env("MemGym/Life-Easy-v0")
+    old = _OldLayoutEnv(real, 112)
+    model = MaskablePPO("MultiInputPolicy", old, n_steps=64, batch_size=32, policy_kwargs={"net_arch": [8]},
+                        device="cpu", seed=0)
+    path = tmp_path_factory.mktemp("old") / "model.zip"
+    model.save(path)
+    shapes = (old.observation_space["candidates"].shape, real.observation_space["candidates"].shape)
+    real.close()
+    assert shapes[0] != shapes[1]
+    return path, shapes[0], shapes[1]
+
+
+def test_sb3_agent_refuses_a_model_of_another_layout_before_acting(old_layout_model, finished_run):
+    from agents.bench import evaluate
+    from agents.sb3_agent import SB3Agent, SB3ModelError
+
+    path, old, new = old_layout_model
+    agent = SB3Agent(path)
+    env = T.make_env("MemGym/Life-Easy-v0")
+    with pytest.raises(SB3ModelError) as err:
+        agent.check_env(env)
+    msg = str(err.value)
+    assert "'candidates'" in msg and str(old) in msg and str(new) in msg and "another env layout" in msg
+    # without attach() the first observation is checked instead of SB3 failing inside predict
+    obs, info = env.reset(seed=0)
+    with pytest.raises(SB3ModelError, match="'candidates'"):
+        SB3Agent(path).act(obs, info)
+    env.close()
+    with pytest.raises(SB3ModelError, match="'candidates'"):  # the bench path: attach() checks
+        evaluate(f"sb3:{path}", "MemGym/Life-Easy-v0", [10_000])
+    # a model of this layout passes the same check and plays
+    rows = evaluate(f"sb3:{finished_run / 'model.zip'}", {"id": "MemGym/Life-Easy-v0", "overrides": {"horizon": 30}},
+                    [10_000])
+    assert rows[0]["events"] == 30
+
+
+def test_bench_cli_reports_a_model_of_another_layout_as_a_clean_error(old_layout_model, tmp_path, capsys):
+    path, old, new = old_layout_model
+    rc = cli.main(["bench", "--suite", "quick", "--agents", f"sb3:{path}", "--families", "life",
+                   "--difficulties", "easy", "--seeds", "1", "--workers", "2", "--set", "horizon=20",
+                   "--no-plot", "--no-progress", "--out", str(tmp_path / "bench")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("memgym bench: error: ") and "'candidates'" in err and str(old) in err
+    assert "Traceback" not in err
