@@ -47,6 +47,8 @@ from agents.train_config import (
     TrainConfig,
     TrainConfigError,
     algorithm_class,
+    check_agent_names,
+    check_env,
 )
 
 __all__ = ["train", "add_arguments", "run", "TrainResult", "train_seed", "SeedSchedule", "load_model"]
@@ -395,21 +397,84 @@ class TrainResult:
     summary: dict | None
 
 
-def latest_checkpoint(run_dir: str | Path) -> tuple[Path, dict] | None:
-    """The checkpoint with the most steps in `run_dir/checkpoints`, with its state (or None)."""
+def _checkpoint_steps(run_dir: str | Path) -> list[int]:
+    """Step counts of the checkpoints in `run_dir/checkpoints` that have both files (model zip and state)."""
     ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
-    best: tuple[int, Path] | None = None
+    steps = []
     for path in ckpt_dir.glob("model_*_steps.zip"):
         try:
-            steps = int(path.stem.split("_")[-2])
+            n = int(path.stem.split("_")[-2])
         except ValueError:
             continue
-        if (ckpt_dir / f"state_{steps}.json").exists() and (best is None or steps > best[0]):
-            best = (steps, path)
-    if best is None:
+        if (ckpt_dir / f"state_{n}.json").exists():
+            steps.append(n)
+    return sorted(steps)
+
+
+def _bad_checkpoint(run_dir: Path, steps: int, path: Path, problem: str) -> TrainConfigError:
+    """The error for an unreadable checkpoint: names the file, leaves it alone, says how to go on."""
+    ckpt_dir = run_dir / CHECKPOINT_DIR
+    earlier = [n for n in _checkpoint_steps(run_dir) if n < steps]
+    pair = f"{ckpt_dir / f'model_{steps}_steps.zip'} and {ckpt_dir / f'state_{steps}.json'}"
+    if earlier:
+        how = (f"to resume from the previous checkpoint (model_{earlier[-1]}_steps.zip, {earlier[-1]} steps), "
+               f"move or delete {pair} and run the same command again")
+    else:
+        how = "there is no earlier checkpoint: restore the file, or train again into another --out"
+    return TrainConfigError(f"cannot resume: checkpoint file {path} {problem}. Nothing was changed in {run_dir}; "
+                            f"{how}")
+
+
+def latest_checkpoint(run_dir: str | Path) -> tuple[Path, dict] | None:
+    """The checkpoint with the most steps in `run_dir/checkpoints`, with its state (or None).
+
+    A corrupt or incomplete `state_<steps>.json` of that checkpoint is an error naming the file (never a
+    silent fall-back to an older checkpoint: the user decides, see docs/train.md)."""
+    run_dir = Path(run_dir)
+    steps = _checkpoint_steps(run_dir)
+    if not steps:
         return None
-    state = json.loads((ckpt_dir / f"state_{best[0]}.json").read_text())
-    return best[1], state
+    best = steps[-1]
+    state_path = run_dir / CHECKPOINT_DIR / f"state_{best}.json"
+    try:
+        state = json.loads(state_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise _bad_checkpoint(run_dir, best, state_path, f"is not readable JSON ({err})") from None
+    ok = (isinstance(state, dict) and isinstance(state.get("timesteps"), int) and state["timesteps"] == best
+          and isinstance(state.get("episodes_started"), list)
+          and all(isinstance(x, int) and x >= 0 for x in state["episodes_started"]))
+    if not ok:
+        raise _bad_checkpoint(run_dir, best, state_path, f"does not hold this checkpoint's state (expected "
+                              f"timesteps {best} and episodes_started, a list of counts per env)")
+    return run_dir / CHECKPOINT_DIR / f"model_{best}_steps.zip", state
+
+
+def _check_checkpoint_model(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig) -> None:
+    """Before a resume changes anything: the checkpoint's model loads and fits the run's env."""
+    from agents.sb3_agent import space_mismatch
+
+    model = _load_checkpoint(run_dir, ckpt, cfg)
+    env = make_env(cfg.env_id, cfg.env_overrides, flatten=cfg.algo == "dqn")
+    try:
+        problem = space_mismatch(model.observation_space, env.observation_space, "observation") or \
+            space_mismatch(model.action_space, env.action_space, "action")
+    finally:
+        env.close()
+    if problem:
+        raise _bad_checkpoint(run_dir, int(ckpt[1]["timesteps"]), ckpt[0],
+                              f"was trained for another env layout than {cfg.env_id} has now ({problem})")
+
+
+def _load_checkpoint(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig, **kwargs):
+    """Load a checkpoint's model (`algorithm_class(cfg.algo).load`); an unreadable zip or a model of another
+    env layout is an error naming the file (SB3's own errors say neither)."""
+    path, state = ckpt
+    steps = int(state["timesteps"])
+    try:
+        return algorithm_class(cfg.algo).load(path, device=cfg.device, **kwargs)
+    except Exception as err:  # noqa: BLE001 - SB3 raises ValueError, KeyError, zipfile/torch errors on a bad archive
+        raise _bad_checkpoint(run_dir, steps, path, f"cannot be loaded as a {cfg.algo} model "
+                              f"({type(err).__name__}: {err})") from err
 
 
 def load_model(path: str | Path, *, device: str = "cpu"):
@@ -718,16 +783,34 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     """
     bench = _bench()
     run_dirs = [Path(r) for r in run_dirs]
-    metas = [json.loads((r / "model.json").read_text()) for r in run_dirs]
+    if not run_dirs:
+        raise TrainConfigError("--headline needs at least one run folder")
+    metas = [_finished_run(r) for r in run_dirs]
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise TrainConfigError(f"--episodes must be an integer >= 1, got {episodes!r}")
     env_id = env or metas[0]["env"]["id"]
     over = {**(metas[0]["env"].get("overrides") or {}), **(overrides or {})}
+    check_env(env_id, over, id_label="--env" if env else f"{run_dirs[0] / 'model.json'}: env.id",
+              override_label="--set {}", overrides_label="--set")
     spec: Any = {"id": env_id, "overrides": over} if over else env_id
     seeds = list(range(TEST_SEED_START, TEST_SEED_START + episodes))
-    names = list(baselines) if baselines is not None else list(yaml.safe_load(
-        (run_dirs[0] / "config.yaml").read_text())["eval"]["baselines"])
+    if baselines is not None:
+        names = list(baselines)
+        check_agent_names(names, "--baselines")
+    else:
+        names = list(_run_config(run_dirs[0]).get("eval", {}).get("baselines", []))
     for needed in ("random", "oracle"):
         if needed not in names:
             names.append(needed)
+    # every model must fit the env before minutes of baselines are played (SB3ModelError names the key)
+    from agents.sb3_agent import SB3Agent
+
+    probe = bench.make_env(spec)
+    try:
+        for run in run_dirs:
+            SB3Agent(run / "model.zip").check_env(probe)
+    finally:
+        probe.close()
     rows: dict[str, list[dict]] = {}
     for name in names:
         rows[name] = list(bench.evaluate(name, spec, seeds))
@@ -784,6 +867,43 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
                          f"{counts[0]} / {counts[1]} / {counts[2]} |")
     return "\n".join(lines), {"env": label, "seeds": seeds, "table": table_all, "best_heuristic": best,
                                "paired": paired}
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise TrainConfigError(f"{path}: cannot read {what} ({err})") from None
+
+
+def _run_config(run_dir: Path) -> dict:
+    """The run folder's resolved `config.yaml`, or a clear error naming it."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise TrainConfigError(f"{path} not found: {run_dir} is not a run folder of `memgym train`")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise TrainConfigError(f"{path}: not valid YAML ({err}); it is the run's recipe: restore it or "
+                               "train into another --out") from None
+    if not isinstance(data, dict):
+        raise TrainConfigError(f"{path}: expected the run's resolved recipe (a mapping), got {type(data).__name__}")
+    return data
+
+
+def _finished_run(run_dir: Path) -> dict:
+    """`model.json` of a finished run (what --headline compares), or a clear error naming what is missing."""
+    if not run_dir.is_dir():
+        raise TrainConfigError(f"--headline: run folder {run_dir} not found")
+    for name in ("model.zip", "model.json"):
+        if not (run_dir / name).is_file():
+            raise TrainConfigError(f"--headline: {run_dir} holds no {name}: not a finished run (a stopped run "
+                                   f"finishes with memgym train --resume --out {run_dir})")
+    meta = _read_json(run_dir / "model.json", "the model's metadata")
+    if not (isinstance(meta, dict) and isinstance(meta.get("env"), dict) and isinstance(meta["env"].get("id"), str)
+            and "seed" in meta):
+        raise TrainConfigError(f"{run_dir / 'model.json'}: expected the keys env.id and seed (written by memgym train)")
+    return meta
 
 
 # ----------------------------------------------------------------------------------------- plot
@@ -851,12 +971,27 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         run_dir = Path(out_dir)
         if not (run_dir / "config.yaml").exists():
             raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder)")
-        stored = yaml.safe_load((run_dir / "config.yaml").read_text())
-        seed = int(stored.pop("seed"))
+        stored = _run_config(run_dir)
+        seed = stored.pop("seed", None)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise TrainConfigError(f"{run_dir / 'config.yaml'}: key 'seed' must be the run's seed (an integer "
+                                   f">= 0), got {seed!r}")
         stored.pop("versions", None)
         stored.pop("quick", None)
         stored.pop("extended", None)
-        cfg = TrainConfig.from_dict(stored)
+        try:
+            cfg = TrainConfig.from_dict(stored)
+        except TrainConfigError as err:
+            raise TrainConfigError(f"{run_dir / 'config.yaml'}: {err}") from None
+        # everything --resume reads is checked before anything in the run folder changes
+        ckpt = latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise TrainConfigError(f"cannot resume: no checkpoint in {run_dir / CHECKPOINT_DIR}")
+        if len(ckpt[1]["episodes_started"]) != cfg.n_envs:
+            raise _bad_checkpoint(run_dir, int(ckpt[1]["timesteps"]), ckpt[0].with_name(
+                f"state_{ckpt[1]['timesteps']}.json"), f"counts episodes for {len(ckpt[1]['episodes_started'])} "
+                f"envs, the run's config.yaml has n_envs {cfg.n_envs}")
+        _check_checkpoint_model(run_dir, ckpt, cfg)
         if total_steps is not None and total_steps != cfg.total_steps:
             # extending (or shortening) a run: the run folder's config records the new budget
             cfg = cfg.replace(total_steps=total_steps)
@@ -910,15 +1045,13 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         assert not set(range(*seeds_doc["train"]["pool"])) & (set(cfg.eval.seeds) | set(test_seeds))
         (run_dir / "seeds.json").write_text(json.dumps(seeds_doc, indent=2))
 
-    # -- resume point
+    # -- resume point (checked above, before anything was written)
     start_steps, started = 0, [0] * cfg.n_envs
-    ckpt = latest_checkpoint(run_dir) if resume else None
-    if resume and ckpt is None:
-        raise TrainConfigError(f"cannot resume: no checkpoint in {run_dir / CHECKPOINT_DIR}")
+    if not resume:
+        ckpt = None
     if ckpt is not None:
         start_steps = int(ckpt[1]["timesteps"])
         started = [int(x) for x in ckpt[1]["episodes_started"]]
-        _truncate_evaluations(run_dir / "evaluations.csv", start_steps)
         _say(f"resuming {run_dir} from {ckpt[0].name} ({start_steps} steps)")
 
     # -- envs
@@ -940,8 +1073,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     # -- model
     t0 = time.perf_counter()
     if ckpt is not None:
-        model = algorithm_class(cfg.algo).load(ckpt[0], env=train_env, device=cfg.device,
-                                               tensorboard_log=str(run_dir / "tb"))
+        model = _load_checkpoint(run_dir, ckpt, cfg, env=train_env, tensorboard_log=str(run_dir / "tb"))
+        _truncate_evaluations(run_dir / "evaluations.csv", start_steps)
         replay = ckpt[0].with_name(f"replay_buffer_{start_steps}_steps.pkl")
         if cfg.algo == "dqn" and replay.exists():
             model.load_replay_buffer(replay)
@@ -1102,7 +1235,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
     parser.add_argument("--total-steps", type=int, help="override total_steps of the config (with --resume: "
                         "extend the run to that many steps)")
-    parser.add_argument("--stop-after", type=int, help="stop this session at that many steps (resumable)")
+    parser.add_argument("--stop-after", type=int, help="stop this session at that many steps: save a checkpoint "
+                        "and exit with code 0 (a planned stop; continue with --resume)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-test", action="store_true", help="skip the final test on the benchmark seeds")
     parser.add_argument("--headline", nargs="+", metavar="RUN", help="instead of training: compare the models of "
@@ -1110,37 +1244,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--env", help="with --headline: env id to test on (default: the runs' env)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="with --headline: a WorldConfig "
                         "override, e.g. --set horizon=800 (repeatable)")
-    parser.add_argument("--episodes", type=int, default=50, help="with --headline: test episodes per agent")
+    parser.add_argument("--episodes", type=int, help="with --headline: test episodes per agent (default 50)")
     parser.add_argument("--baselines", help="with --headline: comma-separated baselines (default: the runs' list)")
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry point of `memgym train`; returns the exit code (130 after Ctrl-C, checkpoint saved)."""
+    """Entry point of `memgym train`; returns the exit code: 0, 2 after a user error (printed as
+    `memgym train: error: ...`, as `memgym bench` does), 130 after Ctrl-C (checkpoint saved)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        return _run(args)
+    except TrainConfigError as err:
+        print(f"memgym train: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     if getattr(args, "headline", None):
         overrides = {}
         for pair in args.set or []:
             if "=" not in pair:
-                print(f"memgym train: error: --set expects KEY=VALUE, got {pair!r}", file=sys.stderr)
-                return 2
+                raise TrainConfigError(f"--set expects KEY=VALUE (a WorldConfig field), got {pair!r}")
             key, value = pair.split("=", 1)
-            overrides[key.strip()] = yaml.safe_load(value)
+            try:
+                overrides[key.strip()] = yaml.safe_load(value)
+            except yaml.YAMLError as err:
+                raise TrainConfigError(f"--set {key.strip()}: the value is not valid YAML ({err})") from None
         baselines = [b for b in args.baselines.split(",") if b] if args.baselines else None
-        text, data = headline(args.headline, env=args.env, overrides=overrides, episodes=args.episodes,
-                              baselines=baselines)
+        episodes = 50 if getattr(args, "episodes", None) is None else args.episodes
+        try:
+            text, data = headline(args.headline, env=args.env, overrides=overrides, episodes=episodes,
+                                  baselines=baselines)
+        except TrainConfigError:
+            raise
+        except ValueError as err:  # e.g. agents.sb3_agent.SB3ModelError: a model of another env layout
+            raise TrainConfigError(str(err)) from err
         print(text)
         if args.out:
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(data, indent=2, default=_json_default))
         return 0
-    try:
-        result = train(args.config, seed=args.seed, out_dir=args.out, quick=args.quick, resume=args.resume,
-                       n_envs=args.n_envs, total_steps=args.total_steps, stop_after=args.stop_after,
-                       progress_bar=False if args.no_progress else None, test_eval=not args.no_test)
-    except TrainConfigError as err:
-        print(f"memgym train: error: {err}", file=sys.stderr)
-        return 2
+    unused = [opt for opt, value in (("--env", getattr(args, "env", None)), ("--set", getattr(args, "set", None)),
+                                     ("--episodes", getattr(args, "episodes", None)),
+                                     ("--baselines", getattr(args, "baselines", None))) if value is not None]
+    if unused:
+        verb = "applies" if len(unused) == 1 else "apply"
+        raise TrainConfigError(f"{', '.join(unused)} {verb} only with --headline RUN ...; for training put env "
+                               "overrides in the recipe (env.overrides) and baselines in eval.baselines")
+    result = train(args.config, seed=args.seed, out_dir=args.out, quick=args.quick, resume=args.resume,
+                   n_envs=args.n_envs, total_steps=args.total_steps, stop_after=args.stop_after,
+                   progress_bar=False if args.no_progress else None, test_eval=not args.no_test)
     if result.stop_reason == _STOP_REASON_INTERRUPT:
         return 130
     print(f"run folder: {result.run_dir} ({result.timesteps} steps, {result.wall_time_s / 60:.1f} min)")

@@ -4,6 +4,8 @@ folder written for a bad recipe, checkpoints left as they were)."""
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
@@ -24,6 +26,11 @@ def _recipe(**patch) -> dict:
     data = yaml.safe_load(LIFE_EASY.read_text())
     data.update(patch)
     return data
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +98,82 @@ def test_cli_bad_recipe_fails_before_writing_the_run_folder(tmp_path, capsys, ch
     assert not out.exists()  # no config.yaml / seeds.json left behind to block the corrected command
 
 
+# ------------------------------------------------------------------------------------ 2. --headline
+@pytest.mark.parametrize(
+    "extra, needles",
+    [
+        (["--set", "horizn=3"], ["--set horizn", "horizon", "capacity"]),
+        (["--set", "horizon=-3"], ["--set horizon", "[10, 1000000]"]),
+        (["--env", "MemGym/Nope-v0"], ["--env", "MemGym/Life-Easy-v0"]),
+        (["--baselines", "random,nope"], ["--baselines", "'nope'", "versioned"]),
+        (["--episodes", "0"], ["--episodes must be an integer >= 1"]),
+    ],
+)
+def test_headline_bad_options_are_clean_errors(finished_run, capsys, extra, needles):
+    rc = cli.main(["train", "--headline", str(finished_run), *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("memgym train: error: ") and "Traceback" not in err
+    for needle in needles:
+        assert needle in err
+
+
+def test_headline_of_a_missing_or_unfinished_run_is_a_clean_error(tmp_path, capsys):
+    assert cli.main(["train", "--headline", str(tmp_path / "nope")]) == 2
+    assert f"run folder {tmp_path / 'nope'} not found" in capsys.readouterr().err
+    assert cli.main(["train", "--headline", str(tmp_path)]) == 2
+    assert "holds no model.zip: not a finished run" in capsys.readouterr().err
+
+
+def test_headline_options_without_headline_are_refused(tmp_path, capsys):
+    rc = cli.main(["train", "--config", str(tiny(tmp_path)), "--out", str(tmp_path / "run"), "--set", "horizon=80"])
+    assert rc == 2 and "--set applies only with --headline" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------------ 3. --resume
+@pytest.mark.parametrize("victim", ["checkpoints/state_128.json", "checkpoints/model_128_steps.zip"])
+def test_resume_from_a_corrupt_checkpoint_names_the_file_and_changes_nothing(finished_run, tmp_path, capsys,
+                                                                           victim):
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    path = run / victim
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # truncated, as by a full disk or a killed copy
+    before = _snapshot(run)
+    with pytest.raises(TrainConfigError) as err:
+        T.train(None, out_dir=run, resume=True, total_steps=256, test_eval=False)
+    msg = str(err.value)
+    assert str(path) in msg
+    assert "model_64_steps.zip, 64 steps" in msg and "move or delete" in msg  # what to do about it
+    assert _snapshot(run) == before  # not even config.yaml's total_steps was rewritten
+    assert cli.main(["train", "--resume", "--out", str(run), "--no-progress"]) == 2
+    assert str(path) in capsys.readouterr().err
+    assert _snapshot(run) == before
+
+
+def test_resume_after_removing_the_corrupt_checkpoint_continues_from_the_earlier_one(finished_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    (run / "checkpoints" / "state_128.json").write_text("{not json")
+    with pytest.raises(TrainConfigError, match="state_128.json"):
+        T.train(None, out_dir=run, resume=True, test_eval=False)
+    for name in ("state_128.json", "model_128_steps.zip"):  # what the error says to do
+        (run / "checkpoints" / name).unlink()
+    result = T.train(None, out_dir=run, resume=True, test_eval=False)
+    assert result.finished and result.timesteps == 128
+
+
+def test_resume_with_only_a_corrupt_checkpoint_says_there_is_no_earlier_one(finished_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    for name in ("state_128.json", "model_128_steps.zip"):
+        (run / "checkpoints" / name).unlink()
+    (run / "checkpoints" / "state_64.json").write_text('{"timesteps": 64}')  # valid JSON, not a state
+    with pytest.raises(TrainConfigError, match="state_64.json does not hold this checkpoint's state") as err:
+        T.train(None, out_dir=run, resume=True, test_eval=False)
+    assert "no earlier checkpoint" in str(err.value)
+
+
 # ------------------------------------------------------------------------------------ 4. sb3: models of another layout
 class _OldLayoutEnv(gym.Env):
     """The Life-Easy spaces with `candidates` of another width: a model trained before the candidate
@@ -151,3 +234,26 @@ def test_bench_cli_reports_a_model_of_another_layout_as_a_clean_error(old_layout
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("memgym bench: error: ") and "'candidates'" in err and str(old) in err
     assert "Traceback" not in err
+
+
+def test_headline_refuses_a_model_of_another_layout_before_playing(finished_run, old_layout_model, tmp_path,
+                                                                    capsys, monkeypatch):
+    path, old, new = old_layout_model
+    run = tmp_path / "old_run"
+    shutil.copytree(finished_run, run)
+    shutil.copy(path, run / "model.zip")
+    played = []
+    monkeypatch.setattr("agents.bench.evaluate", lambda *a, **k: played.append(a) or [])
+    assert cli.main(["train", "--headline", str(run), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "'candidates'" in err and str(old) in err and not played
+
+
+# ------------------------------------------------------------------------------------ 5. --stop-after
+def test_stop_after_is_a_planned_stop_with_exit_code_0(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = cli.main(["train", "--config", str(tiny(tmp_path)), "--out", str(out), "--stop-after", "128",
+                   "--no-progress", "--no-test"])
+    assert rc == 0
+    assert T.latest_checkpoint(out)[1]["reason"] == "stop_after" and not (out / "model.zip").exists()
+    assert f"--resume --out {out}" in capsys.readouterr().err
