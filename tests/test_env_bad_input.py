@@ -208,7 +208,7 @@ def test_text_interface_bad_commands_pass_through_inner_wrappers():
     env = TextInterface(gym.wrappers.RecordEpisodeStatistics(gym.make("MemGym/Life-Easy-v0", max_episode_steps=10)),
                         on_error="noop")
     env.reset(seed=0)
-    for i in range(10):
+    for _ in range(10):
         _, _, _, trunc, info = env.step("bogus")
         assert info["invalid_action"] and "malformed command" in info["invalid_reason"]
         assert "parse_error" in info
