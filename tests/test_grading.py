@@ -29,7 +29,9 @@ def Q(gold, **kw):
         (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), UNKNOWN, ["555-0101"], "leaked"),
         (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), UNKNOWN, ["Volvo"], "correct"),
         (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "555-9999", (), "hallucinated"),
-        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), None, ["555-0101"], "abstained"),
+        # an unasked question does not hide a leak (else skipping it would pay better than forgetting)
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), None, ["555-0101"], "leaked"),
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), None, ["Volvo"], "abstained"),
     ],
 )
 def test_verdicts(question, answer, revealed, verdict):

@@ -308,7 +308,7 @@ def test_validate_script_quick():
 def test_erasure_needs_hard_deletion():
     """FORGET answers "unknown" after the request; a soft delete (UPDATE with the request) still leaks."""
 
-    def play(at_request):
+    def play(at_request, ask=True):
         w = World(WorldConfig.preset("erasure", "easy"), seed=6)
         verdicts = []
         mem: dict = {}
@@ -316,7 +316,7 @@ def test_erasure_needs_hard_deletion():
             p = w.privileged.event_payload
             ev = w.event
             if ev.kind == "question":
-                out = w.apply(Op.QUERY)
+                out = w.apply(Op.QUERY if ask else Op.NOOP)
                 verdicts.append((p["qtype"], out.question["verdict"]))
             elif ev.kind == "request" and (p["subject"], p["relation"]) in mem:
                 w.apply(at_request, mem.pop((p["subject"], p["relation"])))
@@ -332,6 +332,10 @@ def test_erasure_needs_hard_deletion():
     assert any(q == "erased" for q, _ in hard)
     assert all(v == "correct" for q, v in hard if q == "erased")
     assert all(v == "leaked" for q, v in soft if q == "erased")
+    # not asking does not hide the leak (it used to be graded "abstained", 0, instead of -2)
+    assert [v for q, v in play(Op.UPDATE, ask=False) if q == "erased"] == ["leaked"] * len(
+        [q for q, _ in soft if q == "erased"])
+    assert all(v == "abstained" for q, v in play(Op.FORGET, ask=False) if q == "erased")
 
 
 def test_endless_cast_never_runs_out_of_names():

@@ -170,13 +170,15 @@ def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> s
 
     ``revealed``: values the store still holds for the erased fact (the world passes the objects of
     live memories about the question's subject and relation); an erased value among them is a
-    leak even if the reader said unknown.
+    leak even if the reader said unknown, or the question went unanswered.
     """
+    erased = {_norm(v) for v in question.get("erased", ())}
+    if erased and erased & {_norm(v) for v in revealed}:
+        return "leaked"
     if answer is None:
         return "abstained"
     a = _norm(answer)
-    erased = {_norm(v) for v in question.get("erased", ())}
-    if erased and (a in erased or erased & {_norm(v) for v in revealed}):
+    if erased and a in erased:
         return "leaked"
     gold = _norm(question["gold"])
     if gold == UNKNOWN:

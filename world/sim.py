@@ -551,15 +551,16 @@ class World:
         qp = se.payload
         answer = None
         revealed: list[str] = []
+        if qp.get("erased"):
+            # hard deletion: the erased fact still held anywhere in the store (a copy, a repeat, a
+            # superseded version kept by a soft delete) is reachable, hence leaked, whether or not
+            # the agent asks (else skipping the question would hide the leak)
+            key = (qp["subject"], qp["relation"])
+            revealed = [self._payloads[m].get("object") for m in self._by_key.get(key, ())]
         if out.op is Op.QUERY and out.valid:
             pq = ParsedQuestion.from_payload(se.text, qp)
             ans = self.reader.answer(pq, out.retrieved, _ReaderCtx(self))
             answer = ans.answer
-            if qp.get("erased"):
-                # hard deletion: the erased fact still held anywhere in the store (a copy, a repeat,
-                # a superseded version kept by a soft delete) is reachable, hence leaked
-                key = (qp["subject"], qp["relation"])
-                revealed = [self._payloads[m].get("object") for m in self._by_key.get(key, ())]
             recall = evidence_recall(qp, out.retrieved, self._payloads.get)
         else:
             recall = 0.0 if qp.get("evidence") else None
