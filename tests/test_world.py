@@ -369,3 +369,24 @@ def test_endless_world_releases_old_events_and_keeps_playing():
     assert all(i >= kept[0] for i in w._gen._repeatable)
     assert w.metrics()["accuracy"] > 0.5
     assert sizes[4000] < 1.25 * sizes[2000]  # (before: the pickle grew by ~0.2 KB per event)
+
+
+@pytest.mark.parametrize("family", ["consolidation", "life", "update"])
+def test_op_mask_is_valid_for_some_target(family):
+    """op_mask()[op] == any(is_valid(op, t)) over every live memory (None for untargeted ops); REFLECT
+    used to be marked valid whenever the store held anything."""
+    w = World(WorldConfig.preset(family, "easy"), seed=2)
+    rng = np.random.default_rng(0)
+    seen_reflect = set()
+    while not w.done:
+        mask = w.op_mask()
+        ids = w.store.ids() if hasattr(w.store, "ids") else list(w.store.episodic) + list(w.store.semantic)
+        for op in Op:
+            targets = ids if op in (Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET) else [None]
+            assert mask[op] == any(w.is_valid(op, t)[0] for t in targets), (op, w.event.index)
+        seen_reflect.add(bool(mask[Op.REFLECT]))
+        op = Op.WRITE if rng.random() < 0.6 else Op(int(rng.integers(7)))
+        target = rng.choice(ids) if ids and op in (Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET) else None
+        w.apply(op, None if target is None else str(target))
+        w.advance()
+    assert len(w.store) > 0 and (family != "consolidation" or seen_reflect == {True, False})

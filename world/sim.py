@@ -421,6 +421,12 @@ class World:
             m[op] = not full
         for op in TARGETED_OPS:
             m[op] = m[op] and not empty
+        if m[Op.REFLECT]:  # a target needs a cluster: >= 2 live episodes of one (subject, relation)
+            episodic, payloads = self.store.episodic, self._payloads
+            kinds = FACT_KINDS | {"episode", "ref"}
+            m[Op.REFLECT] = any(
+                sum(1 for mid in ids if mid in episodic and payloads[mid].get("kind") in kinds) >= 2
+                for ids in self._by_key.values())
         return m
 
     # ------------------------------------------------------------------ apply
