@@ -401,6 +401,12 @@ def test_erasing_a_key_or_subject_reaches_turns_already_gone_from_the_store():
     store.erase(subject="Gina")
     assert "Gina" not in rs.text and "Frank" in rs.text
     assert all("Gina" not in t.text and "4711" not in t.text for t in rs.folded + rs.window)
+    # by id: the turn's memory was already forgotten, the store removes nothing, the summary still drops it
+    frank = next(t for t in rs.folded if "Frank" in t.text)
+    store.forget(frank.memory_id)
+    report = store.erase(memory_id=frank.memory_id)
+    assert report.episodic == [] and "Frank" not in rs.text
+    assert all("Frank" not in t.text for t in rs.folded + rs.window)
     for m in list(store.episodic.values()) + list(store.semantic.values()):
         assert "4711" not in m.content and "Gina" not in m.content
 

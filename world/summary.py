@@ -262,6 +262,10 @@ class _Erased:
     def __init__(self, report: Any, namespace: str, default_namespace: str) -> None:
         self.ids = _erased_ids(report)
         target = getattr(report, "target", None) or {}
+        if isinstance(target.get("memory_id"), str):
+            # the id asked for, even when its memory had already been forgotten or swept (the store
+            # then removes nothing, but the turn written as that memory must go)
+            self.ids.add(target["memory_id"])
         ns = target.get("namespace")
         here = ns == "*" or (ns if ns is not None else default_namespace) == namespace
         keys = set()
@@ -301,8 +305,8 @@ class RollingSummary:
 
     Erasure: the instance registers an erase hook on the store. When an erasure removes a turn it
     folded or holds in its window, that turn's text is dropped from its state, the summary is
-    recomputed fold by fold from the remaining turns (same folds, same order, so the result is what
-    the summary would have been had the turn never existed), summary versions that still carry the
+    recomputed fold by fold from the remaining turns (same folds, same order, each without its erased
+    turns: the fold boundaries are kept rather than replayed), summary versions that still carry the
     erased turn in their evidence are removed, and the rebuilt summary is written as the new version.
     Erasing the summary memory itself forgets the folded history (it is not rebuilt). ``forget`` and
     decay sweeps do not change the summary: compressing turns that leave the store is its purpose.
