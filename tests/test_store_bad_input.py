@@ -1,0 +1,89 @@
+"""The memory store on bad or unusual input: texts in any script, evidence across namespaces,
+non-finite numbers, rejected supersessions. A rejected call raises a ValueError naming the field and
+changes nothing (docs/store.md)."""
+
+import pytest
+
+from world.dedup import signature, words
+from world.embedding import CachedEmbedder, HashingEmbedder, tokenize
+from world.memory import MemoryStore
+
+
+def _store(**kw) -> MemoryStore:
+    return MemoryStore(CachedEmbedder(HashingEmbedder(64)), **kw)
+
+
+def _snapshot(store: MemoryStore) -> str:
+    """Everything the store holds (records, graph edges, ACT-R rows, layout, counters, embeddings)."""
+    state = store._export_state()
+    state["embeddings"] = state["embeddings"].tobytes()
+    return repr(state)
+
+
+# --------------------------------------------------------------------------- 1. any script
+@pytest.mark.parametrize("old, new", [
+    ("用户最喜欢的饮料是绿茶", "用户最喜欢的饮料是咖啡"),  # tea -> coffee (was: 'prefix')
+    ("Пользователь любит чай и кофе каждый день", "Пользователь любит чай и сок каждый день"),  # (was: 'prefix')
+    ("Zoë likes the café", "Zoé likes the café"),  # another person (was: 'containment')
+    ("ผู้ใช้ชอบชาเขียว", "ผู้ใช้ชอบกาแฟ"),  # Thai, no spaces: tea -> coffee
+    ("Bob likes tea", "Bob likes tea with Émile"),  # an accented name is entity-like (was: 'containment')
+    ("东京今天下雨", "我的猫叫山火木"),  # two unrelated sentences (was: 'embedding')
+])
+def test_a_changed_value_in_any_script_is_never_a_duplicate(old, new):
+    s = _store()
+    a = s.write_episode(1, old)
+    b = s.write_episode(2, new)
+    assert s.last_write.status == "written", s.last_write
+    assert b.memory_id != a.memory_id
+    assert [r.content for r in s.episodic.values()] == [old, new]
+
+
+@pytest.mark.parametrize("text, again", [
+    ("用户最喜欢的饮料是绿茶", "用户最喜欢的饮料是绿茶"),
+    ("Zoë likes the café", "ZOË LIKES THE CAFÉ"),
+    ("Zoë likes the café", "Zoe\u0308 likes the cafe\u0301"),  # the same text, decomposed (NFD)
+])
+def test_the_same_statement_in_any_script_is_still_a_duplicate(text, again):
+    s = _store()
+    first = s.write_episode(1, text)
+    assert s.write_episode(2, again) is first
+    assert s.last_write.status == "duplicate" and len(s) == 1
+
+
+def test_words_of_any_script():
+    assert words("Zoë's café, Пользователь любит чай") == ["zoë", "café", "пользователь", "любит", "чай"]
+    assert words("张伟的电话号码是138") == ["张", "伟", "的", "电", "话", "号", "码", "是", "138"]
+    assert words("コーヒーが好き") == ["コ", "ー", "ヒ", "ー", "が", "好", "き"]
+    assert words("हिन्दी बोलता") == ["हिन्दी", "बोलता"]  # vowel signs (combining marks) stay in the word
+    assert words("Zoe\u0308 x") == ["zoë", "x"]  # NFC
+    assert tokenize("Zoë's CAFÉ 张伟") == ["zoë", "café", "张", "伟"]
+    sig = signature("Émile met Zoë and élodie at ٣ and 东京")
+    assert sig.entities == frozenset({"émile", "zoë", "٣"})
+
+
+def test_hashing_embedder_separates_sentences_without_spaces():
+    e = HashingEmbedder(64)
+    a, b = e.encode("东京今天下雨"), e.encode("我的猫叫山火木")
+    assert float(a @ b) < 0.5
+    # lexical, as for English: sharing most characters makes texts similar
+    assert float(e.encode("东京今天下雨") @ e.encode("东京今天下大雨")) > 0.6
+
+
+def test_subject_erasure_matches_the_subject_as_words_in_any_script():
+    s = _store()
+    zoe_dia = s.write_episode(1, "Zoë lives in Lyon.")
+    zoe_acute = s.write_episode(2, "Zoé lives in Portmere.")
+    rene = s.write_episode(3, "René has a cat")
+    renee = s.write_episode(4, "Renée has a dog")
+    zhang = s.write_episode(5, "张伟的电话号码是13800138000")
+    li = s.write_episode(6, "李娜的电话号码是13900139000")
+
+    assert s.erase(subject="Zoë").episodic == [zoe_dia.memory_id]
+    assert zoe_acute.memory_id in s
+    assert s.erase(subject="René").episodic == [rene.memory_id]
+    assert renee.memory_id in s
+    assert s.erase(subject="张伟").episodic == [zhang.memory_id]
+    assert li.memory_id in s
+    assert s.erase(subject="Ze\u0301").episodic == []  # no word "zé" anywhere
+    assert s.erase(subject="Zoe\u0301").episodic == [zoe_acute.memory_id]  # the NFD spelling is the same name
+    assert sorted(r.content for r in s.episodic.values()) == ["Renée has a dog", "李娜的电话号码是13900139000"]
