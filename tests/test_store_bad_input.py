@@ -87,3 +87,22 @@ def test_subject_erasure_matches_the_subject_as_words_in_any_script():
     assert s.erase(subject="Ze\u0301").episodic == []  # no word "zé" anywhere
     assert s.erase(subject="Zoe\u0301").episodic == [zoe_acute.memory_id]  # the NFD spelling is the same name
     assert sorted(r.content for r in s.episodic.values()) == ["Renée has a dog", "李娜的电话号码是13900139000"]
+
+
+# --------------------------------------------------------------------------- 2. evidence across namespaces
+def test_evidence_from_another_namespace_is_refused_and_nothing_is_written():
+    s = _store()
+    a = s.write_episode(1, "Alice's PIN is 4417")
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=r"evidence: 'ep_000001' lives in namespace 'default', not 'audit'"):
+        s.write_semantic(2, "Alice reuses PIN 4417", [], evidence=[a.memory_id], namespace="audit")
+    with pytest.raises(ValueError, match="evidence"):
+        s.namespace("audit").write_episode(2, "Alice reuses PIN 4417", evidence=[a.memory_id])
+    with pytest.raises(ValueError, match="evidence must be a list"):
+        s.write_episode(2, "Alice reuses PIN 4417", evidence=a.memory_id)
+    assert _snapshot(s) == before
+    assert s.namespaces() == ["default"]
+    # inside one namespace the evidence is accepted and the cascade removes what cites the erased id
+    sem = s.write_semantic(2, "Alice reuses PIN 4417", [], evidence=[a.memory_id])
+    report = s.erase(memory_id=a.memory_id)
+    assert report.cascaded == [sem.memory_id] and len(s) == 0

@@ -700,13 +700,18 @@ class MemoryStore:
         imp = self._importance(importance, content)
         ns = self._ns(namespace)
         semantic = kind == "sem"
+        if isinstance(evidence, str):
+            raise ValueError(f"evidence must be a list of memory ids or None, not a string, got {evidence!r}")
         evidence_list = list(evidence) if evidence is not None else (list(derived) if semantic else [])
-        if semantic:
-            for mid in derived:
+        # the erasure cascade follows evidence / derived_from inside a namespace: an id of another
+        # namespace would be skipped by it and survive the erasure of what it cites
+        for field_name, refs in (("derived_from", derived if semantic else ()), ("evidence", evidence_list)):
+            for mid in refs:
                 rec = self._records.get(mid)
                 if rec is not None and rec.namespace != ns:
                     raise ValueError(
-                        f"derived_from: {mid!r} lives in namespace {rec.namespace!r}, not {ns!r}"
+                        f"{field_name}: {mid!r} lives in namespace {rec.namespace!r}, not {ns!r} "
+                        f"(a record may only cite memories of its own namespace)"
                     )
         if sig is None:
             sig = signature(content)
