@@ -2,9 +2,12 @@
 non-finite numbers, rejected supersessions. A rejected call raises a ValueError naming the field and
 changes nothing (docs/store.md)."""
 
+import math
+
+import numpy as np
 import pytest
 
-from world.dedup import signature, words
+from world.dedup import DedupConfig, signature, words
 from world.embedding import CachedEmbedder, HashingEmbedder, tokenize
 from world.memory import MemoryStore
 
@@ -106,3 +109,98 @@ def test_evidence_from_another_namespace_is_refused_and_nothing_is_written():
     sem = s.write_semantic(2, "Alice reuses PIN 4417", [], evidence=[a.memory_id])
     report = s.erase(memory_id=a.memory_id)
     assert report.cascaded == [sem.memory_id] and len(s) == 0
+
+
+# --------------------------------------------------------------------------- 3. non-finite numbers
+NAN, INF = math.nan, math.inf
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"forget_threshold": NAN}, "forget_threshold"),
+    ({"forget_threshold": INF}, "forget_threshold"),
+    ({"forget_threshold": -INF}, "forget_threshold"),
+    ({"decay": NAN}, "decay"),
+    ({"ppr_alpha": NAN}, "ppr_alpha"),
+    ({"ppr_alpha": 1.0}, "ppr_alpha"),
+    ({"ppr_tol": NAN}, "ppr_tol"),
+    ({"ppr_tol": INF}, "ppr_tol"),
+    ({"ppr_tol": 0.0}, "ppr_tol"),
+    ({"ppr_max_iter": 0}, "ppr_max_iter"),
+    ({"ppr_max_iter": 2.5}, "ppr_max_iter"),
+    ({"max_cues": 0}, "max_cues"),
+    ({"actr_k": True}, "actr_k"),
+    ({"embed_window": 0}, "embed_window"),
+    ({"embed_window": 1.5}, "embed_window"),
+])
+def test_constructor_rejects_bad_numbers_by_name(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        _store(**kwargs)
+
+
+def test_dedup_config_and_embedder_reject_non_finite_numbers():
+    with pytest.raises(ValueError, match="jaccard"):
+        DedupConfig(jaccard=NAN)
+    with pytest.raises(ValueError, match="embed_threshold"):
+        DedupConfig(embed_threshold=NAN)
+    with pytest.raises(ValueError, match="window"):
+        DedupConfig(window=2.5)
+    with pytest.raises(ValueError, match="bigram_weight"):
+        HashingEmbedder(64, bigram_weight=NAN)
+
+
+def _two_memories() -> tuple[MemoryStore, list[str]]:
+    s = _store()
+    ids = [s.write_episode(1, "Alice likes tea").memory_id, s.write_episode(2, "Bob likes coffee").memory_id]
+    s.tick(5)
+    return s, ids
+
+
+@pytest.mark.parametrize("step", [NAN, INF, -INF, 7.5, "8", True, 4])
+def test_tick_rejects_non_int_and_backwards_steps_and_changes_nothing(step):
+    s, ids = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="step"):
+        s.tick(step)
+    assert s.current_step == 5 and _snapshot(s) == before
+    acts = s.activations(ids)
+    assert np.isfinite(acts).all()
+    assert len(s.query("tea", top_k=1)) == 1
+
+
+@pytest.mark.parametrize("weight", ["alpha_ppr", "alpha_sim", "alpha_actr"])
+@pytest.mark.parametrize("value", [NAN, INF, -INF, "0.5"])
+def test_query_rejects_non_finite_weights_before_bumping(weight, value):
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=weight):
+        s.query("tea", top_k=1, **{weight: value})
+    assert _snapshot(s) == before  # no retrieval recorded
+    assert [r.content for r in s.query("tea", top_k=1)] == ["Alice likes tea"]
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"importance": NAN}, "importance"),
+    ({"importance": INF}, "importance"),
+    ({"confidence": NAN}, "confidence"),
+    ({"confidence": INF}, "confidence"),
+    ({"confidence": True}, "confidence"),
+    ({"step": NAN}, "step"),
+    ({"step": 3.0}, "step"),
+])
+def test_writes_reject_non_finite_numbers_and_change_nothing(kwargs, field):
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    step = kwargs.pop("step", 6)
+    with pytest.raises(ValueError, match=field):
+        s.write_episode(step, "Carol likes juice", **kwargs)
+    with pytest.raises(ValueError, match=field):
+        s.write_semantic(step, "People like drinks", [], **kwargs)
+    assert _snapshot(s) == before
+
+
+def test_value_at_rejects_a_non_finite_step():
+    s = _store()
+    s.write_episode(1, "Alice lives in Portmere", key="alice/home")
+    with pytest.raises(ValueError, match="step"):
+        s.value_at("alice/home", NAN)
+    assert s.value_at("alice/home", 1).content == "Alice lives in Portmere"

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import numbers
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -219,12 +220,16 @@ class DedupConfig:
     value_aware: bool = True
 
     def __post_init__(self) -> None:
-        if self.window < 0:
-            raise ValueError(f"dedup window must be >= 0, got {self.window!r}")
-        if not 0.0 <= self.jaccard <= 1.0:
-            raise ValueError(f"dedup jaccard must be in [0, 1], got {self.jaccard!r}")
-        if not -1.0 <= self.embed_threshold <= 1.0 + 1e-9:
-            raise ValueError(f"dedup embed_threshold must be in [-1, 1], got {self.embed_threshold!r}")
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0:
+            raise ValueError(f"dedup window must be an int >= 0, got {self.window!r}")
+        if not _is_real(self.jaccard) or not 0.0 <= self.jaccard <= 1.0:  # (NaN fails the range test)
+            raise ValueError(f"dedup jaccard must be a number in [0, 1], got {self.jaccard!r}")
+        if not _is_real(self.embed_threshold) or not -1.0 <= self.embed_threshold <= 1.0 + 1e-9:
+            raise ValueError(f"dedup embed_threshold must be a number in [-1, 1], got {self.embed_threshold!r}")
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def duplicate_rule(new: TextSignature, old: TextSignature, config: DedupConfig = DedupConfig()) -> str | None:

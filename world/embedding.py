@@ -64,8 +64,11 @@ class HashingEmbedder:
     unit_norm = True
 
     def __init__(self, dim: int = 256, bigram_weight: float = 0.5) -> None:
-        if not isinstance(dim, int) or dim < 8:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
             raise ValueError(f"dim must be an int >= 8, got {dim!r}")
+        if (isinstance(bigram_weight, bool) or not isinstance(bigram_weight, (int, float, np.integer, np.floating))
+                or not math.isfinite(bigram_weight)):
+            raise ValueError(f"bigram_weight must be a finite number, got {bigram_weight!r}")
         self.dim = dim
         self.bigram_weight = float(bigram_weight)
         self.name = f"hashing-{dim}"

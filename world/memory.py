@@ -309,10 +309,35 @@ def _cue_node(cue: str) -> str:
     return _CUE + cue
 
 
+def _is_number(value: object) -> bool:
+    """A real number (Python or numpy), not a bool."""
+    return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _finite(name: str, value: object, allowed: str = "a finite number") -> float:
+    """``value`` as a float; ValueError naming the parameter unless it is a finite real number
+    (NaN and inf would corrupt every later score, silently)."""
+    if not _is_number(value) or not math.isfinite(value):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return float(value)
+
+
+def _int_at_least(name: str, value: object, low: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_step(step: object, name: str = "step") -> int:
+    if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
+        raise ValueError(f"{name} must be an int (a world step), got {step!r}")
+    return int(step)
+
+
 def _check_tier(tier: str, confidence: float) -> None:
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
-    if not isinstance(confidence, (int, float)) or not 0.0 <= float(confidence) <= 1.0:
+    if not _is_number(confidence) or not 0.0 <= float(confidence) <= 1.0:
         raise ValueError(f"confidence must be a number in [0, 1], got {confidence!r}")
     if tier == "inference" and confidence >= INFERENCE_MAX_CONFIDENCE:
         raise ValueError(
@@ -347,10 +372,19 @@ class MemoryStore:
         ppr_fallback: str = "solve",
         embed_window: int | None = 512,
     ) -> None:
-        if not 0.0 < decay < 1.0:
-            raise ValueError(f"decay must be in (0, 1), got {decay!r}")
-        if not isinstance(actr_k, int) or actr_k < 1:
-            raise ValueError(f"actr_k must be an int >= 1, got {actr_k!r}")
+        # every numeric parameter checked before anything is built (NaN / inf rejected by name)
+        forget_threshold = _finite("forget_threshold", forget_threshold)
+        if not _is_number(decay) or not 0.0 < decay < 1.0:
+            raise ValueError(f"decay must be a number in (0, 1), got {decay!r}")
+        _int_at_least("actr_k", actr_k, 1)
+        _int_at_least("max_cues", max_cues, 1)
+        if not _is_number(ppr_alpha) or not 0.0 < ppr_alpha < 1.0:
+            raise ValueError(f"ppr_alpha must be a number in (0, 1), got {ppr_alpha!r}")
+        _int_at_least("ppr_max_iter", ppr_max_iter, 1)
+        if not _is_number(ppr_tol) or not 0.0 < ppr_tol < math.inf:
+            raise ValueError(f"ppr_tol must be a finite number > 0, got {ppr_tol!r}")
+        if embed_window is not None:
+            _int_at_least("embed_window (None: the whole namespace)", embed_window, 1)
         if ppr_fallback not in ("solve", "raise"):
             raise ValueError(f"ppr_fallback must be 'solve' or 'raise', got {ppr_fallback!r}")
         if not isinstance(namespace, str) or not namespace or namespace == ALL_NAMESPACES:
@@ -398,6 +432,11 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ clock and basics
     def tick(self, step: int) -> None:
+        """Move the clock to ``step`` (an int, never backwards: ACT-R lags are measured from it)."""
+        step = _check_step(step)
+        if step < self.current_step:
+            raise ValueError(f"step must be >= the current step {self.current_step} (the clock never goes back), "
+                             f"got {step!r}")
         self.current_step = step
 
     @property
@@ -689,9 +728,7 @@ class MemoryStore:
         field_name = "content" if kind == "ep" else "rule"
         if not isinstance(content, str) or not content.strip():
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-            raise ValueError(f"step must be an int, got {step!r}")
-        step = int(step)
+        step = _check_step(step)
         _check_tier(tier, confidence)
         if key is not None and (not isinstance(key, str) or not key):
             raise ValueError(f"key must be a non-empty string or None, got {key!r}")
@@ -937,6 +974,9 @@ class MemoryStore:
             raise ValueError(f"query_text must be a string, got {query_text!r}")
         if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
             raise ValueError(f"top_k must be an int >= 0, got {top_k!r}")
+        alpha_ppr = _finite("alpha_ppr", alpha_ppr)
+        alpha_sim = _finite("alpha_sim", alpha_sim)
+        alpha_actr = _finite("alpha_actr", alpha_actr)
         space = self._space(self._ns(namespace))
         if space is None or not space.order or top_k == 0:
             return []
@@ -1054,6 +1094,7 @@ class MemoryStore:
 
     def value_at(self, key: str, step: int, namespace: str | None = None) -> Record | None:
         """The version that was valid at `step` (written_at <= step < superseded_at), or None."""
+        _finite("step", step)
         best = None
         for rec in self.versions(key, namespace):
             if rec.written_at <= step and (rec.superseded_at is None or rec.superseded_at > step):
