@@ -204,3 +204,64 @@ def test_value_at_rejects_a_non_finite_step():
     with pytest.raises(ValueError, match="step"):
         s.value_at("alice/home", NAN)
     assert s.value_at("alice/home", 1).content == "Alice lives in Portmere"
+
+
+def test_a_keyed_write_cannot_start_before_the_active_version():
+    s = _store()
+    s.write_episode(5, "Alice lives in Portmere", key="alice/home")
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=r"step must be >= 5"):
+        s.write_episode(4, "Alice lives in Salbury", key="alice/home")
+    assert _snapshot(s) == before
+    s.write_episode(4, "Alice lives in Portmere", key="alice/home")  # the same content: a duplicate, as before
+    assert s.last_write.status == "duplicate"
+
+
+# --------------------------------------------------------------------------- 4. rejected supersede
+@pytest.mark.parametrize("step, kwargs, field", [
+    (2.0, {}, "step"),
+    (NAN, {}, "step"),
+    (0, {}, "step"),  # before the target was written
+    (2, {"confidence": NAN}, "confidence"),
+    (2, {"tier": "inference", "confidence": 0.9}, "confidence"),
+    (2, {"importance": INF}, "importance"),
+    (2, {"cues": "alice"}, "cues"),
+    (2, {"evidence": ["ep_000002"]}, "evidence"),  # an id of another namespace
+])
+def test_a_rejected_supersede_changes_nothing(step, kwargs, field):
+    s = _store()
+    m = s.write_episode(1, "Alice lives in Portmere")
+    s.write_episode(1, "Alice audits Portmere", namespace="audit")  # ep_000002
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=field):
+        s.supersede(m.memory_id, "Alice lives in Salbury", step, **kwargs)
+    assert m.key is None and m.active
+    assert s.versions(f"chain:{m.memory_id}") == []
+    assert _snapshot(s) == before
+    # the same call with good arguments works afterwards
+    new = s.supersede(m.memory_id, "Alice lives in Salbury", 2)
+    assert [r.memory_id for r in s.versions(f"chain:{m.memory_id}")] == [m.memory_id, new.memory_id]
+
+
+def test_a_supersede_whose_write_fails_later_gives_the_key_back():
+    class Failing:
+        name, dim = "failing", 8
+
+        def __init__(self):
+            self.fail = False
+
+        def encode(self, text):
+            if self.fail:
+                raise RuntimeError("embedder down")
+            v = np.zeros(8, dtype=np.float32)
+            v[len(text) % 8] = 1.0
+            return v
+
+    emb = Failing()
+    s = MemoryStore(emb)
+    m = s.write_episode(1, "Alice lives in Portmere")
+    before = _snapshot(s)
+    emb.fail = True
+    with pytest.raises(RuntimeError, match="embedder down"):
+        s.supersede(m.memory_id, "Alice lives in Salbury", 2)
+    assert m.key is None and _snapshot(s) == before

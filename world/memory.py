@@ -723,8 +723,8 @@ class MemoryStore:
         derived = list(derived_from)
         return self._write("sem", step, rule, cues, importance, key, tier, confidence, source, evidence, namespace, derived, None)  # type: ignore[return-value]
 
-    def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
-               sig=None):
+    def _check_write(self, kind, step, content, cues, importance, key, tier, confidence, evidence, namespace, derived):
+        """Validate a write's arguments (nothing changes): returns (step, importance, namespace, evidence list)."""
         field_name = "content" if kind == "ep" else "rule"
         if not isinstance(content, str) or not content.strip():
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
@@ -750,18 +750,35 @@ class MemoryStore:
                         f"{field_name}: {mid!r} lives in namespace {rec.namespace!r}, not {ns!r} "
                         f"(a record may only cite memories of its own namespace)"
                     )
+        return step, imp, ns, evidence_list
+
+    def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
+               sig=None):
+        step, imp, ns, evidence_list = self._check_write(kind, step, content, cues, importance, key, tier, confidence,
+                                                         evidence, namespace, derived)
+        semantic = kind == "sem"
         if sig is None:
             sig = signature(content)
+        to_supersede: Record | None = None
+        current: Record | None = None
+        same = False
+        if key is not None:
+            existing = self._spaces.get(ns)
+            current = existing.active_version(key, self._records) if existing is not None else None
+            if current is not None:
+                same = current.kind == ("semantic" if semantic else "episodic") and existing.fps[current.memory_id] == sig.fp
+                if not same and step < current.written_at:  # checked before anything changes
+                    raise ValueError(
+                        f"step must be >= {current.written_at}, when the active version {current.memory_id!r} of key "
+                        f"{key!r} was written (a new version cannot start before it), got {step!r}"
+                    )
         vec = self.embed(content)
         space = self._space(ns, create=True)
-        to_supersede: Record | None = None
-        if key is not None:
-            current = space.active_version(key, self._records)
-            if current is not None:
-                if current.kind == ("semantic" if semantic else "episodic") and space.fps[current.memory_id] == sig.fp:
-                    return self._report_duplicate(current, "key")
-                to_supersede = current
-        else:
+        if current is not None:
+            if same:
+                return self._report_duplicate(current, "key")
+            to_supersede = current
+        elif key is None:
             dup = self._find_duplicate(space, sig, vec, semantic)
             if dup is not None:
                 return self._report_duplicate(self._records[dup[0]], dup[1])
@@ -1059,31 +1076,50 @@ class MemoryStore:
         space, _ = self._loc[memory_id]
         if not isinstance(new_content, str) or not new_content.strip():
             raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
-        sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
-        if sig is None:
-            sig = signature(new_content)
-        if sig.fp == space.fps[memory_id]:
-            return self._report_duplicate(rec, "key")
-        # validate before touching the target, so that a rejected call changes nothing
-        _check_tier(write_kwargs.get("tier", rec.tier), write_kwargs.get("confidence", rec.confidence))
-        self._importance(write_kwargs.get("importance", rec.importance), new_content)
-        if rec.key is None:
-            key = f"chain:{memory_id}"
-            rec.key = key
-            space.chains.setdefault(key, []).append(memory_id)
+        semantic = rec.kind == "semantic"
         kw = dict(
-            key=rec.key,
+            key=rec.key if rec.key is not None else f"chain:{memory_id}",
             tier=write_kwargs.get("tier", rec.tier),
             confidence=write_kwargs.get("confidence", rec.confidence),
             source=write_kwargs.get("source", rec.source),
             evidence=write_kwargs.get("evidence", list(rec.evidence)),
             namespace=rec.namespace,
         )
-        if rec.kind == "semantic":
-            return self.write_semantic(step, new_content, write_kwargs.get("derived_from", list(rec.derived_from)),  # type: ignore[union-attr]
-                                       cues=write_kwargs.get("cues"), importance=write_kwargs.get("importance", rec.importance), **kw)
-        return self.write_episode(step, new_content, write_kwargs.get("cues"), write_kwargs.get("importance", rec.importance),
-                                  sig=sig, **kw)
+        cues = write_kwargs.get("cues")
+        importance = write_kwargs.get("importance", rec.importance)
+        derived = write_kwargs.get("derived_from", list(rec.derived_from)) if semantic else None  # type: ignore[union-attr]
+        # validate everything the write will check before touching the target (its key), so that a
+        # rejected call changes nothing
+        if semantic and isinstance(derived, str):
+            raise TypeError("derived_from must be a list of memory ids, not a string")
+        step = self._check_write("sem" if semantic else "ep", step, new_content, cues, importance, kw["key"],
+                                 kw["tier"], kw["confidence"], kw["evidence"], rec.namespace,
+                                 list(derived) if semantic else None)[0]
+        if step < rec.written_at:
+            raise ValueError(f"step must be >= {rec.written_at}, when {memory_id!r} was written (a new version "
+                             f"cannot start before the one it supersedes), got {step!r}")
+        sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
+        if sig is None:
+            sig = signature(new_content)
+        if sig.fp == space.fps[memory_id]:
+            return self._report_duplicate(rec, "key")
+        assigned = rec.key is None
+        if assigned:
+            rec.key = kw["key"]
+            space.chains.setdefault(rec.key, []).append(memory_id)
+        try:
+            if semantic:
+                return self.write_semantic(step, new_content, derived, cues=cues, importance=importance, **kw)
+            return self.write_episode(step, new_content, cues, importance, sig=sig, **kw)
+        except BaseException:
+            if assigned and rec.active:  # the write failed (e.g. the embedder raised): undo the key
+                chain = space.chains.get(rec.key)
+                if chain is not None and memory_id in chain:
+                    chain.remove(memory_id)
+                    if not chain:
+                        del space.chains[rec.key]
+                rec.key = None
+            raise
 
     def versions(self, key: str, namespace: str | None = None) -> list[Record]:
         """The version chain of `key`, oldest first."""
