@@ -333,10 +333,11 @@ def test_hybrid_tail_in_python_floats_is_bit_identical_to_numpy():
 def _signature_reference(text: str):
     """world.dedup.signature written plainly, word by word (as it was before its fast form)."""
     import hashlib
+    import unicodedata
 
-    from world.dedup import _DEDUP_STOP, _WORD_RE, TextSignature, _word, normalize
+    from world.dedup import _DEDUP_STOP, TextSignature, _word, normalize, unicode_word_pattern
 
-    raw = [_word(w) for w in _WORD_RE.findall(text)]
+    raw = [_word(w) for w in unicode_word_pattern().findall(unicodedata.normalize("NFC", text))]
     words = tuple(w.lower() for w in raw)
     entities = frozenset(w.lower() for w in raw if w[0].isupper() or any(c.isdigit() for c in w))
     norm = normalize(text)
@@ -351,9 +352,32 @@ def test_signature_fast_form_matches_the_plain_rule():
     rng = np.random.default_rng(12)
     words = ["Alice's", "alice", "Bob’s", "BOB'S", "x's", "’s", "'s", "Paris.", "(Berlin)", "the", "it's", "42",
              "2024-05-01", "Zoë", "İstanbul's", "coffee", "tea,", "is", "not", "never", "Über", "“quoted”", "a1",
-             "cat's'", "dog’s", "ÉCOLE'S", "on", "I", "my", "don't", "K", "3rd", "rock’n’roll", "O'Neil's"]
+             "cat's'", "dog’s", "ÉCOLE'S", "on", "I", "my", "don't", "K", "3rd", "rock’n’roll", "O'Neil's",
+             "张伟的", "咖啡", "コーヒー", "Пользователь", "Zoe\u0301", "हिन्दी", "٣", "x²", "René’s", "ผู้ใช้"]
     for _ in range(600):
         text = " ".join(rng.choice(words, size=int(rng.integers(0, 20))))
+        assert signature(text) == _signature_reference(text), text
+
+
+def test_plain_ascii_texts_give_the_words_and_tokens_of_the_ascii_patterns():
+    """The Unicode word rule changes nothing for plain-ASCII texts (all the environments produce):
+    same words as ``[A-Za-z0-9]+(?:['’][A-Za-z0-9]+)*``, same embedder tokens as before, and the
+    signature's ASCII fast path equals the plain Unicode rule."""
+    import re
+    import string
+
+    from world.dedup import _ASCII_WORD_RE, signature, unicode_word_pattern, words
+    from world.embedding import tokenize
+
+    old_tokens = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+    rng = np.random.default_rng(13)
+    alphabet = list(string.ascii_letters + string.digits + string.punctuation + " \t\n_") + ["'s", "'S", "’", "’s"] * 4
+    for _ in range(1500):
+        text = "".join(rng.choice(alphabet, size=int(rng.integers(0, 60))))
+        assert unicode_word_pattern().findall(text) == _ASCII_WORD_RE.findall(text), text
+        assert tokenize(text) == [t[:-2] if t.endswith("'s") else t
+                                  for t in old_tokens.findall(text.lower().replace("’", "'"))], text
+        assert tokenize(text) == words(text), text
         assert signature(text) == _signature_reference(text), text
 
 

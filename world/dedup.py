@@ -19,23 +19,89 @@ both sides (a substitution), a differing content word is entity-like (capitalise
 negation ("not", "never", "...n't") appears on one side only. The
 seed's own Jaccard rule is guarded too: in a long sentence one substituted value still passes 0.72.
 Containment uses word boundaries ("Bob is 3" is not inside "Bob is 30").
+
+Words, in any script (:func:`words`, :func:`signature`): a text that is not plain ASCII is first
+put in Unicode normal form NFC; a word is a run of letters and digits of any script (with the
+combining marks that follow them, so "हिन्दी" or a decomposed "Zoë" stays one word), inner
+apostrophes kept, a possessive "'s" removed. Scripts written without spaces between words (Han,
+Hiragana, Katakana, Thai, Lao, Khmer, Myanmar) give one word per character, so that two different
+sentences never collapse into one unknown token and a name such as 张伟 is found inside a sentence
+as a sequence of words. Entity-like means a first letter that is upper case (``str.isupper``: "Émile",
+"Zoë") or a digit of any script anywhere in the word. Plain-ASCII texts give exactly the words of
+the ASCII pattern ``[A-Za-z0-9]+(?:['’][A-Za-z0-9]+)*`` (their fast path).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import numbers
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from world.cues import STOP_WORDS
 
 __all__ = [
     "TextSignature", "signature", "fingerprint", "normalize", "value_change", "duplicate_rule",
-    "embedding_duplicate", "DedupConfig", "words",
+    "embedding_duplicate", "DedupConfig", "words", "raw_words", "is_entity_word", "unicode_word_pattern",
 ]
 
-_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z0-9]+)*")
+# plain-ASCII texts (everything the environments produce): the fast path
+_ASCII_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z0-9]+)*")
 _DEDUP_STOP = STOP_WORDS - {"not", "no"}
+
+# Scripts written without spaces between words: one word per character (with its combining marks).
+_NO_SPACE_RANGES = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1780, 0x17FF),  # Khmer
+    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
+    (0x3005, 0x3007),  # 々 〆 〇
+    (0x3021, 0x3029),  # Hangzhou numerals
+    (0x3031, 0x303C),  # kana repeat marks, 〻 〼
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x31F0, 0x31FF),  # Katakana phonetic extensions
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF66, 0xFF9F),  # half-width Katakana
+    (0x20000, 0x3FFFF),  # CJK extensions B and later
+)
+_IS_WORD_CHAR = re.compile(r"[^\W_]").match
+
+
+def _char_class(codes: list[int]) -> str:
+    """A regex character-class body for the code points ``codes`` (sorted), as ranges."""
+    out, start, prev = [], None, None
+    for c in codes + [-2]:
+        if prev is not None and c == prev + 1:
+            prev = c
+            continue
+        if start is not None:
+            out.append(re.escape(chr(start)) + ("-" + re.escape(chr(prev)) if prev > start else ""))
+        start = prev = c
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=1)
+def unicode_word_pattern() -> re.Pattern:
+    """The word pattern for texts that are not plain ASCII (built once, on first use: it scans the
+    Unicode table for combining marks, about 0.1 s). Matches a no-space-script character with its
+    marks, or a run of other letters / digits (and their marks) with inner apostrophes."""
+    marks = _char_class([c for c in range(0x110000) if unicodedata.category(chr(c))[0] == "M"])
+    no_space = [c for lo, hi in _NO_SPACE_RANGES for c in range(lo, hi + 1) if _IS_WORD_CHAR(chr(c))]
+    excluded = "".join(re.escape(chr(lo)) + "-" + re.escape(chr(hi)) for lo, hi in _NO_SPACE_RANGES)
+    letter = rf"[^\W_{excluded}]"
+    run = rf"{letter}(?:{letter}|[{marks}])*"
+    return re.compile(rf"{run}(?:['’]{run})*|[{_char_class(no_space)}][{marks}]*")
+
+
+def raw_words(text: str) -> list[str]:
+    """The words of ``text`` as written (case kept, possessive not yet removed)."""
+    if text.isascii():
+        return _ASCII_WORD_RE.findall(text)
+    return unicode_word_pattern().findall(unicodedata.normalize("NFC", text))
 
 
 def normalize(text: str) -> str:
@@ -64,7 +130,12 @@ def _word(w: str) -> str:
 
 def words(text: str) -> list[str]:
     """Lower-cased words of `text` as the dedup rules see them (possessive 's removed)."""
-    return [_word(w).lower() for w in _WORD_RE.findall(text)]
+    return [_word(w).lower() for w in raw_words(text)]
+
+
+def is_entity_word(w: str) -> bool:
+    """Entity-like: an upper-case first letter or a digit (any script) anywhere in the word."""
+    return w[0].isupper() or any(c.isdigit() for c in w)
 
 
 _DIGITS = frozenset("0123456789")
@@ -74,13 +145,16 @@ _POSSESSIVE = ("'s", "'S")
 def signature(text: str) -> TextSignature:
     """The text's :class:`TextSignature`.
 
-    Written for speed (it runs for every event and every write): the word pattern matches ASCII
-    letters, digits and apostrophes only, so ``’`` can be replaced in the whole text before matching
-    (the pattern treats both apostrophes alike), ``w.lower().endswith("'s")`` is ``w.endswith(("'s",
-    "'S"))``, "capital or digit first" is ``w[0] <= "Z"`` and "has a digit" is a set test. A test
-    compares it with the plain per-word rule on random texts.
+    Written for speed on plain-ASCII texts (it runs for every event and every write): the ASCII
+    pattern matches ASCII letters, digits and apostrophes only, so ``’`` can be replaced in the whole
+    text before matching (the pattern treats both apostrophes alike), ``w.lower().endswith("'s")`` is
+    ``w.endswith(("'s", "'S"))``, "capital or digit first" is ``w[0] <= "Z"`` and "has a digit" is a
+    set test. Other texts take the plain per-word rule. A test compares it with the plain rule on
+    random texts.
     """
-    raw = [w[:-2] if w.endswith(_POSSESSIVE) else w for w in _WORD_RE.findall(text.replace("’", "'"))]  # noqa: RUF001
+    if not text.isascii():
+        return _signature_unicode(text)
+    raw = [w[:-2] if w.endswith(_POSSESSIVE) else w for w in _ASCII_WORD_RE.findall(text.replace("’", "'"))]  # noqa: RUF001
     words = tuple([w.lower() for w in raw])
     word_set = frozenset(words)
     norm = " ".join(text.lower().split())  # normalize(text)
@@ -100,6 +174,18 @@ def signature(text: str) -> TextSignature:
 
 
 _new_signature = object.__new__
+
+
+def _signature_unicode(text: str) -> TextSignature:
+    """signature() of a text that is not plain ASCII: the plain rule, word by word."""
+    raw = [_word(w) for w in raw_words(text)]
+    words = tuple(w.lower() for w in raw)
+    norm = normalize(text)
+    return TextSignature(
+        norm=norm, fp=hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16], words=words,
+        word_set=frozenset(words), content=frozenset(w for w in words if w not in _DEDUP_STOP),
+        entities=frozenset(w.lower() for w in raw if is_entity_word(w)),
+    )
 
 
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot"})
@@ -134,12 +220,16 @@ class DedupConfig:
     value_aware: bool = True
 
     def __post_init__(self) -> None:
-        if self.window < 0:
-            raise ValueError(f"dedup window must be >= 0, got {self.window!r}")
-        if not 0.0 <= self.jaccard <= 1.0:
-            raise ValueError(f"dedup jaccard must be in [0, 1], got {self.jaccard!r}")
-        if not -1.0 <= self.embed_threshold <= 1.0 + 1e-9:
-            raise ValueError(f"dedup embed_threshold must be in [-1, 1], got {self.embed_threshold!r}")
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0:
+            raise ValueError(f"dedup window must be an int >= 0, got {self.window!r}")
+        if not _is_real(self.jaccard) or not 0.0 <= self.jaccard <= 1.0:  # (NaN fails the range test)
+            raise ValueError(f"dedup jaccard must be a number in [0, 1], got {self.jaccard!r}")
+        if not _is_real(self.embed_threshold) or not -1.0 <= self.embed_threshold <= 1.0 + 1e-9:
+            raise ValueError(f"dedup embed_threshold must be a number in [-1, 1], got {self.embed_threshold!r}")
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def duplicate_rule(new: TextSignature, old: TextSignature, config: DedupConfig = DedupConfig()) -> str | None:

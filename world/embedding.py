@@ -36,12 +36,23 @@ __all__ = [
 
 EMBEDDERS = ("hashing", "minilm")
 
-_TOKEN_RE = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+_TOKEN_RE = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")  # plain-ASCII texts (the fast path)
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens (letters/digits, inner apostrophes kept, possessive 's removed)."""
-    return [t[:-2] if t.endswith("'s") else t for t in _TOKEN_RE.findall(text.lower().replace("’", "'"))]
+    """Lower-cased word tokens (letters/digits, inner apostrophes kept, possessive 's removed).
+
+    Words of any script, as the dedup rules see them (:func:`world.dedup.words`: NFC, letters,
+    digits and their combining marks; one token per character in scripts written without spaces,
+    such as Chinese and Japanese, so that bigrams are character pairs). Plain-ASCII texts give
+    exactly the tokens of the ASCII pattern ``[a-z0-9]+(?:'[a-z0-9]+)*`` on the lower-cased text.
+    """
+    text = text.replace("’", "'")  # noqa: RUF001
+    if text.isascii():
+        return [t[:-2] if t.endswith("'s") else t for t in _TOKEN_RE.findall(text.lower())]
+    from world.dedup import raw_words  # (world.dedup does not import this module)
+
+    return [t[:-2] if t.endswith("'s") else t for t in (w.lower() for w in raw_words(text))]
 
 
 class HashingEmbedder:
@@ -53,8 +64,11 @@ class HashingEmbedder:
     unit_norm = True
 
     def __init__(self, dim: int = 256, bigram_weight: float = 0.5) -> None:
-        if not isinstance(dim, int) or dim < 8:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 8:
             raise ValueError(f"dim must be an int >= 8, got {dim!r}")
+        if (isinstance(bigram_weight, bool) or not isinstance(bigram_weight, (int, float, np.integer, np.floating))
+                or not math.isfinite(bigram_weight)):
+            raise ValueError(f"bigram_weight must be a finite number, got {bigram_weight!r}")
         self.dim = dim
         self.bigram_weight = float(bigram_weight)
         self.name = f"hashing-{dim}"

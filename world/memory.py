@@ -309,10 +309,35 @@ def _cue_node(cue: str) -> str:
     return _CUE + cue
 
 
+def _is_number(value: object) -> bool:
+    """A real number (Python or numpy), not a bool."""
+    return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _finite(name: str, value: object, allowed: str = "a finite number") -> float:
+    """``value`` as a float; ValueError naming the parameter unless it is a finite real number
+    (NaN and inf would corrupt every later score, silently)."""
+    if not _is_number(value) or not math.isfinite(value):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return float(value)
+
+
+def _int_at_least(name: str, value: object, low: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_step(step: object, name: str = "step") -> int:
+    if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
+        raise ValueError(f"{name} must be an int (a world step), got {step!r}")
+    return int(step)
+
+
 def _check_tier(tier: str, confidence: float) -> None:
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
-    if not isinstance(confidence, (int, float)) or not 0.0 <= float(confidence) <= 1.0:
+    if not _is_number(confidence) or not 0.0 <= float(confidence) <= 1.0:
         raise ValueError(f"confidence must be a number in [0, 1], got {confidence!r}")
     if tier == "inference" and confidence >= INFERENCE_MAX_CONFIDENCE:
         raise ValueError(
@@ -347,10 +372,19 @@ class MemoryStore:
         ppr_fallback: str = "solve",
         embed_window: int | None = 512,
     ) -> None:
-        if not 0.0 < decay < 1.0:
-            raise ValueError(f"decay must be in (0, 1), got {decay!r}")
-        if not isinstance(actr_k, int) or actr_k < 1:
-            raise ValueError(f"actr_k must be an int >= 1, got {actr_k!r}")
+        # every numeric parameter checked before anything is built (NaN / inf rejected by name)
+        forget_threshold = _finite("forget_threshold", forget_threshold)
+        if not _is_number(decay) or not 0.0 < decay < 1.0:
+            raise ValueError(f"decay must be a number in (0, 1), got {decay!r}")
+        _int_at_least("actr_k", actr_k, 1)
+        _int_at_least("max_cues", max_cues, 1)
+        if not _is_number(ppr_alpha) or not 0.0 < ppr_alpha < 1.0:
+            raise ValueError(f"ppr_alpha must be a number in (0, 1), got {ppr_alpha!r}")
+        _int_at_least("ppr_max_iter", ppr_max_iter, 1)
+        if not _is_number(ppr_tol) or not 0.0 < ppr_tol < math.inf:
+            raise ValueError(f"ppr_tol must be a finite number > 0, got {ppr_tol!r}")
+        if embed_window is not None:
+            _int_at_least("embed_window (None: the whole namespace)", embed_window, 1)
         if ppr_fallback not in ("solve", "raise"):
             raise ValueError(f"ppr_fallback must be 'solve' or 'raise', got {ppr_fallback!r}")
         if not isinstance(namespace, str) or not namespace or namespace == ALL_NAMESPACES:
@@ -398,6 +432,11 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ clock and basics
     def tick(self, step: int) -> None:
+        """Move the clock to ``step`` (an int, never backwards: ACT-R lags are measured from it)."""
+        step = _check_step(step)
+        if step < self.current_step:
+            raise ValueError(f"step must be >= the current step {self.current_step} (the clock never goes back), "
+                             f"got {step!r}")
         self.current_step = step
 
     @property
@@ -684,14 +723,12 @@ class MemoryStore:
         derived = list(derived_from)
         return self._write("sem", step, rule, cues, importance, key, tier, confidence, source, evidence, namespace, derived, None)  # type: ignore[return-value]
 
-    def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
-               sig=None):
+    def _check_write(self, kind, step, content, cues, importance, key, tier, confidence, evidence, namespace, derived):
+        """Validate a write's arguments (nothing changes): returns (step, importance, namespace, evidence list)."""
         field_name = "content" if kind == "ep" else "rule"
         if not isinstance(content, str) or not content.strip():
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-            raise ValueError(f"step must be an int, got {step!r}")
-        step = int(step)
+        step = _check_step(step)
         _check_tier(tier, confidence)
         if key is not None and (not isinstance(key, str) or not key):
             raise ValueError(f"key must be a non-empty string or None, got {key!r}")
@@ -700,26 +737,48 @@ class MemoryStore:
         imp = self._importance(importance, content)
         ns = self._ns(namespace)
         semantic = kind == "sem"
+        if isinstance(evidence, str):
+            raise ValueError(f"evidence must be a list of memory ids or None, not a string, got {evidence!r}")
         evidence_list = list(evidence) if evidence is not None else (list(derived) if semantic else [])
-        if semantic:
-            for mid in derived:
+        # the erasure cascade follows evidence / derived_from inside a namespace: an id of another
+        # namespace would be skipped by it and survive the erasure of what it cites
+        for field_name, refs in (("derived_from", derived if semantic else ()), ("evidence", evidence_list)):
+            for mid in refs:
                 rec = self._records.get(mid)
                 if rec is not None and rec.namespace != ns:
                     raise ValueError(
-                        f"derived_from: {mid!r} lives in namespace {rec.namespace!r}, not {ns!r}"
+                        f"{field_name}: {mid!r} lives in namespace {rec.namespace!r}, not {ns!r} "
+                        f"(a record may only cite memories of its own namespace)"
                     )
+        return step, imp, ns, evidence_list
+
+    def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
+               sig=None):
+        step, imp, ns, evidence_list = self._check_write(kind, step, content, cues, importance, key, tier, confidence,
+                                                         evidence, namespace, derived)
+        semantic = kind == "sem"
         if sig is None:
             sig = signature(content)
+        to_supersede: Record | None = None
+        current: Record | None = None
+        same = False
+        if key is not None:
+            existing = self._spaces.get(ns)
+            current = existing.active_version(key, self._records) if existing is not None else None
+            if current is not None:
+                same = current.kind == ("semantic" if semantic else "episodic") and existing.fps[current.memory_id] == sig.fp
+                if not same and step < current.written_at:  # checked before anything changes
+                    raise ValueError(
+                        f"step must be >= {current.written_at}, when the active version {current.memory_id!r} of key "
+                        f"{key!r} was written (a new version cannot start before it), got {step!r}"
+                    )
         vec = self.embed(content)
         space = self._space(ns, create=True)
-        to_supersede: Record | None = None
-        if key is not None:
-            current = space.active_version(key, self._records)
-            if current is not None:
-                if current.kind == ("semantic" if semantic else "episodic") and space.fps[current.memory_id] == sig.fp:
-                    return self._report_duplicate(current, "key")
-                to_supersede = current
-        else:
+        if current is not None:
+            if same:
+                return self._report_duplicate(current, "key")
+            to_supersede = current
+        elif key is None:
             dup = self._find_duplicate(space, sig, vec, semantic)
             if dup is not None:
                 return self._report_duplicate(self._records[dup[0]], dup[1])
@@ -932,6 +991,9 @@ class MemoryStore:
             raise ValueError(f"query_text must be a string, got {query_text!r}")
         if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
             raise ValueError(f"top_k must be an int >= 0, got {top_k!r}")
+        alpha_ppr = _finite("alpha_ppr", alpha_ppr)
+        alpha_sim = _finite("alpha_sim", alpha_sim)
+        alpha_actr = _finite("alpha_actr", alpha_actr)
         space = self._space(self._ns(namespace))
         if space is None or not space.order or top_k == 0:
             return []
@@ -1014,31 +1076,50 @@ class MemoryStore:
         space, _ = self._loc[memory_id]
         if not isinstance(new_content, str) or not new_content.strip():
             raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
-        sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
-        if sig is None:
-            sig = signature(new_content)
-        if sig.fp == space.fps[memory_id]:
-            return self._report_duplicate(rec, "key")
-        # validate before touching the target, so that a rejected call changes nothing
-        _check_tier(write_kwargs.get("tier", rec.tier), write_kwargs.get("confidence", rec.confidence))
-        self._importance(write_kwargs.get("importance", rec.importance), new_content)
-        if rec.key is None:
-            key = f"chain:{memory_id}"
-            rec.key = key
-            space.chains.setdefault(key, []).append(memory_id)
+        semantic = rec.kind == "semantic"
         kw = dict(
-            key=rec.key,
+            key=rec.key if rec.key is not None else f"chain:{memory_id}",
             tier=write_kwargs.get("tier", rec.tier),
             confidence=write_kwargs.get("confidence", rec.confidence),
             source=write_kwargs.get("source", rec.source),
             evidence=write_kwargs.get("evidence", list(rec.evidence)),
             namespace=rec.namespace,
         )
-        if rec.kind == "semantic":
-            return self.write_semantic(step, new_content, write_kwargs.get("derived_from", list(rec.derived_from)),  # type: ignore[union-attr]
-                                       cues=write_kwargs.get("cues"), importance=write_kwargs.get("importance", rec.importance), **kw)
-        return self.write_episode(step, new_content, write_kwargs.get("cues"), write_kwargs.get("importance", rec.importance),
-                                  sig=sig, **kw)
+        cues = write_kwargs.get("cues")
+        importance = write_kwargs.get("importance", rec.importance)
+        derived = write_kwargs.get("derived_from", list(rec.derived_from)) if semantic else None  # type: ignore[union-attr]
+        # validate everything the write will check before touching the target (its key), so that a
+        # rejected call changes nothing
+        if semantic and isinstance(derived, str):
+            raise TypeError("derived_from must be a list of memory ids, not a string")
+        step = self._check_write("sem" if semantic else "ep", step, new_content, cues, importance, kw["key"],
+                                 kw["tier"], kw["confidence"], kw["evidence"], rec.namespace,
+                                 list(derived) if semantic else None)[0]
+        if step < rec.written_at:
+            raise ValueError(f"step must be >= {rec.written_at}, when {memory_id!r} was written (a new version "
+                             f"cannot start before the one it supersedes), got {step!r}")
+        sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
+        if sig is None:
+            sig = signature(new_content)
+        if sig.fp == space.fps[memory_id]:
+            return self._report_duplicate(rec, "key")
+        assigned = rec.key is None
+        if assigned:
+            rec.key = kw["key"]
+            space.chains.setdefault(rec.key, []).append(memory_id)
+        try:
+            if semantic:
+                return self.write_semantic(step, new_content, derived, cues=cues, importance=importance, **kw)
+            return self.write_episode(step, new_content, cues, importance, sig=sig, **kw)
+        except BaseException:
+            if assigned and rec.active:  # the write failed (e.g. the embedder raised): undo the key
+                chain = space.chains.get(rec.key)
+                if chain is not None and memory_id in chain:
+                    chain.remove(memory_id)
+                    if not chain:
+                        del space.chains[rec.key]
+                rec.key = None
+            raise
 
     def versions(self, key: str, namespace: str | None = None) -> list[Record]:
         """The version chain of `key`, oldest first."""
@@ -1049,6 +1130,7 @@ class MemoryStore:
 
     def value_at(self, key: str, step: int, namespace: str | None = None) -> Record | None:
         """The version that was valid at `step` (written_at <= step < superseded_at), or None."""
+        _finite("step", step)
         best = None
         for rec in self.versions(key, namespace):
             if rec.written_at <= step and (rec.superseded_at is None or rec.superseded_at > step):

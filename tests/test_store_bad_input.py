@@ -1,0 +1,267 @@
+"""The memory store on bad or unusual input: texts in any script, evidence across namespaces,
+non-finite numbers, rejected supersessions. A rejected call raises a ValueError naming the field and
+changes nothing (docs/store.md)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from world.dedup import DedupConfig, signature, words
+from world.embedding import CachedEmbedder, HashingEmbedder, tokenize
+from world.memory import MemoryStore
+
+
+def _store(**kw) -> MemoryStore:
+    return MemoryStore(CachedEmbedder(HashingEmbedder(64)), **kw)
+
+
+def _snapshot(store: MemoryStore) -> str:
+    """Everything the store holds (records, graph edges, ACT-R rows, layout, counters, embeddings)."""
+    state = store._export_state()
+    state["embeddings"] = state["embeddings"].tobytes()
+    return repr(state)
+
+
+# --------------------------------------------------------------------------- 1. any script
+@pytest.mark.parametrize("old, new", [
+    ("用户最喜欢的饮料是绿茶", "用户最喜欢的饮料是咖啡"),  # tea -> coffee (was: 'prefix')
+    ("Пользователь любит чай и кофе каждый день", "Пользователь любит чай и сок каждый день"),  # (was: 'prefix')
+    ("Zoë likes the café", "Zoé likes the café"),  # another person (was: 'containment')
+    ("ผู้ใช้ชอบชาเขียว", "ผู้ใช้ชอบกาแฟ"),  # Thai, no spaces: tea -> coffee
+    ("Bob likes tea", "Bob likes tea with Émile"),  # an accented name is entity-like (was: 'containment')
+    ("东京今天下雨", "我的猫叫山火木"),  # two unrelated sentences (was: 'embedding')
+])
+def test_a_changed_value_in_any_script_is_never_a_duplicate(old, new):
+    s = _store()
+    a = s.write_episode(1, old)
+    b = s.write_episode(2, new)
+    assert s.last_write.status == "written", s.last_write
+    assert b.memory_id != a.memory_id
+    assert [r.content for r in s.episodic.values()] == [old, new]
+
+
+@pytest.mark.parametrize("text, again", [
+    ("用户最喜欢的饮料是绿茶", "用户最喜欢的饮料是绿茶"),
+    ("Zoë likes the café", "ZOË LIKES THE CAFÉ"),
+    ("Zoë likes the café", "Zoe\u0308 likes the cafe\u0301"),  # the same text, decomposed (NFD)
+])
+def test_the_same_statement_in_any_script_is_still_a_duplicate(text, again):
+    s = _store()
+    first = s.write_episode(1, text)
+    assert s.write_episode(2, again) is first
+    assert s.last_write.status == "duplicate" and len(s) == 1
+
+
+def test_words_of_any_script():
+    assert words("Zoë's café, Пользователь любит чай") == ["zoë", "café", "пользователь", "любит", "чай"]
+    assert words("张伟的电话号码是138") == ["张", "伟", "的", "电", "话", "号", "码", "是", "138"]
+    assert words("コーヒーが好き") == ["コ", "ー", "ヒ", "ー", "が", "好", "き"]
+    assert words("हिन्दी बोलता") == ["हिन्दी", "बोलता"]  # vowel signs (combining marks) stay in the word
+    assert words("Zoe\u0308 x") == ["zoë", "x"]  # NFC
+    assert tokenize("Zoë's CAFÉ 张伟") == ["zoë", "café", "张", "伟"]
+    sig = signature("Émile met Zoë and élodie at ٣ and 东京")
+    assert sig.entities == frozenset({"émile", "zoë", "٣"})
+
+
+def test_hashing_embedder_separates_sentences_without_spaces():
+    e = HashingEmbedder(64)
+    a, b = e.encode("东京今天下雨"), e.encode("我的猫叫山火木")
+    assert float(a @ b) < 0.5
+    # lexical, as for English: sharing most characters makes texts similar
+    assert float(e.encode("东京今天下雨") @ e.encode("东京今天下大雨")) > 0.6
+
+
+def test_subject_erasure_matches_the_subject_as_words_in_any_script():
+    s = _store()
+    zoe_dia = s.write_episode(1, "Zoë lives in Lyon.")
+    zoe_acute = s.write_episode(2, "Zoé lives in Portmere.")
+    rene = s.write_episode(3, "René has a cat")
+    renee = s.write_episode(4, "Renée has a dog")
+    zhang = s.write_episode(5, "张伟的电话号码是13800138000")
+    li = s.write_episode(6, "李娜的电话号码是13900139000")
+
+    assert s.erase(subject="Zoë").episodic == [zoe_dia.memory_id]
+    assert zoe_acute.memory_id in s
+    assert s.erase(subject="René").episodic == [rene.memory_id]
+    assert renee.memory_id in s
+    assert s.erase(subject="张伟").episodic == [zhang.memory_id]
+    assert li.memory_id in s
+    assert s.erase(subject="Ze\u0301").episodic == []  # no word "zé" anywhere
+    assert s.erase(subject="Zoe\u0301").episodic == [zoe_acute.memory_id]  # the NFD spelling is the same name
+    assert sorted(r.content for r in s.episodic.values()) == ["Renée has a dog", "李娜的电话号码是13900139000"]
+
+
+# --------------------------------------------------------------------------- 2. evidence across namespaces
+def test_evidence_from_another_namespace_is_refused_and_nothing_is_written():
+    s = _store()
+    a = s.write_episode(1, "Alice's PIN is 4417")
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=r"evidence: 'ep_000001' lives in namespace 'default', not 'audit'"):
+        s.write_semantic(2, "Alice reuses PIN 4417", [], evidence=[a.memory_id], namespace="audit")
+    with pytest.raises(ValueError, match="evidence"):
+        s.namespace("audit").write_episode(2, "Alice reuses PIN 4417", evidence=[a.memory_id])
+    with pytest.raises(ValueError, match="evidence must be a list"):
+        s.write_episode(2, "Alice reuses PIN 4417", evidence=a.memory_id)
+    assert _snapshot(s) == before
+    assert s.namespaces() == ["default"]
+    # inside one namespace the evidence is accepted and the cascade removes what cites the erased id
+    sem = s.write_semantic(2, "Alice reuses PIN 4417", [], evidence=[a.memory_id])
+    report = s.erase(memory_id=a.memory_id)
+    assert report.cascaded == [sem.memory_id] and len(s) == 0
+
+
+# --------------------------------------------------------------------------- 3. non-finite numbers
+NAN, INF = math.nan, math.inf
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"forget_threshold": NAN}, "forget_threshold"),
+    ({"forget_threshold": INF}, "forget_threshold"),
+    ({"forget_threshold": -INF}, "forget_threshold"),
+    ({"decay": NAN}, "decay"),
+    ({"ppr_alpha": NAN}, "ppr_alpha"),
+    ({"ppr_alpha": 1.0}, "ppr_alpha"),
+    ({"ppr_tol": NAN}, "ppr_tol"),
+    ({"ppr_tol": INF}, "ppr_tol"),
+    ({"ppr_tol": 0.0}, "ppr_tol"),
+    ({"ppr_max_iter": 0}, "ppr_max_iter"),
+    ({"ppr_max_iter": 2.5}, "ppr_max_iter"),
+    ({"max_cues": 0}, "max_cues"),
+    ({"actr_k": True}, "actr_k"),
+    ({"embed_window": 0}, "embed_window"),
+    ({"embed_window": 1.5}, "embed_window"),
+])
+def test_constructor_rejects_bad_numbers_by_name(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        _store(**kwargs)
+
+
+def test_dedup_config_and_embedder_reject_non_finite_numbers():
+    with pytest.raises(ValueError, match="jaccard"):
+        DedupConfig(jaccard=NAN)
+    with pytest.raises(ValueError, match="embed_threshold"):
+        DedupConfig(embed_threshold=NAN)
+    with pytest.raises(ValueError, match="window"):
+        DedupConfig(window=2.5)
+    with pytest.raises(ValueError, match="bigram_weight"):
+        HashingEmbedder(64, bigram_weight=NAN)
+
+
+def _two_memories() -> tuple[MemoryStore, list[str]]:
+    s = _store()
+    ids = [s.write_episode(1, "Alice likes tea").memory_id, s.write_episode(2, "Bob likes coffee").memory_id]
+    s.tick(5)
+    return s, ids
+
+
+@pytest.mark.parametrize("step", [NAN, INF, -INF, 7.5, "8", True, 4])
+def test_tick_rejects_non_int_and_backwards_steps_and_changes_nothing(step):
+    s, ids = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="step"):
+        s.tick(step)
+    assert s.current_step == 5 and _snapshot(s) == before
+    acts = s.activations(ids)
+    assert np.isfinite(acts).all()
+    assert len(s.query("tea", top_k=1)) == 1
+
+
+@pytest.mark.parametrize("weight", ["alpha_ppr", "alpha_sim", "alpha_actr"])
+@pytest.mark.parametrize("value", [NAN, INF, -INF, "0.5"])
+def test_query_rejects_non_finite_weights_before_bumping(weight, value):
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=weight):
+        s.query("tea", top_k=1, **{weight: value})
+    assert _snapshot(s) == before  # no retrieval recorded
+    assert [r.content for r in s.query("tea", top_k=1)] == ["Alice likes tea"]
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"importance": NAN}, "importance"),
+    ({"importance": INF}, "importance"),
+    ({"confidence": NAN}, "confidence"),
+    ({"confidence": INF}, "confidence"),
+    ({"confidence": True}, "confidence"),
+    ({"step": NAN}, "step"),
+    ({"step": 3.0}, "step"),
+])
+def test_writes_reject_non_finite_numbers_and_change_nothing(kwargs, field):
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    step = kwargs.pop("step", 6)
+    with pytest.raises(ValueError, match=field):
+        s.write_episode(step, "Carol likes juice", **kwargs)
+    with pytest.raises(ValueError, match=field):
+        s.write_semantic(step, "People like drinks", [], **kwargs)
+    assert _snapshot(s) == before
+
+
+def test_value_at_rejects_a_non_finite_step():
+    s = _store()
+    s.write_episode(1, "Alice lives in Portmere", key="alice/home")
+    with pytest.raises(ValueError, match="step"):
+        s.value_at("alice/home", NAN)
+    assert s.value_at("alice/home", 1).content == "Alice lives in Portmere"
+
+
+def test_a_keyed_write_cannot_start_before_the_active_version():
+    s = _store()
+    s.write_episode(5, "Alice lives in Portmere", key="alice/home")
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=r"step must be >= 5"):
+        s.write_episode(4, "Alice lives in Salbury", key="alice/home")
+    assert _snapshot(s) == before
+    s.write_episode(4, "Alice lives in Portmere", key="alice/home")  # the same content: a duplicate, as before
+    assert s.last_write.status == "duplicate"
+
+
+# --------------------------------------------------------------------------- 4. rejected supersede
+@pytest.mark.parametrize("step, kwargs, field", [
+    (2.0, {}, "step"),
+    (NAN, {}, "step"),
+    (0, {}, "step"),  # before the target was written
+    (2, {"confidence": NAN}, "confidence"),
+    (2, {"tier": "inference", "confidence": 0.9}, "confidence"),
+    (2, {"importance": INF}, "importance"),
+    (2, {"cues": "alice"}, "cues"),
+    (2, {"evidence": ["ep_000002"]}, "evidence"),  # an id of another namespace
+])
+def test_a_rejected_supersede_changes_nothing(step, kwargs, field):
+    s = _store()
+    m = s.write_episode(1, "Alice lives in Portmere")
+    s.write_episode(1, "Alice audits Portmere", namespace="audit")  # ep_000002
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=field):
+        s.supersede(m.memory_id, "Alice lives in Salbury", step, **kwargs)
+    assert m.key is None and m.active
+    assert s.versions(f"chain:{m.memory_id}") == []
+    assert _snapshot(s) == before
+    # the same call with good arguments works afterwards
+    new = s.supersede(m.memory_id, "Alice lives in Salbury", 2)
+    assert [r.memory_id for r in s.versions(f"chain:{m.memory_id}")] == [m.memory_id, new.memory_id]
+
+
+def test_a_supersede_whose_write_fails_later_gives_the_key_back():
+    class Failing:
+        name, dim = "failing", 8
+
+        def __init__(self):
+            self.fail = False
+
+        def encode(self, text):
+            if self.fail:
+                raise RuntimeError("embedder down")
+            v = np.zeros(8, dtype=np.float32)
+            v[len(text) % 8] = 1.0
+            return v
+
+    emb = Failing()
+    s = MemoryStore(emb)
+    m = s.write_episode(1, "Alice lives in Portmere")
+    before = _snapshot(s)
+    emb.fail = True
+    with pytest.raises(RuntimeError, match="embedder down"):
+        s.supersede(m.memory_id, "Alice lives in Salbury", 2)
+    assert m.key is None and _snapshot(s) == before
