@@ -311,6 +311,9 @@ def _cue_node(cue: str) -> str:
 
 def _is_number(value: object) -> bool:
     """A real number (Python or numpy), not a bool."""
+    t = type(value)
+    if t is float or t is int:  # the common case, one test (bool is a subclass of int, not int)
+        return True
     return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
 
 
@@ -329,6 +332,8 @@ def _int_at_least(name: str, value: object, low: int) -> int:
 
 
 def _check_step(step: object, name: str = "step") -> int:
+    if type(step) is int:  # (every step the world passes: one test per tick and write)
+        return step
     if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
         raise ValueError(f"{name} must be an int (a world step), got {step!r}")
     return int(step)
