@@ -371,6 +371,27 @@ def test_endless_world_releases_old_events_and_keeps_playing():
     assert sizes[4000] < 1.25 * sizes[2000]  # (before: the pickle grew by ~0.2 KB per event)
 
 
+def test_endless_world_bookkeeping_stays_bounded():
+    """The cast keeps its newest ENDLESS_CAST people and the generator only their reserved pairs;
+    the store keeps no own copy of the event texts it writes when the world is driven without the env
+    (they are the world's perception, in the shared cache)."""
+    from world.families import ENDLESS_CAST
+
+    w = World(WorldConfig.preset("life", "endless"), seed=1)
+    peaks = []
+    for n in range(1, 8001):
+        ev = w.event
+        w.apply(Op.QUERY if ev.kind == "question" else (Op.WRITE if len(w.store) < 55 else Op.NOOP))
+        w.advance()
+        if n % 2000 == 0:
+            g = w._gen
+            peaks.append((len(g.cast.people), len(g._used), len(w.store.embedder._own)))
+    people, used, own = zip(*peaks)
+    assert max(people) <= ENDLESS_CAST and len(w._gen.cast.used_names) > ENDLESS_CAST  # names are never reused
+    assert all(s in set(w._gen.cast.people) for s, _ in w._gen._used)
+    assert max(used) < 2 * min(used) and max(own) == 0
+
+
 @pytest.mark.parametrize("family", ["consolidation", "life", "update"])
 def test_op_mask_is_valid_for_some_target(family):
     """op_mask()[op] == any(is_valid(op, t)) over every live memory (None for untargeted ops); REFLECT

@@ -475,6 +475,11 @@ class World:
         se, store, w = self._se, self.store, self.config.rewards
         if op is Op.NOOP:
             return
+        if op is not Op.FORGET and op is not Op.REFLECT:
+            # the world perceives its event first (as the env's observation does; cached per event):
+            # the store then finds the text in the perception cache and keeps no copy of its own,
+            # which an endless world driven without the env would otherwise accumulate
+            self.event_vector()
         if op is Op.QUERY:
             recs = store.query(se.text, self.event_cues(), top_k=self.config.top_k)
             out.retrieved = [r.memory_id for r in recs]
