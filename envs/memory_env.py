@@ -13,6 +13,7 @@ from gymnasium import spaces
 
 from envs import features as F
 from world import Op, World, WorldConfig
+from world.sim import CLUSTER_KINDS
 
 N_OPS = len(Op)
 _OPS: tuple[Op, ...] = tuple(sorted(Op, key=int))
@@ -554,7 +555,6 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._pair
 
 
-_CLUSTER_KINDS = frozenset({"fact", "change", "repeat", "distractor", "episode", "ref"})
 
 
 def valid_rows(world: World, ids: list[str], cache: dict | None = None) -> tuple:
@@ -588,7 +588,7 @@ def valid_rows(world: World, ids: list[str], cache: dict | None = None) -> tuple
         ok = False
         if mid in episodic:
             p = payloads.get(mid)
-            if p and p.get("kind") in _CLUSTER_KINDS:
+            if p and p.get("kind") in CLUSTER_KINDS:
                 key = (p.get("subject"), p.get("relation"))
                 ok = clusters.get(key)
                 if ok is None:
@@ -602,7 +602,7 @@ def _has_cluster(members, episodic, payloads) -> bool:
     fact-like payload: ``len(World._cluster(target)) >= 2``, stopping at the second one."""
     n = 0
     for mid in members:
-        if mid in episodic and payloads[mid].get("kind") in _CLUSTER_KINDS:
+        if mid in episodic and payloads[mid].get("kind") in CLUSTER_KINDS:
             n += 1
             if n == 2:
                 return True

@@ -226,6 +226,9 @@ def _event(se: ScriptEvent) -> Event:
 
 _new_event = object.__new__
 
+#: Payload kinds of the memories a REFLECT consolidates (and of the events whose rules it can write).
+CLUSTER_KINDS = FACT_KINDS | {"episode", "ref"}
+
 
 class World:
     """The simulation (see the module docstring). Usable without Gymnasium."""
@@ -364,7 +367,7 @@ class World:
             self._script_vecs = []
         if texts:
             # and the rules a REFLECT could write from these events (one per possible majority object)
-            kinds = FACT_KINDS | {"episode", "ref"}
+            kinds = CLUSTER_KINDS
             rules = []
             for e in self._gen.events[start:]:
                 p = e.payload
@@ -422,8 +425,7 @@ class World:
         for op in TARGETED_OPS:
             m[op] = m[op] and not empty
         if m[Op.REFLECT]:  # a target needs a cluster: >= 2 live episodes of one (subject, relation)
-            episodic, payloads = self.store.episodic, self._payloads
-            kinds = FACT_KINDS | {"episode", "ref"}
+            episodic, payloads, kinds = self.store.episodic, self._payloads, CLUSTER_KINDS
             m[Op.REFLECT] = any(
                 sum(1 for mid in ids if mid in episodic and payloads[mid].get("kind") in kinds) >= 2
                 for ids in self._by_key.values())
@@ -529,7 +531,7 @@ class World:
 
     def _cluster(self, target: str) -> list[str]:
         p = self._payloads.get(target)
-        kinds = FACT_KINDS | {"episode", "ref"}
+        kinds = CLUSTER_KINDS
         if not p or p.get("kind") not in kinds:
             return []
         episodic = self.store.episodic
