@@ -222,8 +222,12 @@ def _question_of(info: dict) -> dict | None:
     return q if isinstance(q, dict) and q.get("verdict") else None
 
 
-def _op_index(outcome_op: Any, action: Any) -> int:
-    """The operation the env applied (``info["outcome_op"]`` is its name), else the action's op."""
+def _op_index(outcome_op: Any, action: Any, invalid: bool = False) -> int:
+    """The operation that took effect, for the ``ops`` columns: NOOP for an invalid action (the env turned
+    it into a penalised no-op: it did nothing), else the operation the env applied (``info["outcome_op"]``
+    names the one attempted), else the action's op."""
+    if invalid:
+        return OP_NAMES.index("NOOP")
     if isinstance(outcome_op, str) and outcome_op in OP_NAMES:
         return OP_NAMES.index(outcome_op)
     if outcome_op is not None and not isinstance(outcome_op, str):
@@ -266,10 +270,10 @@ def run_episode(agent: Agent, env: Any, seed: int, *, trace: Callable[[dict], No
         obs, reward, terminated, truncated, info = env.step(action)
         events += 1
         total += float(reward)
-        op = _op_index(info.get("outcome_op"), action)
+        was_invalid = bool(info.get("invalid_action"))
+        op = _op_index(info.get("outcome_op"), action, was_invalid)
         ops[OP_NAMES[op]] += 1
-        if info.get("invalid_action"):
-            invalid += 1
+        invalid += was_invalid
         q = _question_of(info)
         if q is not None:
             verdicts[q["verdict"]] = verdicts.get(q["verdict"], 0) + 1
@@ -279,7 +283,8 @@ def run_episode(agent: Agent, env: Any, seed: int, *, trace: Callable[[dict], No
         live_sum += live
         if trace is not None:
             trace({**before, "action": [int(a) for a in np.asarray(action).reshape(-1)], "op": OP_NAMES[op],
-                   "reward": float(reward), "invalid": bool(info.get("invalid_action", False)),
+                   "attempted": OP_NAMES[_op_index(info.get("outcome_op"), action)],
+                   "reward": float(reward), "invalid": was_invalid,
                    "question": q, "live": live, "info": info})
         if terminated or truncated:
             final_metrics = info.get("metrics") or {}

@@ -299,12 +299,13 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             return
         info = step["info"]
         target = ""
-        if step["op"] in ("UPDATE", "LINK", "REFLECT", "FORGET"):
+        shown = step.get("attempted", step["op"])  # an invalid action: the op attempted (it counts as NOOP)
+        if shown in ("UPDATE", "LINK", "REFLECT", "FORGET"):
             target = f" -> slot {step['action'][1]} ({step.get('target_id') or 'empty'})"
         line = (f"[{step['index']:>4}] t={step['step']:<4} {step['kind']:<9} {_short(step['text'])}\n"
-                f"       {step['op']}{target}  reward {step['reward']:+.3f}  live {step['live']}")
+                f"       {shown}{target}  reward {step['reward']:+.3f}  live {step['live']}")
         if step["invalid"]:
-            line += f"  INVALID ({info.get('invalid_reason')})"
+            line += f"  INVALID, a no-op ({info.get('invalid_reason')})"
         if q:
             line += f"\n       answer {q.get('answer')!r}, gold {q.get('gold')!r}: {str(q['verdict']).upper()}"
         for mid in added:

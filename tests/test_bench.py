@@ -233,3 +233,45 @@ def test_evaluate_accepts_the_training_pipelines_env_spec():
         bench.evaluate("write_all", {"id": "MemGym/Update-Easy-v0", "horizon": 30}, [10_000])
     with pytest.raises(ValueError, match="MemGym/Life-Easy-v0"):
         bench.evaluate("write_all", "MemGym/Nope-Easy-v0", [10_000])
+
+
+class _AlwaysUpdate:
+    """Sends UPDATE of slot 0 whatever the mask says: on an empty store every one is invalid."""
+
+    name = "always_update"
+
+    def reset(self, seed):
+        pass
+
+    def act(self, observation, info):
+        return np.array([2, 0], dtype=np.int64)
+
+
+class _WriteThenInvalid(_AlwaysUpdate):
+    """WRITE on odd steps, FORGET of the last candidate slot on even steps: invalid while that slot is empty
+    (and WRITE is invalid on a question)."""
+
+    def reset(self, seed):
+        self.t = 0
+
+    def act(self, observation, info):
+        self.t += 1
+        return np.array([1, 0] if self.t % 2 else [6, 7], dtype=np.int64)
+
+
+def test_invalid_actions_count_as_noop_in_the_ops_columns():
+    env = bench.make_env("recall", "easy", {"horizon": 20})
+    row, _ = bench.run_episode(_AlwaysUpdate(), env, 10_000)
+    assert row["invalid_actions"] == row["events"] == 20
+    assert row["ops"] == {**dict.fromkeys(bench.OP_NAMES, 0), "NOOP": 20}  # they did nothing
+    assert row["ops_per_event"] == 0.0
+    steps = []
+    row, _ = bench.run_episode(_WriteThenInvalid(), env, 10_000, trace=steps.append)
+    invalid = [s for s in steps if s["invalid"]]
+    assert row["invalid_actions"] == len(invalid) >= 5
+    assert {s["attempted"] for s in invalid} >= {"FORGET"}    # replay still shows what was attempted
+    assert all(s["op"] == "NOOP" for s in invalid)
+    assert all(s["op"] == s["attempted"] for s in steps if not s["invalid"])
+    counted = {op: sum(s["op"] == op for s in steps) for op in bench.OP_NAMES}
+    assert row["ops"] == counted and row["ops"]["WRITE"] > 0
+    assert row["ops_per_event"] == pytest.approx(1 - counted["NOOP"] / row["events"])
