@@ -4,8 +4,9 @@ A baseline agent (e.g. ``versioned``) plays training-pool episodes; every step i
 (observation, action mask, action, reward, end). With ``alternatives``, each *statement* step is also
 branched: the env's :meth:`~envs.MemoryEnv.get_state` snapshot is restored, an alternative operation
 ``b`` (e.g. NOOP instead of the agent's WRITE) is taken, and the agent plays on to the end of the
-episode. Because the world's script does not depend on the agent, the branch differs from the
-recorded trajectory only through ``b``, and
+episode. The agent's own state (counters, RNG) is snapshotted with the env, right after it chose
+``a``, and every branch starts from a copy of it. Because the world's script does not depend on the
+agent, the branch differs from the recorded trajectory only through ``b``, and
 
     delta(s, b) = G(s, b then agent) - G(s, agent) = Q^agent(s, b) - Q^agent(s, a)
 
@@ -91,6 +92,9 @@ class GainModel:
                     h = np.tanh(h)
             total += h[:, 0]
         return total / len(self.members)
+
+    def __deepcopy__(self, memo: dict) -> GainModel:
+        return self  # never changed after fitting: copies of an agent (branch snapshots) share it
 
     def one(self, obs: dict[str, np.ndarray]) -> float:
         return float(self({k: np.asarray(obs[k])[None] for k in self.inputs})[0])
@@ -186,6 +190,12 @@ def _make(agent: Any):
     return make_agent(agent) if isinstance(agent, str) else copy.deepcopy(agent)
 
 
+def _copy_agent(agent: Any, view: Any) -> Any:
+    """A deep copy of the agent's own state (counters, RNG, ...) that shares ``view``: a branch plays the
+    same env, restored from its snapshot, so only the agent's state needs copying."""
+    return copy.deepcopy(agent, {id(view): view})
+
+
 def _episode(job: tuple) -> Demonstrations:
     """One demonstration episode (a module-level function so that a process pool can run it)."""
     env_id, overrides, agent_spec, seed, names = job
@@ -200,7 +210,11 @@ def _episode(job: tuple) -> Demonstrations:
     view = AgentView(base)
     agent.attach(view)
     demo = Demonstrations.empty()
-    snaps: list[tuple[int, Any, dict[str, np.ndarray]]] = []
+    # per branched step: (step, env snapshot, agent snapshot, alternatives). The agent is copied right
+    # after it chose its action, as in a plain re-run in which that action is replaced: a branch then
+    # starts from the agent state of that moment, not from where the recorded episode left the agent
+    # (an agent that keeps state, e.g. generative_agents' importance sum, would play on differently).
+    snaps: list[tuple[int, Any, Any, dict[str, np.ndarray]]] = []
     while True:
         view.refresh()
         action = np.asarray(agent.act(obs, info), dtype=np.int64).reshape(-1)
@@ -209,7 +223,7 @@ def _episode(job: tuple) -> Demonstrations:
             gated = getattr(agent, "last_gated", None)
             alts = {name: _alternative(name, gated, mask) for name in applicable(action, gated, names, mask)}
             if alts:
-                snaps.append((len(demo.actions), base.get_state(), alts))
+                snaps.append((len(demo.actions), base.get_state(), _copy_agent(agent, view), alts))
         demo.obs.append(obs)
         demo.masks.append(mask)
         demo.actions.append(action)
@@ -223,13 +237,14 @@ def _episode(job: tuple) -> Demonstrations:
     rewards = np.asarray(demo.rewards)
     to_go = np.cumsum(rewards[::-1])[::-1]  # undiscounted return from each step (episodes are finite)
     demo.returns.append(float(to_go[0]))
-    for i, snap, alts in snaps:
+    for i, snap, agent_snap, alts in snaps:
         for name, alt in alts.items():
             base.set_state(snap)
+            branch_agent = _copy_agent(agent_snap, view)  # a fresh copy per branch: a play-out changes it
             obs, reward, terminated, truncated, info = env.step(alt)
             g = float(reward)
             if not (terminated or truncated):
-                g += _play_out(env, agent, view, obs, info)
+                g += _play_out(env, branch_agent, view, obs, info)
             demo.deltas[i][name] = g - float(to_go[i])
             demo.alternatives[i][name] = alt
             demo.branches += 1

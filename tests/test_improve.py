@@ -266,3 +266,39 @@ def test_warm_start_with_rollout_improvement_records_what_it_changed(tmp_path):
     assert imp["relabelled"] == imp["branched"] > 0  # every step the agent did not NOOP on a statement
     assert set(imp["changed"]) <= {"WRITE->NOOP", "UPDATE->NOOP"}
     assert stats["op_agreement"] > 0.9 > stats["op_agreement_with_agent"]
+
+
+def _replay_agent_with(agent_name: str, seed: int, step: int, alternative: int) -> float:
+    """``_replay_with`` for any registered agent (a fresh env and agent, replayed from the reset)."""
+    env = make_env(ENV, SMALL)
+    base = env.unwrapped
+    agent = make_agent(agent_name)
+    agent.reset(seed)
+    obs, info = env.reset(seed=seed)
+    view = AgentView(base)
+    agent.attach(view)
+    total, t = 0.0, 0
+    while True:
+        view.refresh()
+        action = np.asarray(agent.act(obs, info)).copy()
+        if t == step:
+            slots = np.flatnonzero(np.asarray(info["action_mask"])[7:])
+            action = np.array([alternative, int(slots[0]) if len(slots) else 0])
+        obs, reward, terminated, truncated, info = env.step(action)
+        if t >= step:
+            total += float(reward)
+        t += 1
+        if terminated or truncated:
+            return total
+
+
+def test_branch_gain_of_a_teacher_with_state_equals_a_replay():
+    # generative_agents keeps a running importance sum that decides when it REFLECTs: a branch must start
+    # from the agent's state at the branch point, not from where the recorded episode left it
+    demo = collect_demonstrations(ENV, SMALL, "generative_agents", [7], alternatives=("NOOP",))
+    rewards = np.asarray(demo.rewards)
+    branched = [i for i, d in enumerate(demo.deltas) if "NOOP" in d]
+    assert len(branched) >= 10
+    for i in branched:
+        counterfactual = _replay_agent_with("generative_agents", 7, i, NOOP)
+        assert demo.deltas[i]["NOOP"] == pytest.approx(counterfactual - rewards[i:].sum(), abs=1e-9), i
