@@ -6,7 +6,8 @@ The ``MemorySystem`` protocol is what a memory library (Mem0, Zep, Letta, your o
         def add(self, text: str, metadata: dict) -> AddResult: ...
         def search(self, query: str, k: int) -> list[dict]: ...      # [{"id", "text", "score"}, ...]
         def delete(self, id: str) -> bool: ...
-        # optional: def reset(self) -> None   (called at the start of every episode)
+        # optional: def reset(self) -> None   (called at the start of every episode; without it the
+        #           adapter builds a fresh system for every episode: the factory is called again)
 
 ``add`` returns what the library decided for the new text, in Mem0's shape: a list of
 ``{"id": ..., "event": "ADD" | "UPDATE" | "DELETE" | "NONE"}`` (or ``{"results": [...]}``, as
@@ -29,8 +30,10 @@ runs it, and ``--agents memsys:package.module:factory`` runs any importable fact
 
 from __future__ import annotations
 
+import copy
 import importlib
 import re
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from agents.base import FORGET, NOOP, QUERY, UPDATE, WRITE, BaseAgent, register_agent
@@ -75,7 +78,8 @@ class MemorySystemAgent(BaseAgent):
 
     name = "memory_system"
 
-    def __init__(self, system: MemorySystem, k: int = 5, name: str | None = None) -> None:
+    def __init__(self, system: MemorySystem, k: int = 5, name: str | None = None,
+                 factory: Callable[[], MemorySystem] | None = None) -> None:
         super().__init__()
         missing = [m for m in ("add", "search", "delete") if not callable(getattr(system, m, None))]
         if missing:
@@ -84,6 +88,17 @@ class MemorySystemAgent(BaseAgent):
         self.k = k
         if name:
             self.name = name
+        # A system without reset() is rebuilt for every episode after the first: memories must not
+        # leak from one episode into the next (an episode is a pure function of its seed).
+        self._factory = factory
+        self._template: MemorySystem | None = None
+        if not callable(getattr(system, "reset", None)) and factory is None:
+            try:
+                self._template = copy.deepcopy(system)
+            except Exception as exc:  # noqa: BLE001 - whatever deepcopy trips on
+                raise TypeError(f"{type(system).__name__} has no reset() and cannot be copied ({exc!r}): give "
+                                "it a reset() or pass factory= (a callable building a fresh system)") from exc
+        self._fresh = True  # the system has not played an episode yet
         self._to_world: dict[str, str] = {}   # system id -> world memory id
         self._pending: str | None = None       # system id waiting for the world id of the last write
         self._deletes: list[str] = []          # system deletions not yet mirrored
@@ -92,6 +107,9 @@ class MemorySystemAgent(BaseAgent):
         super().reset(seed)
         if callable(getattr(self.system, "reset", None)):
             self.system.reset()
+        elif not self._fresh:  # no reset(): a fresh system from the factory (or the pristine copy)
+            self.system = self._factory() if self._factory is not None else copy.deepcopy(self._template)
+        self._fresh = False
         self._to_world, self._pending, self._deletes = {}, None, []
 
     def _slot(self, system_id: str) -> int | None:
@@ -221,4 +239,20 @@ def memory_system_agent(spec: str, **kwargs: Any) -> MemorySystemAgent:
         factory = getattr(importlib.import_module(mod_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"agent {spec!r}: cannot import {mod_name}:{attr} ({exc})") from exc
-    return MemorySystemAgent(factory(**kwargs), name=spec)
+    if not callable(factory):
+        raise ValueError(f"agent {spec!r}: {mod_name}:{attr} is a {type(factory).__name__}, not a factory "
+                         "(a callable returning a MemorySystem)")
+
+    def build() -> Any:
+        try:
+            system = factory(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - the user's factory may raise anything
+            raise ValueError(f"agent {spec!r}: the factory {mod_name}:{attr}() raised {exc!r}") from exc
+        missing = [m for m in ("add", "search", "delete") if not callable(getattr(system, m, None))]
+        if missing:
+            raise ValueError(f"agent {spec!r}: {mod_name}:{attr}() returned a {type(system).__name__}, not a "
+                             f"MemorySystem: missing method(s) {missing} (a MemorySystem has add, search, "
+                             "delete and optionally reset)")
+        return system
+
+    return MemorySystemAgent(build(), name=spec, factory=build)

@@ -285,3 +285,52 @@ def test_sb3_models_are_detected_and_evaluated(tmp_path):
         detect_algorithm(bad)
     with pytest.raises(SB3ModelError, match="not found"):
         detect_algorithm(tmp_path / "missing.zip")
+
+
+NO_RESET_MODULE = '''
+from agents.memory_system import TinyMemorySystem
+
+BUILT = []
+
+
+class NoReset:
+    """TinyMemorySystem's decisions without the optional reset()."""
+
+    def __init__(self):
+        self._inner = TinyMemorySystem()
+        BUILT.append(self)
+
+    def add(self, text, metadata):
+        return self._inner.add(text, metadata)
+
+    def search(self, query, k):
+        return self._inner.search(query, k)
+
+    def delete(self, id):
+        return self._inner.delete(id)
+'''
+
+
+def test_memory_system_without_reset_starts_every_episode_empty(tmp_path, monkeypatch):
+    (tmp_path / "no_reset_memsys.py").write_text(NO_RESET_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import no_reset_memsys
+
+    spec = "memsys:no_reset_memsys:NoReset"
+    env = {"id": "MemGym/Life-Easy-v0", "overrides": {"horizon": 60}}
+    a, b = 10_003, 10_001
+
+    def strip(row):
+        return {k: v for k, v in row.items() if k != "timing"}
+
+    both = evaluate(spec, env, [a, b])
+    alone = evaluate(spec, env, [b])
+    assert strip(both[1]) == strip(alone[0])       # b's episode does not depend on what ran before it
+    assert strip(both[0]) == strip(evaluate(spec, env, [a])[0])
+    assert both[1]["ops"]["WRITE"] > 0
+    # a system object without reset and without a factory is copied: same result
+    from agents.memory_system import MemorySystemAgent
+
+    agent = MemorySystemAgent(no_reset_memsys.NoReset())
+    rows = evaluate(agent, env, [a, b])
+    assert [r["return"] for r in rows] == [both[0]["return"], both[1]["return"]]
