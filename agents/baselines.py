@@ -14,8 +14,8 @@ that the env's mask forbids (e.g. WRITE at capacity) becomes NOOP.
 | `importance` | WRITE when the importance score clears a threshold and the text is not a duplicate; when full, evict the lowest importance x recency x freshness | seed 000 (Memory: _calculate_importance, _is_duplicate, get_weighted) |
 | `versioned` | key = subject + topic; same key, new content -> UPDATE (old version kept, superseded); same content -> NOOP; erasure request -> FORGET (hard, the whole chain) | seed 003 (versioned MemoryStore.write / forget(hard=True)) |
 | `mem0` | ADD / UPDATE / DELETE / NOOP from similarity thresholds against the retrieved candidates | Mem0's update step (Chhikara et al. 2025) |
-| `generative_agents` | WRITE every observation; REFLECT on the most salient memory (recency + importance + relevance) when the summed importance of recent writes passes a threshold | Park et al. 2023 |
-| `actr_rehearsal` | write-all, plus QUERY rehearsal when a statement repeats a memory near the ACT-R forget threshold | ACT-R base-level learning (Anderson & Schooler 1991) |
+| `generative_agents` | WRITE every statement; on a statement where the summed importance of writes since the last reflection has reached a threshold, REFLECT on the most salient memory (recency + importance + relevance) instead (that statement is not stored) | Park et al. 2023 |
+| `actr_rehearsal` | write-all, plus QUERY rehearsal when a statement repeats a memory whose squashed ACT-R activation is below 0.5 + margin (near or below the forget threshold) | ACT-R base-level learning (Anderson & Schooler 1991) |
 """
 
 from __future__ import annotations
@@ -289,12 +289,14 @@ class Mem0Agent(HeuristicAgent):
 class GenerativeAgentsAgent(HeuristicAgent):
     """Park et al. (2023)'s memory stream and reflection trigger.
 
-    Every observation is written. Each write adds its poignancy (seed 000's importance scorer mapped
-    from [1, 2.5] to the paper's 1..10 scale) to a running sum; when the sum passes
-    ``reflect_threshold``, the agent reflects on the most salient visible memory that can be
-    consolidated: retrieval score = 0.5 recency + 3 relevance + 2 importance, each min-max scaled
-    over the candidates (the weights of the released code; recency 0.99 ** age), and the sum
-    restarts. The paper's threshold of 150 makes its agents reflect two or three times a day over
+    Every statement is written, except where the agent reflects: each write adds its poignancy (seed 000's importance
+    scorer mapped from [1, 2.5] to the paper's 1..10 scale) to a running sum, and on the first
+    statement at which the sum has reached ``reflect_threshold`` the agent reflects *instead of*
+    writing (one operation per event: that statement is not stored) on the most salient visible
+    memory that can be consolidated: retrieval score = 0.5 recency + 3 relevance + 2 importance,
+    each min-max scaled over the candidates (the weights of the released code; recency 0.99 ** age),
+    and the sum restarts. If no visible memory can be reflected on, the statement is written. The
+    paper's threshold of 150 makes its agents reflect two or three times a day over
     hundreds of LLM-rated observations; memgym's easy episodes have about 85 statements whose
     poignancy is mostly 1-2, so 150 would never fire. The default, 30, keeps the paper's frequency
     (a few reflections per episode). Generative agents never delete.
@@ -353,9 +355,10 @@ class ActrRehearsalAgent(HeuristicAgent):
     whose activation falls below the forget threshold every ``sweep_every`` steps. A QUERY retrieves
     with the current event as the cue and so rehearses what it retrieves. When a statement repeats
     a visible memory (seed 000's duplicate rules, or similarity >= ``repeat_sim``) whose squashed
-    activation is within ``margin`` of the threshold (0.5 on the feature's scale), the agent QUERYs
-    instead of writing: the fact is already stored, and the retrieval refreshes it before the next
-    sweep. Everything else is as write_all.
+    activation (0.5 = at the threshold) is below ``0.5 + margin`` -- within ``margin`` above the
+    threshold, or already below it (not yet swept) -- the agent QUERYs instead of writing: the fact is
+    already stored, and the retrieval refreshes it before the next sweep. Everything else is as
+    write_all.
     """
 
     name = "actr_rehearsal"
