@@ -250,6 +250,10 @@ def agent_summaries() -> dict[str, str]:
     return {k: v[1] for k, v in _REGISTRY.items()}
 
 
+#: Agents that accept ``[-OP,...]`` (the ablation: ``disabled_ops``).
+ABLATABLE = ("oracle",)
+
+
 def parse_agent_spec(spec: str) -> tuple[str, dict]:
     """``"oracle"`` -> ("oracle", {}); ``"oracle[-UPDATE,-FORGET]"`` -> ("oracle", {"disabled_ops": ...}).
 
@@ -260,6 +264,10 @@ def parse_agent_spec(spec: str) -> tuple[str, dict]:
         return spec, {}
     if "[" in spec and spec.endswith("]"):
         base, inner = spec[:-1].split("[", 1)
+        base = base.strip()
+        if base not in ABLATABLE:
+            raise ValueError(f"agent spec {spec!r}: [-OP] brackets (an ablation) apply only to "
+                             f"{', '.join(ABLATABLE)}, e.g. oracle[-LINK]; {base!r} takes none")
         ops = [t.strip().lstrip("-").upper() for t in inner.split(",") if t.strip()]
         bad = [o for o in ops if o not in OP_NAMES[1:]]
         if bad:
@@ -292,25 +300,43 @@ def make_agent(spec: str | Agent, **kwargs: Any) -> Agent:
     name, extra = parse_agent_spec(spec)
     _load_builtin()
     if name not in _REGISTRY:
-        valid = ", ".join(list(_REGISTRY) + ["sb3:PATH", "memsys:MODULE:FACTORY"])
-        raise ValueError(f"unknown agent {spec!r}; valid agents: {valid}")
+        raise ValueError(f"unknown agent {spec!r}; valid agents: {_valid_agents_text()}")
     agent = _REGISTRY[name][0](**{**extra, **kwargs})
     if extra:
         agent.name = spec
     return agent
 
 
-def validate_agent_specs(specs: Sequence[str]) -> None:
-    """Raise ValueError naming the valid agents if any spec is unknown (no model loading)."""
+def _valid_agents_text() -> str:
+    return ", ".join(agent_names() + ["oracle[-OP,...]", "sb3:PATH", "memsys:MODULE:FACTORY"])
+
+
+def validate_agent_specs(specs: Sequence[str], envs: Sequence[Any] = ()) -> None:
+    """Check every spec before any episode runs: raise ValueError naming the spec and the valid agents.
+
+    Each agent is built once, in this process: a ``memsys:`` factory is called and its object checked
+    for add/search/delete, an ``sb3:`` model is loaded and, for each env of ``envs`` (bare
+    ``MemoryEnv``), checked against its observation and action spaces (``SB3Agent.check_env``).
+    """
     names = agent_names()
     for spec in specs:
-        if spec.startswith("sb3:"):
-            if len(spec) == 4:
-                raise ValueError("agent 'sb3:PATH' needs a model path, e.g. sb3:runs/life/model.zip")
-            continue
-        if spec.startswith("memsys:"):
-            continue
-        name, _ = parse_agent_spec(spec)
-        if name not in names:
-            raise ValueError(f"unknown agent {spec!r}; valid agents: "
-                             f"{', '.join(names + ['sb3:PATH', 'memsys:MODULE:FACTORY'])}")
+        if not isinstance(spec, str):
+            raise ValueError(f"agent {spec!r}: expected a name (str); valid agents: {_valid_agents_text()}")
+        try:
+            if spec.startswith(("sb3:", "memsys:")):
+                name = spec
+            else:
+                name, _ = parse_agent_spec(spec)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; valid agents: {_valid_agents_text()}") from None
+        if not spec.startswith(("sb3:", "memsys:")) and name not in names:
+            raise ValueError(f"unknown agent {spec!r}; valid agents: {_valid_agents_text()}")
+        try:
+            agent = make_agent(spec)
+            for env in envs:
+                if callable(getattr(agent, "check_env", None)):
+                    agent.check_env(env)
+        except Exception as exc:  # noqa: BLE001 - a user's factory or model file may raise anything
+            msg = str(exc) if repr(spec) in str(exc) else f"agent {spec!r} cannot be used: {exc}"
+            raise ValueError(f"{msg}; valid agents: {_valid_agents_text()}") from exc
+        del agent

@@ -186,6 +186,20 @@ def _check_names(families: Iterable[str], difficulties: Iterable[str]) -> None:
             raise ValueError(f"unknown difficulty {d!r}; valid difficulties: {', '.join(DIFFICULTIES)}")
 
 
+#: WorldConfig fields that a benchmark override may not set: they choose the world, and the rows would
+#: carry the requested label for another world.
+LABEL_FIELDS = {"family": "--families", "difficulty": "--difficulties"}
+
+
+def check_overrides(overrides: dict) -> None:
+    """Refuse ``family`` / ``difficulty`` among the overrides (ValueError naming the field and the option)."""
+    for key, option in LABEL_FIELDS.items():
+        if key in overrides:
+            raise ValueError(f"--set {key}={overrides[key]!r}: the {key} is not a setting of the world but the "
+                             f"world itself; choose it with {option} (overrides apply to every env of the run "
+                             "and would run another world under the requested label)")
+
+
 def make_env(target: Any, difficulty: str | None = None, overrides: dict | None = None) -> Any:
     """A bare ``MemoryEnv`` (no checker wrappers) from an env id, a family name, a config or a dict."""
     import envs
@@ -572,19 +586,35 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
             agents.append(ref)
     if ablate:
         agents += [f"oracle[-{op}]" for op in ABLATION_OPS if f"oracle[-{op}]" not in agents]
-    validate_agent_specs(agents)
-    families = list(families or suite.families)
-    difficulties = list(difficulties or suite.difficulties)
+    # a name given twice would count the same episodes twice (and narrow every CI): keep the first
+    families = list(dict.fromkeys(families or suite.families))
+    difficulties = list(dict.fromkeys(difficulties or suite.difficulties))
     _check_names(families, difficulties)
     if seeds is None:
         seeds = suite.seeds
-    seed_list = eval_seeds(seeds) if isinstance(seeds, int) else [int(s) for s in seeds]
+    seed_list = eval_seeds(seeds) if isinstance(seeds, int) else list(dict.fromkeys(int(s) for s in seeds))
     overrides = {**suite.overrides, **(overrides or {})}
-    workers = max(1, int(workers if workers is not None else (os.cpu_count() or 1)))
+    check_overrides(overrides)
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    workers = int(workers)
 
     for d in difficulties:
         if d == "endless" and overrides.get("horizon") is None:
             raise ValueError("difficulty 'endless' never ends: give a horizon, e.g. --set horizon=800")
+    # Everything is checked here, in this process, before the first episode: the envs (overrides), every
+    # agent (a memsys: factory is called, an sb3: model loaded and checked against each env) and the
+    # output folder, so that a mistake costs no run and loses no result.
+    envs = [_finite_env(make_env(f, d, overrides)) for f in families for d in difficulties]
+    try:
+        validate_agent_specs(agents, envs)
+    finally:
+        for env in envs:
+            env.close()
+    if out_dir is not None:
+        report.prepare_out_dir(out_dir)
     tasks = build_tasks(agents, families, difficulties, seed_list, overrides)
     t0 = time.perf_counter()
     rows, timings = run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})")

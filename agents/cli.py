@@ -20,17 +20,52 @@ class CliError(Exception):
     """A user error: printed as ``memgym <cmd>: error: ...`` with exit code 2."""
 
 
-def _csv(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise CliError("empty list")
+def _split_top_level(text: str, option: str) -> list[str]:
+    """Split at the commas outside brackets: ``oracle[-LINK,-FORGET],random`` -> 2 items."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise CliError(f"{option} {text!r}: ']' at position {i} closes no '['")
+        elif ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise CliError(f"{option} {text!r}: a '[' is never closed (e.g. oracle[-LINK,-FORGET])")
+    items.append(text[start:])
     return items
 
 
-def _overrides(pairs: Sequence[str] | None) -> dict:
-    """``--set horizon=80 --set capacity=32`` -> {"horizon": 80, "capacity": 32} (values parsed as YAML)."""
+def _csv(text: str | None, option: str = "list") -> list[str] | None:
+    """A comma-separated option value as a list; commas inside brackets (``oracle[-LINK,-FORGET]``) do not split."""
+    if text is None:
+        return None
+    items = [t.strip() for t in _split_top_level(text, option) if t.strip()]
+    if not items:
+        raise CliError(f"{option}: empty list {text!r}; give comma-separated names")
+    return items
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an int >= 1 (argparse names the option in its error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _overrides(pairs: Sequence[str] | None, world_choice: dict[str, str] | None = None) -> dict:
+    """``--set horizon=80 --set capacity=32`` -> {"horizon": 80, "capacity": 32} (values parsed as YAML).
+
+    ``world_choice`` maps the fields that choose the world itself (family, difficulty) to the option
+    that chooses it: such a --set is refused (it would run another world under the requested label).
+    """
     import yaml
 
     out = {}
@@ -38,13 +73,24 @@ def _overrides(pairs: Sequence[str] | None) -> dict:
         if "=" not in p:
             raise CliError(f"--set expects KEY=VALUE (a WorldConfig field), got {p!r}")
         k, v = p.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        k = k.strip()
+        if world_choice and k in world_choice:
+            raise CliError(f"--set {p}: {k!r} chooses the world, it is not one of its settings; "
+                           f"use {world_choice[k]} instead")
+        try:
+            out[k] = yaml.safe_load(v)
+        except yaml.YAMLError as exc:
+            raise CliError(f"--set {p}: the value is not valid YAML ({exc})") from None
     return out
 
 
 # ---------------------------------------------------------------------------------------------
 # bench
 # ---------------------------------------------------------------------------------------------
+
+
+#: play: the env id chooses the world (bench refuses them too, pointing to --families / --difficulties)
+PLAY_WORLD_CHOICE = dict.fromkeys(("family", "difficulty"), "the env id (memgym info lists them)")
 
 
 def _add_bench(sub: Any) -> None:
@@ -60,8 +106,8 @@ def _add_bench(sub: Any) -> None:
                    "random,write_all,oracle,sb3:runs/life/model.zip")
     p.add_argument("--families", help="comma-separated families (default: the suite's)")
     p.add_argument("--difficulties", help="comma-separated difficulties (default: the suite's)")
-    p.add_argument("--seeds", type=int, help="number of evaluation seeds per family (default: the suite's)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes")
+    p.add_argument("--seeds", type=_positive_int, help="number of evaluation seeds per family (default: the suite's)")
+    p.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1, help="worker processes (>= 1)")
     p.add_argument("--out", help="output folder (default: bench_out/<suite>, or bench_out/ablation)")
     p.add_argument("--ablate", action="store_true",
                    help="also run the oracle with each operation removed and print the ablation table")
@@ -78,10 +124,14 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     out_dir = args.out or os.path.join("bench_out", "ablation" if args.ablate and not args.agents else args.suite)
     t0 = time.perf_counter()
     try:
-        payload = bench.run_bench(args.suite, agents=_csv(args.agents), families=_csv(args.families),
+        payload = bench.run_bench(args.suite, agents=_csv(args.agents, "--agents"),
+                                  families=_csv(args.families, "--families"),
                                   seeds=args.seeds, workers=args.workers, out_dir=out_dir, ablate=args.ablate,
-                                  difficulties=_csv(args.difficulties), overrides=_overrides(args.set),
+                                  difficulties=_csv(args.difficulties, "--difficulties"),
+                                  overrides=_overrides(args.set, bench.LABEL_FIELDS),
                                   progress=not args.no_progress, plot=not args.no_plot)
+    except report.OutputDirError as exc:  # checked before the first episode: nothing was run
+        raise CliError(f"--out {exc.path}: {exc.reason}") from exc
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     elapsed = time.perf_counter() - t0
@@ -127,7 +177,7 @@ def cmd_play(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -
 
     inp = inp or sys.stdin
     try:
-        env = make_env(args.env_id, overrides={**_overrides(args.set)})
+        env = make_env(args.env_id, overrides={**_overrides(args.set, PLAY_WORLD_CHOICE)})
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     base = env.unwrapped
@@ -333,7 +383,8 @@ def _add_plot(sub: Any) -> None:
                        description="Redraw the figure and the Markdown leaderboard of a finished benchmark.")
     p.add_argument("results", nargs="?", default="bench_out/default/results.json",
                    help="results.json or its folder (default: bench_out/default/results.json)")
-    p.add_argument("--out", help="PNG path (default: leaderboard.png next to results.json)")
+    p.add_argument("--out", help="PNG path (default: leaderboard.png next to results.json); its folder is "
+                   "created if missing")
     p.set_defaults(func=cmd_plot)
 
 
@@ -348,8 +399,19 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError(str(exc)) from exc
     folder = Path(args.results) if Path(args.results).is_dir() else Path(args.results).parent
     png = Path(args.out) if args.out else folder / report.LEADERBOARD_PNG
-    (folder / report.LEADERBOARD_MD).write_text(report.leaderboard_md(data))
-    if not report.plot_leaderboard(data, png):
+    # --out's folder is created if missing (as `memgym bench --out` does); checked before drawing
+    if png.is_dir():
+        raise CliError(f"--out {png}: is a folder; give the PNG's file path, e.g. {png / report.LEADERBOARD_PNG}")
+    try:
+        report.prepare_out_dir(png.parent)
+    except report.OutputDirError as exc:
+        raise CliError(f"--out {png}: its folder {exc.path}: {exc.reason}") from exc
+    try:
+        (folder / report.LEADERBOARD_MD).write_text(report.leaderboard_md(data))
+        drawn = report.plot_leaderboard(data, png)
+    except OSError as exc:
+        raise CliError(f"cannot write {exc.filename or png}: {exc.strerror or exc}") from exc
+    if not drawn:
         return 1
     print(f"wrote {png} and {folder / report.LEADERBOARD_MD}", file=out)
     return 0

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,43 @@ CSV_FIELDS = (
 )
 
 
+#: What every entry of results.json's ``episodes`` must hold (replay re-runs an episode from these).
+EPISODE_KEYS = ("episode", "agent", "family", "difficulty", "env_id", "seed", "return")
+
+
 class ResultsFileError(ValueError):
     """A results.json that cannot be read (missing, not JSON, wrong schema)."""
+
+
+class OutputDirError(ValueError):
+    """An output folder that cannot be created or written; ``path`` and ``reason`` say which and why."""
+
+    def __init__(self, path: str | os.PathLike, reason: str) -> None:
+        self.path, self.reason = str(path), reason
+        super().__init__(f"output folder {self.path}: {reason}")
+
+
+def prepare_out_dir(path: str | os.PathLike) -> Path:
+    """Create ``path`` (with its parents) and check that a file can be written in it, before any work is
+    done whose results would go there; OutputDirError names the path and the reason otherwise."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise OutputDirError(path, "a file of that name exists (give a folder)") from None
+    except NotADirectoryError:
+        raise OutputDirError(path, "a part of the path is a file, not a folder") from None
+    except OSError as exc:
+        raise OutputDirError(path, f"cannot create the folder ({exc.strerror or exc})") from None
+    if not out.is_dir():  # e.g. a dangling symlink
+        raise OutputDirError(path, "is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".memgym-write-check-", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputDirError(path, f"the folder is not writable ({exc.strerror or exc})") from None
+    return out
 
 
 def _clean(obj: Any) -> Any:
@@ -66,6 +102,21 @@ def load_results(path: str | os.PathLike) -> dict:
     missing = [k for k in ("schema", "episodes", "summary") if not isinstance(data, dict) or k not in data]
     if missing:
         raise ResultsFileError(f"{p} is not a memgym results.json: missing field(s) {missing}")
+    if not isinstance(data["episodes"], list):
+        raise ResultsFileError(f"{p}: 'episodes' must be a list of episode entries, got "
+                               f"{type(data['episodes']).__name__}")
+    for i, row in enumerate(data["episodes"]):
+        if not isinstance(row, dict):
+            raise ResultsFileError(f"{p}: episodes[{i}] must be an object with the keys {list(EPISODE_KEYS)}, got "
+                                   f"{type(row).__name__}")
+        gone = [k for k in EPISODE_KEYS if k not in row]
+        if gone:
+            raise ResultsFileError(f"{p}: episodes[{i}] lacks the key(s) {gone}; every episode entry needs "
+                                   f"{list(EPISODE_KEYS)}")
+    summary = data["summary"]
+    gone = [k for k in ("agents", "tasks") if not isinstance(summary, dict) or k not in summary]
+    if gone:
+        raise ResultsFileError(f"{p}: 'summary' lacks the key(s) {gone}")
     return data
 
 

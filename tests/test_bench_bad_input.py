@@ -1,0 +1,278 @@
+"""Bad input to `memgym bench` / `replay` / `plot`: a clear error naming the option and the allowed values,
+found before any episode runs (so that nothing is lost), and duplicates that would count episodes twice."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from agents import bench, cli, report
+
+TINY = ["--families", "recall", "--seeds", "1", "--workers", "1", "--set", "horizon=20", "--no-progress",
+        "--no-plot"]
+
+
+def run(argv):
+    out = io.StringIO()
+    code = cli.main(argv, out=out)
+    return code, out.getvalue()
+
+
+@pytest.fixture
+def no_episodes(monkeypatch):
+    """Fail the test if any episode would run (the errors below must come before the run)."""
+    calls = []
+
+    def refuse(tasks, *a, **k):
+        calls.append(tasks)
+        raise AssertionError("episodes were run before the bad input was reported")
+
+    monkeypatch.setattr(bench, "run_tasks", refuse)
+    return calls
+
+
+# ------------------------------------------------------------------------------------------ --out
+
+
+def _bad_outs(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    return [(str(afile), "a file of that name exists"), (str(afile / "sub"), "a part of the path is a file"),
+            ("/proc/memgym-nope", "cannot create the folder")]
+
+
+def test_bad_out_is_reported_before_anything_runs(tmp_path, no_episodes, capsys):
+    for out, reason in _bad_outs(tmp_path):
+        code, _ = run(["bench", "--agents", "write_all", "--out", out, *TINY])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert err.startswith(f"memgym bench: error: --out {out}: "), err
+        assert reason in err, err
+        assert "Traceback" not in err
+    assert no_episodes == []
+    assert (tmp_path / "afile").read_text() == "keep me"
+    with pytest.raises(report.OutputDirError, match="afile"):
+        bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=1, workers=1,
+                        out_dir=tmp_path / "afile", progress=False, plot=False, overrides={"horizon": 20})
+
+
+def test_unwritable_out_is_reported(tmp_path, no_episodes, monkeypatch, capsys):
+    def refuse(*a, **k):  # a read-only folder (chmod does not stop root, who runs the CI here)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(report.tempfile, "mkstemp", refuse)
+    code, _ = run(["bench", "--agents", "write_all", "--out", str(tmp_path / "ro"), *TINY])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--out {tmp_path / 'ro'}: the folder is not writable (Permission denied)" in err, err
+
+
+def test_out_folder_is_created_with_its_parents(tmp_path):
+    out = tmp_path / "a" / "b"
+    code, text = run(["bench", "--agents", "write_all", "--out", str(out), *TINY])
+    assert code == 0, text
+    assert json.loads((out / "results.json").read_text())["families"] == ["recall"]
+
+
+@pytest.fixture
+def tiny_results(tmp_path):
+    rows = []
+    for agent, ret in (("random", 0.0), ("oracle", 2.0)):
+        verdicts = dict.fromkeys(bench.VERDICTS, 0)
+        rows.append({"agent": agent, "family": "recall", "difficulty": "easy", "seed": 10000, "env_id": "x",
+                     "return": ret, "events": 1, "questions": 0, "verdicts": verdicts, "accuracy": float("nan"),
+                     "stale_rate": float("nan"), "hallucination_rate": float("nan"), "leak_rate": float("nan"),
+                     "evidence_recall": float("nan"), "live_memories_mean": 0.0, "live_memories_final": 0,
+                     "ops": dict.fromkeys(bench.OP_NAMES, 0), "ops_per_event": 0.0, "invalid_actions": 0})
+    for i, r in enumerate(rows):
+        r["episode"] = i
+    payload = {"schema": 1, "suite": "t", "agents": ["random", "oracle"], "families": ["recall"],
+               "difficulties": ["easy"], "seeds": [10000], "overrides": {}, "ablate": False,
+               "summary": bench.summarise(rows), "ablation": None, "episodes": rows}
+    folder = tmp_path / "res"
+    report.write_all(payload, folder, plot=False)
+    return folder / "results.json"
+
+
+def test_plot_creates_the_folder_of_out(tiny_results, tmp_path):
+    png = tmp_path / "nodir" / "deeper" / "x.png"
+    code, text = run(["plot", str(tiny_results), "--out", str(png)])
+    assert code == 0, text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_bad_out_is_a_clear_error(tiny_results, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out, reason in ((afile / "x.png", "a file of that name exists"), (tmp_path, "is a folder")):
+        code, _ = run(["plot", str(tiny_results), "--out", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("memgym plot: error: --out "), err
+        assert reason in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------ repeated names
+
+
+def test_repeated_families_and_difficulties_run_once(tmp_path):
+    payload = bench.run_bench("quick", agents=["write_all"], families=["recall", "update", "recall"],
+                              difficulties=["easy", "easy"], seeds=[10000, 10001, 10000], workers=1, out_dir=None,
+                              progress=False, plot=False, overrides={"horizon": 20})
+    assert payload["families"] == ["recall", "update"] and payload["difficulties"] == ["easy"]
+    assert payload["seeds"] == [10000, 10001]
+    keys = [(e["agent"], e["family"], e["difficulty"], e["seed"]) for e in payload["episodes"]]
+    assert len(keys) == len(set(keys)) == 3 * 2 * 2  # write_all, random, oracle x 2 families x 2 seeds
+    assert payload["summary"]["agents"]["write_all"]["tasks"]["recall"]["episodes"] == 2
+
+
+def test_repeated_names_on_the_command_line(tmp_path):
+    out = tmp_path / "o"
+    code, text = run(["bench", "--agents", "write_all", "--out", str(out), *TINY, "--families", "recall,recall",
+                      "--difficulties", "easy,easy"])
+    assert code == 0, text
+    data = json.loads((out / "results.json").read_text())
+    assert data["families"] == ["recall"] and data["difficulties"] == ["easy"]
+    assert len(data["episodes"]) == 3
+
+
+# ---------------------------------------------------------------------------------- agent specs
+
+
+FACTORY_MODULE = '''
+class Fine:
+    def add(self, text, metadata):
+        return None
+    def search(self, query, k):
+        return []
+    def delete(self, id):
+        return False
+'''
+
+
+@pytest.mark.parametrize("spec, needle", [
+    ("memsys:builtins:dict", "returned a dict, not a MemorySystem: missing method(s) ['add', 'search', 'delete']"),
+    ("memsys:json:dumps", "the factory json:dumps() raised TypeError"),
+    ("memsys:nope_module_x:make", "cannot import nope_module_x:make"),
+    ("memsys:json", "expected memsys:package.module:factory"),
+    ("random[-LINK]", "brackets (an ablation) apply only to oracle"),
+    ("oracle[-FLY]", "unknown operation(s) ['FLY']"),
+    ("wirte_all", "unknown agent 'wirte_all'"),
+    ("sb3:/nonexistent/model.zip", "model file not found"),
+])
+def test_agent_specs_are_checked_before_any_episode(spec, needle, no_episodes, tmp_path, capsys):
+    code, _ = run(["bench", "--agents", f"write_all,{spec}", "--out", str(tmp_path / "o"), *TINY])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("memgym bench: error: ") and "Traceback" not in err
+    assert repr(spec) in err, err          # names the spec
+    assert needle in err, err
+    for name in ("write_all", "generative_agents", "oracle[-OP,...]", "sb3:PATH", "memsys:MODULE:FACTORY"):
+        assert name in err, (name, err)     # and the valid agents
+    assert no_episodes == []
+    assert not (tmp_path / "o").exists()    # nothing created either
+
+
+def test_a_working_memsys_factory_passes(tmp_path, monkeypatch):
+    (tmp_path / "my_memsys_fine.py").write_text(FACTORY_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bench.validate_agent_specs(["memsys:my_memsys_fine:Fine", "oracle[-LINK,-FORGET]", "random"])
+
+
+def test_sb3_model_of_another_layout_is_refused_up_front(tmp_path, no_episodes, capsys):
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import PPO
+
+    small = bench.make_env("recall", "easy", {"horizon": 20, "n_candidates": 4})
+    path = tmp_path / "k4.zip"
+    PPO("MultiInputPolicy", small, n_steps=8, batch_size=8, device="cpu", seed=0).save(path)
+    # the model fits an env with K = 4 (passes) ...
+    bench.validate_agent_specs([f"sb3:{path}"], [small])
+    # ... and not the bench's default K: refused before the run, naming the spec
+    code, _ = run(["bench", "--agents", f"sb3:{path}", "--out", str(tmp_path / "o"), *TINY])
+    err = capsys.readouterr().err
+    assert code == 2 and f"'sb3:{path}'" in err and "another env layout" in err, err
+    assert no_episodes == []
+
+
+# ------------------------------------------------------------------------------- --set, --agents
+
+
+@pytest.mark.parametrize("pair, option", [("family=life", "--families"), ("difficulty=hard", "--difficulties")])
+def test_set_refuses_the_fields_that_choose_the_world(pair, option, no_episodes, capsys):
+    code, _ = run(["bench", "--agents", "write_all", *TINY, "--set", pair])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"memgym bench: error: --set {pair}") and option in err, err
+    key, value = pair.split("=")
+    with pytest.raises(ValueError, match=option):
+        bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=1, workers=1, progress=False,
+                        plot=False, overrides={"horizon": 20, key: value})
+    code, _ = run(["play", "MemGym/Recall-Easy-v0", "--set", pair])
+    err = capsys.readouterr().err
+    assert code == 2 and "env id" in err, err
+    assert no_episodes == []
+
+
+def test_agent_list_is_not_split_inside_brackets(capsys):
+    assert cli._csv("oracle[-LINK,-FORGET], random ,write_all", "--agents") == [
+        "oracle[-LINK,-FORGET]", "random", "write_all"]
+    assert cli._csv("a,,b,", "--families") == ["a", "b"]
+    for bad, needle in (("oracle[-LINK", "never closed"), ("oracle-LINK]", "closes no '['")):
+        with pytest.raises(cli.CliError, match="--agents") as err:
+            cli._csv(bad, "--agents")
+        assert needle in str(err.value)
+
+
+def test_ablated_oracle_with_two_ops_runs_from_the_command_line(tmp_path):
+    out = tmp_path / "o"
+    code, text = run(["bench", "--agents", "oracle[-LINK,-FORGET]", "--out", str(out), *TINY])
+    assert code == 0, text
+    data = json.loads((out / "results.json").read_text())
+    assert "oracle[-LINK,-FORGET]" in data["agents"]
+    rows = [e for e in data["episodes"] if e["agent"] == "oracle[-LINK,-FORGET]"]
+    assert rows and all(e["ops"]["LINK"] == e["ops"]["FORGET"] == 0 for e in rows)
+
+
+@pytest.mark.parametrize("option", ["--agents", "--families", "--difficulties"])
+def test_empty_lists_name_the_option(option, no_episodes, capsys):
+    code, _ = run(["bench", *TINY, option, ","])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"memgym bench: error: {option}: empty list"), err
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_workers_must_be_at_least_one(value, no_episodes, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", *TINY, "--workers", value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--workers" in err and ">= 1" in err, err
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="workers must be an integer >= 1"):
+            bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=1, workers=bad,
+                            progress=False, plot=False, overrides={"horizon": 20})
+
+
+# ----------------------------------------------------------------------------------- results files
+
+
+@pytest.mark.parametrize("episodes, needle", [
+    ([{"episode": 0}], "episodes[0] lacks the key(s) ['agent', 'family', 'difficulty', 'env_id', 'seed', 'return']"),
+    ([7], "episodes[0] must be an object"),
+    ({"0": {}}, "'episodes' must be a list"),
+])
+def test_replay_and_plot_name_the_broken_episode_entry(episodes, needle, tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"schema": 1, "episodes": episodes, "summary": {"agents": {}, "tasks": []}}))
+    for argv in (["replay", str(path), "--episode", "0"], ["plot", str(path)]):
+        code, _ = run(argv)
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert err.startswith(f"memgym {argv[0]}: error: {path}: ") and needle in err, err
+
+
+def test_results_without_summary_tables_are_refused(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"schema": 1, "episodes": [], "summary": {}}))
+    with pytest.raises(report.ResultsFileError, match=r"'summary' lacks the key\(s\) \['agents', 'tasks'\]"):
+        report.load_results(path)
