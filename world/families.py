@@ -153,15 +153,17 @@ class ScriptGenerator:
           the event's index.
         - The cast keeps its newest :data:`ENDLESS_CAST` people; older ones retire: no new thread is
           about them (the texts already written stay as they are), so the (subject, relation) pairs
-          reserved for anyone but the active people can go. Names stay used (a retired name is never
+          reserved for them can go. Names stay used (a retired name is never
           given to a new person)."""
         cast = self.cast
         if len(cast.people) > ENDLESS_CAST:
-            for person in cast.people[:-ENDLESS_CAST]:
+            retired = set(cast.people[:-ENDLESS_CAST])
+            for person in retired:
                 cast.gender.pop(person, None)
             del cast.people[:-ENDLESS_CAST]
-            active = set(cast.people)
-            self._used = {pair for pair in self._used if pair[0] in active}
+            # only the retired people's pairs: "user" and the other subjects keep theirs (a user's
+            # relation stated once must not be stated again as a new fact)
+            self._used = {pair for pair in self._used if pair[0] not in retired}
         keep_from = len(self.events) - self.cfg.chunk - ENDLESS_HISTORY
         if keep_from <= self._released:
             return
