@@ -403,10 +403,24 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         rng = np.random.Generator(np.random.PCG64())
         try:
             rng.bit_generator.state = copy.deepcopy(state["np_random"])
-            episode_return, steps = float(env["episode_return"]), int(env["steps"])
         except (TypeError, ValueError, KeyError) as exc:
-            raise ValueError(f"set_state: state['np_random'] must be a PCG64 state and state['env'] hold "
-                             f"numbers in 'episode_return' and 'steps' ({exc})") from None
+            raise ValueError(f"set_state: state['np_random'] must be a PCG64 bit-generator state ({exc})") from None
+        ids, steps, episode_return = env["ids"], env["steps"], env["episode_return"]
+        last_action = env["last_action"]
+        problems = []
+        if not isinstance(ids, (list, tuple)) or not all(isinstance(m, str) for m in ids):
+            problems.append(f"'ids' must be a list of memory ids, got {ids!r}")
+        if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, (int, np.integer)) or steps < 0:
+            problems.append(f"'steps' must be an int >= 0, got {steps!r}")
+        if isinstance(episode_return, (bool, np.bool_)) or not isinstance(episode_return, (int, float, np.number)):
+            problems.append(f"'episode_return' must be a number, got {episode_return!r}")
+        if not isinstance(env["last_invalid"], (bool, np.bool_)):
+            problems.append(f"'last_invalid' must be a bool, got {env['last_invalid']!r}")
+        if last_action is not None and not (isinstance(last_action, (list, tuple)) and len(last_action) == 2):
+            problems.append(f"'last_action' must be None or (op, slot), got {last_action!r}")
+        if problems:
+            raise ValueError("set_state: state['env']: " + "; ".join(problems))
+        episode_return, steps = float(episode_return), int(steps)
         world_state = state["world"]
         cfg = world_state.get("config", self.config) if isinstance(world_state, dict) else self.config
         world = self.world

@@ -73,7 +73,8 @@ def test_reset_options_still_switch_the_preset():
 
 
 # ---------------------------------------------------------------------- set_state
-@pytest.mark.parametrize("breakage", ["no env steps", "no world", "bad rng", "not a dict", "world not a snapshot"])
+@pytest.mark.parametrize("breakage", ["no env steps", "no world", "bad rng", "not a dict", "world not a snapshot",
+                                      "clock not an index", "no script", "no store", "ids not a list"])
 def test_malformed_snapshot_is_rejected_before_anything_changes(breakage):
     a, b = _twins()
     snap = a.get_state()
@@ -93,9 +94,21 @@ def test_malformed_snapshot_is_rejected_before_anything_changes(breakage):
     elif breakage == "not a dict":
         bad = [1, 2]
         match = "not a MemoryEnv snapshot"
-    else:
+    elif breakage == "world not a snapshot":
         bad["world"] = {"store": None}
         match = "not a World snapshot"
+    elif breakage == "clock not an index":
+        bad["world"]["_i"] = "x"
+        match = r"state\['_i'\] must be an event index"
+    elif breakage == "no script":
+        bad["world"]["_gen"] = None
+        match = r"state\['_gen'\] must be a ScriptGenerator"
+    elif breakage == "no store":
+        bad["world"]["store"] = None
+        match = r"state\['store'\] must be a MemoryStore"
+    else:
+        bad["env"]["ids"] = 5
+        match = r"'ids' must be a list of memory ids"
     with pytest.raises(ValueError, match=match):
         a.set_state(bad)
     assert a.world.event.index == b.world.event.index

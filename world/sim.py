@@ -722,6 +722,17 @@ class World:
             have = sorted(state) if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"set_state: not a World snapshot (World.get_state()); it needs the keys "
                              f"{sorted(self._STATE_KEYS)}, got {have}")
+        from world.memory import MemoryStore
+
+        kinds = {"_gen": ScriptGenerator, "store": MemoryStore, "_payloads": dict, "_by_key": dict,
+                 "_rng": np.random.Generator, "_stats": _Stats}
+        for key, kind in kinds.items():
+            if key in state and not isinstance(state[key], kind):
+                raise ValueError(f"set_state: state[{key!r}] must be a {kind.__name__}, got {type(state[key]).__name__}")
+        i = state["_i"]
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(state["_gen"].events):
+            raise ValueError(f"set_state: state['_i'] must be an event index in 0..{len(state['_gen'].events) - 1}, "
+                             f"got {i!r}")
         cfg = state.get("config", self.config)
         if cfg != self.config:
             if not isinstance(cfg, WorldConfig):
