@@ -265,3 +265,18 @@ def test_a_supersede_whose_write_fails_later_gives_the_key_back():
     with pytest.raises(RuntimeError, match="embedder down"):
         s.supersede(m.memory_id, "Alice lives in Salbury", 2)
     assert m.key is None and _snapshot(s) == before
+
+
+def test_supersede_with_the_same_content_at_an_earlier_step_is_a_duplicate():
+    st = MemoryStore(HashingEmbedder(64))
+    a = st.write_episode(20, "Carol lives in Rome", key="carol/city")
+    assert st.supersede(a.memory_id, "Carol lives in Rome", 15) is a and st.last_write.status == "duplicate"
+    with pytest.raises(ValueError, match="step must be >= 20"):
+        st.supersede(a.memory_id, "Carol lives in Milan", 15)
+
+
+def test_dedup_window_accepts_numpy_integers():
+    cfg = DedupConfig(window=np.int64(5))
+    assert cfg.window == 5 and type(cfg.window) is int
+    with pytest.raises(ValueError, match="dedup window must be an int >= 0"):
+        DedupConfig(window=2.5)

@@ -443,3 +443,17 @@ def test_store_summaries_method():
     rs = store.summaries("alice", max_turns=2, keep_recent=1)
     assert rs is summaries(store, "alice") and store.summaries("alice") is rs
     assert store.summaries() is summaries(store) and store.summaries().namespace == store.default_namespace
+
+
+def test_turns_at_earlier_steps_than_the_last_fold_still_fold():
+    """Turn steps are the caller's: turns at step 5 after a fold at step 13 fold into a summary version
+    written at 13 (the store refuses a version that starts before the one it supersedes)."""
+    store = make_store()
+    rs = RollingSummary(store, max_turns=3, keep_recent=1)
+    for i in range(4):
+        rs.add_turn(f"Turn {i}: Alice moved to city number {i}.", step=10 + i)
+    first = rs.memory
+    for i in range(3):
+        rs.add_turn(f"Late turn {i}: Bob plays the oboe number {i}.", step=5)
+    assert rs.memory is not first and "Bob" in rs.memory.content and rs.memory.written_at == first.written_at
+    assert rs.text == rs.memory.content.split("\n", 1)[1]

@@ -220,8 +220,9 @@ class DedupConfig:
     value_aware: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0:
+        if isinstance(self.window, bool) or not isinstance(self.window, numbers.Integral) or self.window < 0:
             raise ValueError(f"dedup window must be an int >= 0, got {self.window!r}")
+        object.__setattr__(self, "window", int(self.window))  # (a numpy integer is fine, stored as int)
         if not _is_real(self.jaccard) or not 0.0 <= self.jaccard <= 1.0:  # (NaN fails the range test)
             raise ValueError(f"dedup jaccard must be a number in [0, 1], got {self.jaccard!r}")
         if not _is_real(self.embed_threshold) or not -1.0 <= self.embed_threshold <= 1.0 + 1e-9:

@@ -1100,14 +1100,14 @@ class MemoryStore:
         step = self._check_write("sem" if semantic else "ep", step, new_content, cues, importance, kw["key"],
                                  kw["tier"], kw["confidence"], kw["evidence"], rec.namespace,
                                  list(derived) if semantic else None)[0]
-        if step < rec.written_at:
-            raise ValueError(f"step must be >= {rec.written_at}, when {memory_id!r} was written (a new version "
-                             f"cannot start before the one it supersedes), got {step!r}")
         sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
         if sig is None:
             sig = signature(new_content)
-        if sig.fp == space.fps[memory_id]:
+        if sig.fp == space.fps[memory_id]:  # the same content is a duplicate at any step, as for a keyed write
             return self._report_duplicate(rec, "key")
+        if step < rec.written_at:
+            raise ValueError(f"step must be >= {rec.written_at}, when {memory_id!r} was written (a new version "
+                             f"cannot start before the one it supersedes), got {step!r}")
         assigned = rec.key is None
         if assigned:
             rec.key = kw["key"]

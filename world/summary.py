@@ -468,6 +468,13 @@ class RollingSummary:
         evidence = list(dict.fromkeys(t.memory_id for t in self.folded))
         live = [m for m in evidence if self.store.get(m) is not None]
         max_cues = getattr(self.store, "max_cues", 8)
+        # turns may come at earlier steps than the last fold (their steps are the caller's); a version
+        # never starts before the one it supersedes (the store refuses that), so the summary's version
+        # is written at the later of the two
+        for rec in reversed(self.store.versions(self.key, namespace=self.namespace)):
+            if rec.active:
+                step = max(step, rec.written_at)
+                break
         record = self.store.write_semantic(
             step, f"{SUMMARY_HEADER}\n{self.text}", live, key=self.key, tier="inference",
             confidence=self.confidence, source=self.source, evidence=evidence, namespace=self.namespace,
