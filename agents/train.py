@@ -101,7 +101,7 @@ class SeedSchedule(gym.Wrapper):
 
 
 class StorageShaping(gym.Wrapper):
-    """Potential-based shaping (Ng, Harada & Russell 1999) that charges the storage cost up front.
+    """Shaping from a storage potential that charges the storage cost up front.
 
     The world charges `rewards["storage"]` per live memory at every event, so the cost of a WRITE is
     a drip over every later event of the episode, tangled with the answers' rewards; credit for it
@@ -109,9 +109,17 @@ class StorageShaping(gym.Wrapper):
     `Phi(s) = w_storage * live(s) * (horizon - index(s))` (the storage bill of the current store to
     the end of the episode, 0 at the end) the shaped reward `r + Phi(s') - Phi(s)` bills a new memory
     its whole future storage at the step that writes it and refunds a memory at the step that
-    forgets (or sweeps) it; the per-event drip cancels. The episode's shaped return equals its true
-    return (the terms telescope from Phi(s_0) = 0 to Phi(s_T) = 0), so the optimal policy is
-    unchanged. Only training envs are shaped; evaluation always uses the env's own reward.
+    forgets (or sweeps) it; the per-event drip cancels. The episode's *undiscounted* shaped return
+    equals its true return (the terms telescope to Phi(s_T) - Phi(s_0)), so for the undiscounted
+    objective the optimal policy is unchanged.
+
+    It is not the policy-invariant form of Ng, Harada & Russell 1999 ("Policy invariance under reward
+    transformations", ICML) for the discounted return PPO optimises (gamma = 0.99): that form adds
+    `gamma * Phi(s') - Phi(s)`. With `Phi(s') - Phi(s)` and gamma < 1 the shaped discounted return is
+    the true one plus `sum_t gamma^t (1 - gamma) Phi(s_{t+1})` minus `Phi(s_0)`, i.e. an extra, mildly discounted
+    penalty on keeping memories (Phi <= 0 when storage costs), which can change the optimal policy. The
+    shipped models were trained with this form; a `gamma * Phi(s') - Phi(s)` variant was not tried.
+    Only training envs are shaped; evaluation always uses the env's own reward.
     `info["shaping"]` holds the added term. Endless worlds (no horizon) are left unshaped.
     """
 
@@ -240,19 +248,30 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
 
     class HeldOutEval(_EvalBase):
         """(Maskable)EvalCallback on the validation seeds, triggered by the step count (so a resumed run
-        keeps the schedule), recording accuracy from the episode's final `info["metrics"]` and one CSV
-        row per evaluation."""
+        keeps the schedule; one that lands on a rollout's end runs after that rollout's update, at the same
+        step count, so it scores the policy trained on those steps: the last one scores model.zip),
+        recording accuracy from the episode's final `info["metrics"]` and one CSV row per evaluation."""
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, eval_freq=1, verbose=0, **kwargs)
             self.next_eval = (start_steps // cfg.eval.freq + 1) * cfg.eval.freq
             self.rows: list[dict] = []
             self._episode_infos: list[dict] = []
+            self.pending = False
+
+        def _mean_accuracy(self) -> float:
+            accs = [_accuracy_from_info(info) for info in self._episode_infos]
+            accs = [a for a in accs if a is not None]
+            return float(np.mean(accs)) if accs else float("nan")
 
         def _log_success_callback(self, locals_, globals_) -> None:
             super()._log_success_callback(locals_, globals_)
             if locals_["done"]:
                 self._episode_infos.append(dict(locals_["info"]))
+                if len(self._episode_infos) == self.n_eval_episodes:
+                    # recorded before the parent's logger.dump(num_timesteps), so TensorBoard has it at the
+                    # step of eval/mean_reward (recorded after, it went out with the next dump, or never)
+                    self.logger.record("eval/mean_accuracy", self._mean_accuracy())
 
         def evaluate_now(self) -> bool:
             self.eval_env.env_method("restart_seeds")
@@ -261,21 +280,18 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             keep_going = super()._on_step()
             rewards = np.asarray(self.evaluations_results[-1], dtype=float)
             lengths = np.asarray(self.evaluations_length[-1], dtype=float)
-            accs = [_accuracy_from_info(info) for info in self._episode_infos]
-            accs = [a for a in accs if a is not None]
             row = {
                 "timesteps": int(self.num_timesteps),
                 "wall_time_s": round(time.perf_counter() - t0, 2),
                 "mean_return": float(rewards.mean()),
                 "std_return": float(rewards.std()),
-                "mean_accuracy": float(np.mean(accs)) if accs else float("nan"),
+                "mean_accuracy": self._mean_accuracy(),
                 "mean_length": float(lengths.mean()),
                 "episodes": int(len(rewards)),
                 "seeds": " ".join(str(s) for s in cfg.eval.seeds),
             }
             self.rows.append(row)
             _append_eval_row(run_dir / "evaluations.csv", row)
-            self.logger.record("eval/mean_accuracy", row["mean_accuracy"])
             _say(f"eval @ {row['timesteps']:>8d} steps: return {row['mean_return']:8.3f} "
                  f"+/- {row['std_return']:.3f}, accuracy {row['mean_accuracy']:.3f}")
             return keep_going
@@ -284,15 +300,33 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             if self.num_timesteps >= self.next_eval:
                 while self.next_eval <= self.num_timesteps:
                     self.next_eval += cfg.eval.freq
+                if _update_follows(self.locals):
+                    self.pending = True
+                    return True
                 return self.evaluate_now()
             return True
 
+        def _flush(self) -> None:
+            if self.pending:
+                self.pending = False
+                self.evaluate_now()
+
+        def _on_rollout_start(self) -> None:
+            self._flush()
+
+        def _on_training_end(self) -> None:
+            self._flush()
+
     class Checkpoint(CheckpointCallback):
-        """CheckpointCallback triggered by the step count, saving the seed schedule's position too."""
+        """CheckpointCallback triggered by the step count, saving the seed schedule's position too. A
+        checkpoint that lands on a rollout's end is saved after that rollout's update (`_update_follows`):
+        it holds the policy trained on its steps (the last one is model.zip), and a resume from it
+        continues with a fresh rollout without losing that update."""
 
         def __init__(self, counter: EpisodeCounter):
             super().__init__(save_freq=1, save_path=str(run_dir / CHECKPOINT_DIR), name_prefix="model")
             self.counter = counter
+            self.pending = False
             self.next_save = (start_steps // cfg.checkpoint_freq + 1) * cfg.checkpoint_freq
 
         def save_now(self, reason: str = "schedule") -> Path:
@@ -315,8 +349,22 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             if self.num_timesteps >= self.next_save:
                 while self.next_save <= self.num_timesteps:
                     self.next_save += cfg.checkpoint_freq
-                self.save_now()
+                if _update_follows(self.locals):
+                    self.pending = True
+                else:
+                    self.save_now()
             return True
+
+        def _flush(self) -> None:
+            if self.pending:
+                self.pending = False
+                self.save_now()
+
+        def _on_rollout_start(self) -> None:
+            self._flush()
+
+        def _on_training_end(self) -> None:
+            self._flush()
 
     class StopAfter(BaseCallback):
         def __init__(self, limit: int | None):
@@ -331,6 +379,19 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             return True
 
     return EpisodeCounter, HeldOutEval, Checkpoint, StopAfter, n_envs
+
+
+def _update_follows(locals_: dict) -> bool:
+    """Whether the step the callbacks are seeing is the last of a rollout, i.e. the algorithm updates the
+    policy before the next step (read from SB3's `collect_rollouts` locals, on- and off-policy)."""
+    if "n_rollout_steps" in locals_ and "n_steps" in locals_:  # on-policy: n_steps is counted after on_step
+        return int(locals_["n_steps"]) + 1 >= int(locals_["n_rollout_steps"])
+    if "train_freq" in locals_ and "num_collected_steps" in locals_:  # off-policy: steps counted before on_step
+        from stable_baselines3.common.utils import should_collect_more_steps
+
+        episodes = int(locals_.get("num_collected_episodes", 0)) + int(np.sum(locals_.get("dones", 0)))
+        return not should_collect_more_steps(locals_["train_freq"], int(locals_["num_collected_steps"]), episodes)
+    return False
 
 
 def _accuracy_from_info(info: dict) -> float | None:
@@ -718,11 +779,34 @@ def _row_accuracy(row: dict) -> float:
     return float(metrics.get("accuracy", float("nan")))
 
 
-def evaluate_agents(agents: Sequence[str], cfg: TrainConfig, seeds: Sequence[int]) -> dict[str, list[dict]]:
-    """Episodes of each agent on `seeds` through agents.bench.evaluate (the `memgym bench` path)."""
+def _episode_bar(total: int, desc: str, enabled: bool | None):
+    """A tqdm bar over episodes on stderr (`enabled=None`: only when stderr is a terminal)."""
+    from tqdm import tqdm
+
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    return tqdm(total=total, desc=desc, unit="episodes", disable=not enabled, file=sys.stderr, leave=False)
+
+
+def _evaluate_with_bar(bench, name: str, env: Any, seeds: Sequence[int], bar) -> list[dict]:
+    bar.set_postfix_str(name if len(name) <= 40 else f"...{name[-37:]}", refresh=False)
+    rows = list(bench.evaluate(name, env, list(seeds)))
+    bar.update(len(seeds))
+    return rows
+
+
+def evaluate_agents(agents: Sequence[str], cfg: TrainConfig, seeds: Sequence[int], *,
+                    progress: bool | None = False) -> dict[str, list[dict]]:
+    """Episodes of each agent on `seeds` through agents.bench.evaluate (the `memgym bench` path), with a
+    progress bar over the episodes when `progress` (None: when stderr is a terminal)."""
     bench = _bench()
     env = _bench_env(cfg)
-    return {name: list(bench.evaluate(name, env, list(seeds))) for name in agents}
+    bar = _episode_bar(len(agents) * len(seeds), "final test" if seeds and seeds[0] >= TEST_SEED_START
+                       else "baselines", progress)
+    try:
+        return {name: _evaluate_with_bar(bench, name, env, seeds, bar) for name in agents}
+    finally:
+        bar.close()
 
 
 def summarise(episodes: dict[str, list[dict]]) -> dict[str, dict]:
@@ -771,15 +855,27 @@ def summary_table(summary: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def run_labels(run_dirs: Sequence[Path], seeds: Sequence[int]) -> list[str]:
+    """One distinct label per run: `learned s<seed>` when the training seeds are distinct, else the run
+    folder's name (its path when names collide too; a numbered suffix for a folder given twice)."""
+    for candidates in ([f"learned s{s}" for s in seeds], [f"learned {Path(r).name}" for r in run_dirs],
+                       [f"learned {r}" for r in run_dirs]):
+        if len(set(candidates)) == len(candidates):
+            return candidates
+    return [f"learned {r} #{i + 1}" for i, r in enumerate(run_dirs)]
+
+
 def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, overrides: dict | None = None,
-             episodes: int = 50, baselines: Sequence[str] | None = None) -> tuple[str, dict]:
+             episodes: int = 50, baselines: Sequence[str] | None = None,
+             progress: bool | None = None) -> tuple[str, dict]:
     """The learned policies of several runs (training seeds) against every baseline on the test seeds.
 
     Each policy and baseline plays `episodes` test seeds (10000, ...) of `env` (default: the runs' env)
     with `overrides` (e.g. `{"horizon": 800}`) through `agents.bench.evaluate`. The normalised score
     (0 = random, 1 = oracle, per-episode returns against the mean random and oracle returns) gets a
-    95% bootstrap CI; the learned policy is reported per run and pooled over runs. Returns the
-    Markdown table and the raw numbers.
+    95% bootstrap CI; the learned policy is reported per run (`run_labels`: by seed, or by folder when
+    seeds repeat) and pooled over runs. `progress`: a bar over the episodes (default: when stderr is a
+    terminal). Returns the Markdown table and the raw numbers.
     """
     bench = _bench()
     run_dirs = [Path(r) for r in run_dirs]
@@ -811,12 +907,17 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
             SB3Agent(run / "model.zip").check_env(probe)
     finally:
         probe.close()
+    labels = run_labels(run_dirs, [m["seed"] for m in metas])
+    bar = _episode_bar(len(seeds) * (len(names) + len(run_dirs)), "memgym train --headline", progress)
     rows: dict[str, list[dict]] = {}
-    for name in names:
-        rows[name] = list(bench.evaluate(name, spec, seeds))
-    learned: dict[str, list[dict]] = {}
-    for run, meta in zip(run_dirs, metas):
-        learned[f"learned s{meta['seed']}"] = list(bench.evaluate(f"sb3:{run / 'model.zip'}", spec, seeds))
+    try:
+        for name in names:
+            rows[name] = _evaluate_with_bar(bench, name, spec, seeds, bar)
+        learned: dict[str, list[dict]] = {}
+        for run, label in zip(run_dirs, labels):
+            learned[label] = _evaluate_with_bar(bench, f"sb3:{run / 'model.zip'}", spec, seeds, bar)
+    finally:
+        bar.close()
     rnd = float(np.mean([_row_return(r) for r in rows["random"]]))
     orc = float(np.mean([_row_return(r) for r in rows["oracle"]]))
 
@@ -832,7 +933,7 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     per_run = {name: entry(eps) for name, eps in learned.items()}
     pooled_name = f"learned (pooled, {len(learned)} runs)"
     table_all = {pooled_name: entry([r for eps in learned.values() for r in eps]), **per_run, **table}
-    times = {f"learned s{m['seed']}": m.get("train_wall_time_s") for m in metas}
+    times = {label: m.get("train_wall_time_s") for label, m in zip(labels, metas)}
     label = env_id + (f" with {over}" if over else "")
     lines = [f"{label}: test seeds {seeds[0]}..{seeds[-1]} ({episodes} episodes per agent)", "",
              "| agent | normalised score [95% CI] | mean return [95% CI] | accuracy | training time |",
@@ -1011,7 +1112,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         if changes:
             cfg = cfg.replace(**changes)
         run_dir = Path(out_dir) if out_dir is not None else Path("runs") / f"{cfg.name or 'run'}_s{seed}"
-        if (run_dir / "config.yaml").exists() or (run_dir / CHECKPOINT_DIR).exists():
+        if ((run_dir / "config.yaml").exists() or (run_dir / CHECKPOINT_DIR).exists()) and \
+                not _restartable(run_dir, cfg.to_dict() | {"seed": seed, "quick": bool(quick)}):
             raise TrainConfigError(f"run folder {run_dir} already holds a run: pass --resume to continue it, "
                                    "or choose another --out")
     if progress_bar is not None:
@@ -1066,7 +1168,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
 
     # -- reference levels on the validation seeds
     if not (run_dir / "baselines.json").exists():
-        base_eps = evaluate_agents(cfg.eval.baselines, cfg, cfg.eval.seeds) if cfg.eval.baselines else {}
+        base_eps = evaluate_agents(cfg.eval.baselines, cfg, cfg.eval.seeds,
+                                   progress=None if cfg.progress_bar else False) if cfg.eval.baselines else {}
         (run_dir / "baselines.json").write_text(json.dumps(
             {"seeds": cfg.eval.seeds, "summary": summarise(base_eps) if base_eps else {}}, indent=2))
 
@@ -1088,7 +1191,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
             try:
                 stats = pretrain_by_imitation(model, cfg, seed)
             except KeyboardInterrupt:
-                # nothing to keep yet: the warm start is not a checkpoint (a resume would skip it)
+                # nothing to keep yet: the warm start is not a checkpoint (a resume would skip it); the folder
+                # holds no training output, so the same command starts it again (`_restartable`)
                 _say("interrupted during the warm start: nothing saved; run the same command again")
                 for env in (train_env, eval_env):
                     _close_env(env, interrupted=True)
@@ -1112,6 +1216,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         evaluator.evaluations_timesteps = [int(npz["timesteps"][i]) for i in keep]
         evaluator.evaluations_results = [list(npz["results"][i]) for i in keep]
         evaluator.evaluations_length = [list(npz["ep_lengths"][i]) for i in keep]
+    if ckpt is not None:  # the rows kept by the resume (the final-row check below reads them)
+        evaluator.rows = read_evaluations(run_dir / "evaluations.csv")
     checkpointer = Checkpoint(counter)
     stopper = StopAfter(stop_after)
     from stable_baselines3.common.callbacks import CallbackList
@@ -1123,9 +1229,11 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     remaining = max(cfg.total_steps - start_steps, 0)
     old_term = _on_sigterm(_raise_interrupt)  # `kill` / a scheduler's preemption saves like Ctrl-C
     try:
-        if remaining > 0:
-            model.learn(total_timesteps=remaining, callback=callbacks, progress_bar=cfg.progress_bar,
-                        reset_num_timesteps=ckpt is None, tb_log_name="run")
+        # also with nothing left (a checkpoint at or past total_steps: a finished run, the overshoot to the
+        # end of the last rollout, or a run killed after its last checkpoint): learn(0) trains nothing but
+        # gives the callbacks the model and its logger, which the final evaluation below needs
+        model.learn(total_timesteps=remaining, callback=callbacks, progress_bar=cfg.progress_bar and remaining > 0,
+                    reset_num_timesteps=ckpt is None, tb_log_name="run")
         if stopper.hit and model.num_timesteps < cfg.total_steps:
             stop_reason = _STOP_REASON_LIMIT
     except KeyboardInterrupt:
@@ -1161,7 +1269,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     summary = None
     if test_eval:
         agent_name = f"sb3:{model_path}"
-        episodes = evaluate_agents([agent_name, *cfg.eval.baselines], cfg, test_seeds)
+        episodes = evaluate_agents([agent_name, *cfg.eval.baselines], cfg, test_seeds,
+                                   progress=None if cfg.progress_bar else False)  # None: on a terminal only
         summary = summarise(episodes)
         (run_dir / "test_eval.json").write_text(json.dumps(
             {"seeds": test_seeds, "episodes": episodes, "summary": summary}, indent=2, default=_json_default))
@@ -1180,6 +1289,24 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         _say("\n".join(text))
     return TrainResult(run_dir, model_path, int(model.num_timesteps), True, None, wall,
                        read_evaluations(run_dir / "evaluations.csv"), summary)
+
+
+_TRAINING_OUTPUTS = (CHECKPOINT_DIR, "tb", "evaluations.csv", "evaluations.npz", "model.zip")
+
+
+def _restartable(run_dir: Path, resolved: dict) -> bool:
+    """A run folder stopped before RL began (Ctrl-C or a kill during the baselines or the warm start) holds
+    only the run's config, seeds, baselines (and maybe pretrain.json): the same command (same recipe and
+    seed) may start it again, reusing baselines.json. Anything RL wrote makes it a run to --resume."""
+    if any((run_dir / name).exists() for name in _TRAINING_OUTPUTS):
+        return False
+    try:
+        stored = _run_config(run_dir)
+    except TrainConfigError:
+        return False
+    ignore = ("versions", "progress_bar")  # neither changes what is trained
+    return {k: v for k, v in stored.items() if k not in ignore} == \
+        {k: v for k, v in yaml.safe_load(yaml.safe_dump(resolved, sort_keys=False)).items() if k not in ignore}
 
 
 def _close_env(env, *, interrupted: bool) -> None:
@@ -1275,7 +1402,7 @@ def _run(args: argparse.Namespace) -> int:
         episodes = 50 if getattr(args, "episodes", None) is None else args.episodes
         try:
             text, data = headline(args.headline, env=args.env, overrides=overrides, episodes=episodes,
-                                  baselines=baselines)
+                                  baselines=baselines, progress=False if args.no_progress else None)
         except TrainConfigError:
             raise
         except ValueError as err:  # e.g. agents.sb3_agent.SB3ModelError: a model of another env layout

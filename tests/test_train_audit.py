@@ -1,0 +1,150 @@
+"""memgym train: defects found by the training audit (resume of a finished checkpoint, Ctrl-C in the warm
+start, the last evaluation row and checkpoint vs model.zip, TensorBoard accuracy steps, --headline keys,
+progress bars). Tiny recipes, seconds each."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+from test_train import tiny  # noqa: E402
+
+from agents import train as T  # noqa: E402
+from agents.train_config import TrainConfig, TrainConfigError  # noqa: E402
+
+
+def _evaluate_on_validation(model_path, cfg: TrainConfig) -> float:
+    """Mean return of a saved model on the validation seeds, as the evaluation callback plays them."""
+    from sb3_contrib.common.maskable.evaluation import evaluate_policy
+
+    env = T._vec_env([T._EnvFactory(cfg, T._SeedList(cfg.eval.seeds))], False)
+    try:
+        rewards, _ = evaluate_policy(T.load_model(model_path), env, n_eval_episodes=cfg.eval.episodes,
+                                     deterministic=cfg.eval.deterministic, return_episode_rewards=True)
+    finally:
+        env.close()
+    return float(np.mean(rewards))
+
+
+def _same_weights(a, b) -> bool:
+    pa, pb = T.load_model(a).policy.state_dict(), T.load_model(b).policy.state_dict()
+    return all(np.array_equal(pa[k].numpy(), pb[k].numpy()) for k in pa)
+
+
+# ------------------------------------------------------------------------ 1. resume at or past total_steps
+def test_resume_of_a_checkpoint_past_total_steps_finishes_the_run(tmp_path):
+    """total_steps 200 with 64-step rollouts: training overshoots to 256 and checkpoints there. Killed
+    after that checkpoint (model.zip not yet written), --resume writes the final artefacts without
+    training further or adding an evaluation row; resuming the finished run again does the same."""
+    cfg = tiny(tmp_path, total_steps=200)
+    out = tmp_path / "run"
+    first = T.train(cfg, seed=0, out_dir=out, test_eval=False)
+    assert first.finished and first.timesteps == 256
+    rows = T.read_evaluations(out / "evaluations.csv")
+    assert [r["timesteps"] for r in rows] == [128, 256]
+    for name in ("model.zip", "model.json", "learning_curve.png"):
+        (out / name).unlink()
+
+    again = T.train(None, out_dir=out, resume=True, test_eval=True)
+    assert again.finished and again.timesteps == 256 and (out / "model.zip").is_file()
+    assert (out / "test_eval.json").is_file() and (out / "learning_curve.png").is_file()
+    assert T.read_evaluations(out / "evaluations.csv") == rows  # no duplicate row for 256
+    assert _same_weights(out / "model.zip", out / "checkpoints" / "model_256_steps.zip")
+
+    third = T.train(None, out_dir=out, resume=True, test_eval=False)  # an already finished run
+    assert third.finished and third.timesteps == 256
+    assert T.read_evaluations(out / "evaluations.csv") == rows
+
+
+# ------------------------------------------------------------------------ 2. Ctrl-C in the warm start
+def test_same_command_after_ctrl_c_in_the_warm_start_starts_the_run(tmp_path, monkeypatch):
+    cfg = tiny(tmp_path, pretrain={"agent": "versioned", "episodes": 1, "epochs": 1})
+    out = tmp_path / "run"
+    real = T.pretrain_by_imitation
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(T, "pretrain_by_imitation", interrupt)
+    stopped = T.train(cfg, seed=0, out_dir=out, test_eval=False)
+    assert stopped.stop_reason == "interrupted" and T.latest_checkpoint(out) is None
+
+    monkeypatch.setattr(T, "pretrain_by_imitation", real)
+    # another recipe or seed in that folder is still refused (it holds this run's config)
+    with pytest.raises(TrainConfigError, match="already holds a run"):
+        T.train(cfg, seed=1, out_dir=out, test_eval=False)
+    result = T.train(cfg, seed=0, out_dir=out, test_eval=False)  # "run the same command again"
+    assert result.finished and result.timesteps == 256 and (out / "pretrain.json").is_file()
+    # a finished (or checkpointed) run is never started over
+    with pytest.raises(TrainConfigError, match="already holds a run"):
+        T.train(cfg, seed=0, out_dir=out, test_eval=False)
+
+
+# ------------------------------------------------------------------------ 3. last row = model.zip
+def test_last_evaluation_row_and_checkpoint_are_the_saved_model(tmp_path):
+    """The last evaluation (256) and checkpoint (256) land on the end of the last rollout: both must
+    describe the policy after that rollout's update, i.e. model.zip."""
+    cfg_path = tiny(tmp_path, hyperparams={"n_steps": 64, "batch_size": 32, "n_epochs": 4, "learning_rate": 0.01})
+    out = tmp_path / "run"
+    result = T.train(cfg_path, seed=0, out_dir=out, test_eval=False)
+    cfg = TrainConfig.from_yaml(cfg_path)
+    rows = T.read_evaluations(out / "evaluations.csv")
+    assert [r["timesteps"] for r in rows] == [128, 256]
+    assert _same_weights(result.model_path, out / "checkpoints" / "model_256_steps.zip")
+    assert rows[-1]["mean_return"] == pytest.approx(_evaluate_on_validation(result.model_path, cfg), abs=1e-9)
+    npz = np.load(out / "evaluations.npz")
+    assert list(npz["timesteps"]) == [128, 256]
+    assert float(np.mean(npz["results"][-1])) == pytest.approx(rows[-1]["mean_return"], abs=1e-9)
+
+
+# ------------------------------------------------------------------------ 4. TensorBoard accuracy
+def test_tensorboard_accuracy_has_the_steps_and_values_of_the_evaluations(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "run"
+    # evaluations at 96 (inside a 64-step rollout), 192 (at a rollout's end) and 256 (after learn())
+    T.train(tiny(tmp_path, total_steps=200, eval={"freq": 96, "episodes": 2, "test_episodes": 1, "baselines": []}),
+            seed=0, out_dir=out, test_eval=False)
+    rows = T.read_evaluations(out / "evaluations.csv")
+    steps = [r["timesteps"] for r in rows]
+    assert steps == [96, 192, 256]
+    (events,) = list((out / "tb").rglob("events.out.tfevents.*"))
+    acc = EventAccumulator(str(events.parent))
+    acc.Reload()
+    reward = acc.Scalars("eval/mean_reward")
+    accuracy = acc.Scalars("eval/mean_accuracy")
+    assert [e.step for e in reward] == steps
+    assert [e.step for e in accuracy] == steps
+    assert [e.value for e in accuracy] == pytest.approx([r["mean_accuracy"] for r in rows], abs=1e-6)
+
+
+# ------------------------------------------------------------------------ 5. --headline keys
+def test_headline_reports_every_run_even_with_the_same_seed(tmp_path, capsys):
+    run = T.train(tiny(tmp_path), seed=0, out_dir=tmp_path / "a", test_eval=False)
+    shutil.copytree(run.run_dir, tmp_path / "b")
+    capsys.readouterr()
+    text, data = T.headline([tmp_path / "a", tmp_path / "b"], episodes=2, baselines=["write_all"], progress=True)
+    assert "memgym train --headline" in capsys.readouterr().err  # the progress bar (write_all, random, oracle, a, b)
+    table = data["table"]
+    assert {"learned a", "learned b", "learned (pooled, 2 runs)"} <= set(table)
+    assert table["learned (pooled, 2 runs)"]["episodes"] == 4
+    assert "| learned a |" in text and "| learned b |" in text
+    assert "learned s0" not in table
+    # distinct seeds keep the short labels
+    other = T.train(tiny(tmp_path), seed=1, out_dir=tmp_path / "c", test_eval=False)
+    _, data = T.headline([run.run_dir, other.run_dir], episodes=1, baselines=["write_all"])
+    assert {"learned s0", "learned s1", "learned (pooled, 2 runs)"} <= set(data["table"])
+
+
+# ------------------------------------------------------------------------ 7. progress bars
+def test_final_test_and_headline_show_a_progress_bar_when_asked(tmp_path, capsys):
+    cfg = TrainConfig.from_yaml(tiny(tmp_path))
+    T.evaluate_agents(["write_all", "random"], cfg, [10_000, 10_001], progress=True)
+    err = capsys.readouterr().err
+    assert "final test" in err and "/4 [" in err and "episodes/s" in err
+    T.evaluate_agents(["write_all", "random"], cfg, [10_000, 10_001], progress=False)
+    assert capsys.readouterr().err == ""
