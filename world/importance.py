@@ -12,8 +12,11 @@ fired on "show" and "key" on "monkey".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from world.embedding import tokenize
 
@@ -25,6 +28,15 @@ SEED_KEY_TERMS = frozenset(
         "advantage", "memory", "context", "rag", "embedding", "hybrid", "decay", "tfidf", "compression",
     }
 )
+
+
+def _number(name: str, value: object, low: float, allowed: str, strict: bool = False) -> float:
+    """``value`` as a float; ValueError naming the setting and the allowed values otherwise."""
+    ok = (not isinstance(value, bool | np.bool_) and isinstance(value, int | float | np.integer | np.floating)
+          and math.isfinite(value) and (value > low if strict else value >= low))
+    if not ok:
+        raise ValueError(f"ImportanceScorer: {name} must be {allowed}, got {value!r}")
+    return float(value)
 
 
 @runtime_checkable
@@ -46,8 +58,17 @@ class ImportanceScorer:
         query_bonus: float = 0.9,
         cap: float = 2.5,
     ) -> None:
-        if length_scale <= 0 or cap < 1.0:
-            raise ValueError(f"need length_scale > 0 and cap >= 1.0, got {length_scale!r}, {cap!r}")
+        # every setting checked by name: NaN would make every score NaN (or, through min(), silently
+        # the cap), a negative bonus a negative importance (an immediate sweep)
+        length_scale = _number("length_scale", length_scale, 0.0, "a finite number > 0", strict=True)
+        length_cap = _number("length_cap", length_cap, 0.0, "a finite number >= 0")
+        keyword_bonus = _number("keyword_bonus", keyword_bonus, 0.0, "a finite number >= 0")
+        query_bonus = _number("query_bonus", query_bonus, 0.0, "a finite number >= 0")
+        cap = _number("cap", cap, 1.0, "a finite number >= 1.0")
+        terms = None if isinstance(key_terms, str) else list(key_terms)
+        if terms is None or not all(isinstance(t, str) for t in terms):
+            raise ValueError(f"ImportanceScorer: key_terms must be an iterable of strings, got {key_terms!r}")
+        key_terms = terms
         self.key_terms = frozenset(t.lower() for t in key_terms)
         self.length_scale = length_scale
         self.length_cap = length_cap

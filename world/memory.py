@@ -406,6 +406,9 @@ class MemoryStore:
             self.dedup_config = dedup
         else:
             raise ValueError(f"dedup must be True, False or a DedupConfig, got {dedup!r}")
+        if importance_scorer is not None and not callable(getattr(importance_scorer, "score", None)):
+            raise ValueError(f"importance_scorer must have a score(text, query=None) method (world.importance.Scorer), "
+                             f"got {type(importance_scorer).__name__}")
         self.importance_scorer: Scorer = importance_scorer if importance_scorer is not None else ImportanceScorer()
         self.default_namespace = namespace
         self.max_cues = max_cues
@@ -627,7 +630,13 @@ class MemoryStore:
 
     def _importance(self, importance: float | None, text: str) -> float:
         if importance is None:
-            return float(self.importance_scorer.score(text))
+            score = self.importance_scorer.score(text)
+            # a scorer's NaN would never be swept and poison every query score; a negative one would
+            # sweep the memory at once: refused, as an importance passed directly would be
+            if not _is_number(score) or not math.isfinite(score) or score < 0:
+                raise ValueError(f"importance_scorer: {type(self.importance_scorer).__name__}.score returned "
+                                 f"{score!r}; an importance must be a finite number >= 0")
+            return float(score)
         if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not math.isfinite(importance):
             raise ValueError(f"importance must be a finite number >= 0 or None, got {importance!r}")
         if importance < 0:

