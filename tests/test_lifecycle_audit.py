@@ -50,3 +50,18 @@ def test_store_rejects_a_bad_importance_from_its_scorer(bad):
         s.write_episode(1, "Alice likes tea", importance=None)
     assert len(s) == 0
     assert s.write_episode(1, "Alice likes tea", importance=0.5).importance == 0.5
+
+
+# --------------------------------------------------------------------------- 8. duplicates
+@pytest.mark.parametrize("first", ["episode", "semantic"])
+def test_same_content_under_a_key_is_a_duplicate_whatever_the_kind(first):
+    s = MemoryStore()
+    k = "bob/city"
+    if first == "episode":
+        active = s.write_episode(12, "Bob lives in Paris", key=k)
+        got = s.write_semantic(14, "Bob lives in Paris", [], key=k, tier="fact", confidence=1.0)
+    else:
+        active = s.write_semantic(12, "Bob lives in Paris", [], key=k, tier="fact", confidence=1.0)
+        got = s.write_episode(14, "Bob lives in Paris", key=k)
+    assert s.last_write.status == "duplicate" and got is active
+    assert [v.memory_id for v in s.versions(k)] == [active.memory_id] and active.active

@@ -780,7 +780,8 @@ class MemoryStore:
             existing = self._spaces.get(ns)
             current = existing.active_version(key, self._records) if existing is not None else None
             if current is not None:
-                same = current.kind == ("semantic" if semantic else "episodic") and existing.fps[current.memory_id] == sig.fp
+                # the same content as the active version is a duplicate, whatever the kind of either
+                same = existing.fps[current.memory_id] == sig.fp
                 if not same and step < current.written_at:  # checked before anything changes
                     raise ValueError(
                         f"step must be >= {current.written_at}, when the active version {current.memory_id!r} of key "
