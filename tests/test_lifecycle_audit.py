@@ -12,6 +12,8 @@ import pytest
 
 from world.importance import ImportanceScorer
 from world.memory import MemoryStore
+from world.persistence import load_store, save_store
+from world.summary import summaries
 
 SECRET = "zqxvault"
 TURNS = [f"Sam code is {SECRET}.", "Tom likes tea.", "Ann runs daily."]
@@ -19,6 +21,20 @@ TURNS = [f"Sam code is {SECRET}.", "Tom likes tea.", "Ann runs daily."]
 
 def _all_texts(store: MemoryStore) -> list[str]:
     return [m.content for m in (*store.episodic.values(), *store.semantic.values())]
+
+
+# --------------------------------------------------------------------------- 5. hook order
+def test_summaries_keep_their_creation_order_through_save_and_load(tmp_path):
+    s = MemoryStore()
+    for ns in ("zed", "amy"):  # created in non-sorted order
+        r = summaries(s, ns, max_turns=2, keep_recent=0)
+        for i, text in enumerate(["Sam owns a red kite.", "Tom likes tea.", "Ann runs daily."]):
+            r.add_turn(text, step=i)
+    loaded = load_store(save_store(s, tmp_path / "m.sqlite"))
+    rebuilt = [{ns: e["rebuilt"] for ns, e in st.erase(subject="Sam", namespace="*").extra["summaries"].items()}
+               for st in (s, loaded)]
+    assert rebuilt[0] == rebuilt[1] == {"zed": "sem_000003", "amy": "sem_000004"}
+    assert list(rebuilt[1]) == ["zed", "amy"]
 
 
 # --------------------------------------------------------------------------- 6. importance

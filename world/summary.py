@@ -622,7 +622,9 @@ class SummaryRegistry(dict):
     saved store keeps its rolling summaries, and a snapshot (pickle / deepcopy) carries them along."""
 
     def to_state(self) -> dict:
-        return {ns: self[ns].export_state() for ns in sorted(self)}
+        # creation order, which is the order their erase hooks run in (an erasure that rebuilds two
+        # summaries gives their new versions ids in that order): a restored store must keep it
+        return {ns: self[ns].export_state() for ns in self}
 
 
 def _registry(store: Any, create: bool = True) -> SummaryRegistry | None:
@@ -637,7 +639,7 @@ def _registry(store: Any, create: bool = True) -> SummaryRegistry | None:
         registry = extras[EXTRA_NAME] = SummaryRegistry()
         pending = getattr(store, "extra_state", {}).pop(EXTRA_NAME, None)
         if pending:
-            for ns in sorted(pending):
+            for ns in pending:  # in the saved (creation) order: the erase hooks run in it
                 RollingSummary.from_state(store, pending[ns])
     return registry
 
@@ -664,7 +666,7 @@ def all_summaries(store: Any) -> dict[str, RollingSummary]:
 
 
 def export_summaries(store: Any) -> dict:
-    """``{namespace: state}`` of every rolling summary attached to ``store``, namespaces sorted."""
+    """``{namespace: state}`` of every rolling summary attached to ``store``, in creation order."""
     registry = _registry(store, create=False)
     return registry.to_state() if registry is not None else {}
 
@@ -677,7 +679,7 @@ def restore_summaries(store: Any, states: dict | None = None, summarizers: dict 
     registry = _registry(store, create=bool(states or summarizers))
     if registry is None:
         return
-    for ns in sorted(states or {}):
+    for ns in states or {}:  # (in the given order: export_summaries gives the creation order)
         if ns in registry:
             raise ValueError(f"restore_summaries: namespace {ns!r} already has a rolling summary")
         RollingSummary.from_state(store, states[ns])
