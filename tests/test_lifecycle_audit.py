@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from world.embedding import CachedEmbedder, HashingEmbedder
 from world.importance import ImportanceScorer
 from world.memory import MemoryStore
 from world.persistence import load_store, save_store
@@ -66,6 +67,25 @@ def test_store_rejects_a_bad_importance_from_its_scorer(bad):
         s.write_episode(1, "Alice likes tea", importance=None)
     assert len(s) == 0
     assert s.write_episode(1, "Alice likes tea", importance=0.5).importance == 0.5
+
+
+# --------------------------------------------------------------------------- 7. embedder config
+def test_hashing_embedder_settings_survive_save_and_load(tmp_path):
+    s = MemoryStore(HashingEmbedder(64, bigram_weight=2.0))
+    s.write_episode(1, "Alice likes green tea")
+    s.write_episode(2, "Bob drinks black coffee")
+    path = save_store(s, tmp_path / "bw.sqlite")
+    loaded = load_store(path)
+    assert loaded.embedder.inner.bigram_weight == 2.0 and loaded.embedder.inner.dim == 64
+    assert [(m.memory_id, sc) for m, sc in s.query_scored("Alice tea green", bump=False)] == \
+        [(m.memory_id, sc) for m, sc in loaded.query_scored("Alice tea green", bump=False)]
+    twin = MemoryStore._from_state(s._export_state())
+    assert twin.embedder.inner.bigram_weight == 2.0
+    with pytest.raises(ValueError, match=r"embedder: .*bigram_weight=2\.0.*bigram_weight=0\.5"):
+        load_store(path, embedder=HashingEmbedder(64))
+    with pytest.raises(ValueError, match="embedder"):
+        MemoryStore._from_state(s._export_state(), CachedEmbedder(HashingEmbedder(64)))
+    assert load_store(path, embedder=HashingEmbedder(64, bigram_weight=2.0)).embedder.bigram_weight == 2.0
 
 
 # --------------------------------------------------------------------------- 8. duplicates

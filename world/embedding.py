@@ -30,6 +30,9 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "CachedEmbedder",
     "make_embedder",
+    "embedder_config",
+    "embedder_from_config",
+    "check_embedder_config",
     "tokenize",
     "EMBEDDERS",
 ]
@@ -125,6 +128,10 @@ class HashingEmbedder:
         toks = tokenize(text)
         keys = toks + [a + " " + b for a, b in zip(toks, toks[1:])] + ["\x00empty:" + text.strip()]
         return sum(self._feature_cache.pop(k, None) is not None for k in keys) > 0
+
+    def config(self) -> dict:
+        """Everything that determines the vectors (``embedder_from_config`` rebuilds it exactly)."""
+        return {"name": "hashing", "dim": self.dim, "bigram_weight": self.bigram_weight}
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -372,6 +379,11 @@ class CachedEmbedder:
         victims = [t for t in self._texts.values() if predicate(t)]
         return sum(self.drop(t) for t in victims)
 
+    def config(self) -> dict | None:
+        """The inner embedder's config (None if it has none): the cache does not change a vector."""
+        inner_config = getattr(self.inner, "config", None)
+        return inner_config() if callable(inner_config) else None
+
     def texts(self) -> list[str]:
         """Texts cached in memory (for audits such as the erasure tests)."""
         return list(self._texts.values())
@@ -400,3 +412,41 @@ def make_embedder(name: str = "hashing", dim: int = 256, cache_path: str | None 
     if name == "minilm":
         return CachedEmbedder(SentenceTransformerEmbedder(), path=cache_path, max_entries=max_entries)
     raise ValueError(f"embedder must be one of {EMBEDDERS}, got {name!r}")
+
+
+def embedder_config(embedder) -> dict | None:
+    """The config of the hashing embedder inside ``embedder`` (itself, or reached through ``inner`` /
+    ``shared``: a cache, the world's store embedder), or None for any other embedder. A store saves it
+    so that loading without an embedder rebuilds the very same one (``bigram_weight`` included)."""
+    e = embedder
+    for _ in range(4):
+        if isinstance(e, HashingEmbedder):
+            return e.config()
+        e = getattr(e, "inner", None) or getattr(e, "shared", None)
+        if e is None:
+            break
+    return None
+
+
+def embedder_from_config(config: dict) -> HashingEmbedder:
+    """Rebuild the embedder ``embedder_config`` described (a hashing one; its checks apply)."""
+    if not isinstance(config, dict) or config.get("name") != "hashing":
+        raise ValueError(f"embedder_config must describe a hashing embedder, got {config!r}")
+    dim, bigram_weight = config.get("dim"), config.get("bigram_weight", 0.5)
+    return HashingEmbedder(dim, bigram_weight)
+
+
+def _describe(config: dict) -> str:
+    return "HashingEmbedder(" + ", ".join(f"{k}={v!r}" for k, v in config.items() if k != "name") + ")"
+
+
+def check_embedder_config(saved: dict | None, embedder) -> None:
+    """ValueError naming ``embedder`` when ``embedder`` is a hashing embedder (or wraps one) whose
+    config differs from the saved one: its vectors would not match the stored ones."""
+    if not isinstance(saved, dict):
+        return
+    have = embedder_config(embedder)
+    if have is not None and have != saved:
+        raise ValueError(f"embedder: the store was built with {_describe(saved)}, the embedder given is "
+                         f"{_describe(have)}; pass one with the same settings, or none (it is rebuilt from "
+                         f"the saved settings)")

@@ -35,7 +35,13 @@ import numpy as np
 from world.actr import ActRRecord, hybrid_base_level_batch
 from world.cues import extract_cues
 from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature, words
-from world.embedding import CachedEmbedder, HashingEmbedder
+from world.embedding import (
+    CachedEmbedder,
+    HashingEmbedder,
+    check_embedder_config,
+    embedder_config,
+    embedder_from_config,
+)
 from world.graph import AssocGraph
 from world.importance import ImportanceScorer, Scorer
 
@@ -1373,6 +1379,9 @@ class MemoryStore:
             "dim": dim,
             "layout": layout,
         }
+        emb_config = embedder_config(self.embedder)
+        if emb_config is not None:  # (a hashing embedder: rebuilt exactly on load, bigram_weight included)
+            meta["embedder_config"] = emb_config
         extra = dict(self.extra_state)
         for name, comp in self.extras.items():
             extra[name] = comp.to_state()
@@ -1429,12 +1438,17 @@ class MemoryStore:
         meta = state["meta"]
         cfg = meta["config"]
         dim = int(meta.get("dim") or 0)
+        saved_config = meta.get("embedder_config")
         if embedder is None:
             name = str(meta.get("embedder", ""))
-            if name.startswith("hashing-") and dim:
+            if isinstance(saved_config, dict) and saved_config.get("name") == "hashing":
+                embedder = CachedEmbedder(embedder_from_config(saved_config))
+            elif name.startswith("hashing-") and dim:  # (a state saved before embedder_config existed)
                 embedder = CachedEmbedder(HashingEmbedder(dim))
             else:
                 raise ValueError(f"embedder: the store was built with {name!r}; pass that embedder to load it")
+        else:
+            check_embedder_config(saved_config, embedder)
         dedup = DedupConfig(**cfg["dedup"]) if cfg.get("dedup") is not None else False
         store = cls(
             embedder, cfg["forget_threshold"], decay=cfg["decay"], actr_k=cfg["actr_k"], dedup=dedup,

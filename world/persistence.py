@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from world.embedding import check_embedder_config
+
 __all__ = ["StoreFileError", "save_store", "load_store", "FORMAT_VERSION", "APPLICATION_ID"]
 
 FORMAT_VERSION = 1
@@ -285,6 +287,10 @@ def _check_embedder(path: Path, meta: Any, embedder: Any) -> None:
     if dim and isinstance(have, int) and have != dim:
         raise ValueError(f"{os.fspath(path)}: embedder: the store holds {dim}-d embeddings ({name!r}), "
                          f"the embedder given makes {have}-d ones")
+    try:  # a hashing embedder of other settings (bigram_weight) would make other vectors
+        check_embedder_config(meta.get("embedder_config"), embedder)
+    except ValueError as exc:
+        raise ValueError(f"{os.fspath(path)}: {exc}") from None
 
 
 def _check_header(path: Path) -> None:
