@@ -7,7 +7,10 @@ kinds under a key, erasure scoped to a namespace)."""
 from __future__ import annotations
 
 import math
+import sqlite3
+import warnings
 
+import numpy as np
 import pytest
 
 from world.embedding import CachedEmbedder, HashingEmbedder
@@ -22,6 +25,76 @@ TURNS = [f"Sam code is {SECRET}.", "Tom likes tea.", "Ann runs daily."]
 
 def _all_texts(store: MemoryStore) -> list[str]:
     return [m.content for m in (*store.episodic.values(), *store.semantic.values())]
+
+
+# --------------------------------------------------------------------------- 4. embedding caches
+@pytest.mark.parametrize("make", [lambda: HashingEmbedder(256),
+                                  lambda: CachedEmbedder(HashingEmbedder(256), max_entries=2)])
+def test_cached_query_words_go_with_the_erased_memory(make):
+    emb = make()
+    hashing = getattr(emb, "inner", emb)
+    s = MemoryStore(emb)
+    s.write_episode(1, f"Alice vault word is {SECRET}", key="alice/vault")
+    s.write_episode(1, "Carol plays tennis")
+    s.query(f"{SECRET} please tell")
+    s.query("please tell Carol")
+    for i in range(3):  # (evicts the query's entry from the bounded cache)
+        s.write_episode(2 + i, f"filler text number {i} about weather")
+    assert any(SECRET in k for k in hashing._feature_cache)
+    s.erase(key="alice/vault")
+    assert not any(SECRET in k for k in hashing._feature_cache)
+    assert "please tell" in hashing._feature_cache and "carol" in hashing._feature_cache  # nothing else
+
+
+def test_disk_cache_entries_of_an_earlier_process_are_found_and_overwritten(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(HashingEmbedder(256), path=path)
+    s = MemoryStore(first)
+    s.write_episode(1, f"Alice vault word is {SECRET}", key="alice/vault")
+    s.write_episode(1, "Carol plays tennis")
+    s.query(f"what is the vault word {SECRET}")
+    s.query(f"did Alice change {SECRET} lately")  # never looked up again below
+    saved = save_store(s, tmp_path / "s.sqlite")
+    first.close()
+    second = CachedEmbedder(HashingEmbedder(256), path=path)  # as a new process would open it
+    assert second._db.execute("PRAGMA secure_delete").fetchone()[0] == 1
+    s2 = load_store(saved, embedder=second)
+    s2.query(f"what is the vault word {SECRET}")  # served from the disk
+    rep = s2.erase(key="alice/vault")
+    assert rep.cache_entries >= 2
+    texts = [t for (t,) in second._db.execute("SELECT text FROM emb")]
+    assert texts and not any(SECRET in t for t in texts)
+    second.close()
+    assert SECRET.encode() not in path.read_bytes()
+
+
+def test_old_cache_file_is_migrated_and_other_files_are_refused(tmp_path):
+    old = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(old)
+    conn.execute("CREATE TABLE emb (key TEXT PRIMARY KEY, vec BLOB)")
+    conn.execute("INSERT INTO emb VALUES (?, ?)", ("k", np.zeros(8, dtype=np.float32).tobytes()))
+    conn.commit()
+    conn.close()
+    with pytest.warns(UserWarning, match="schema version 0.*1 entries were dropped"):
+        emb = CachedEmbedder(HashingEmbedder(8), path=old)
+    assert emb._db.execute("SELECT COUNT(*) FROM emb").fetchone()[0] == 0
+    emb.encode("hello there")
+    assert emb._db.execute("SELECT text FROM emb").fetchall() == [("hello there",)]
+    emb.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = CachedEmbedder(HashingEmbedder(8), path=old)  # migrated: opens silently
+    assert "hello there" in again
+    again.close()
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database at all" * 50)
+    with pytest.raises(ValueError, match="junk.sqlite"):
+        CachedEmbedder(HashingEmbedder(8), path=junk)
+    store_file = save_store(MemoryStore(), tmp_path / "store.sqlite")
+    before = store_file.read_bytes()
+    with pytest.raises(ValueError, match="not an embedding cache"):
+        CachedEmbedder(HashingEmbedder(8), path=store_file)
+    assert store_file.read_bytes() == before
 
 
 # --------------------------------------------------------------------------- 5. hook order

@@ -21,6 +21,7 @@ import os
 import re
 import sqlite3
 import threading
+import warnings
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -129,6 +130,27 @@ class HashingEmbedder:
         keys = toks + [a + " " + b for a, b in zip(toks, toks[1:])] + ["\x00empty:" + text.strip()]
         return sum(self._feature_cache.pop(k, None) is not None for k in keys) > 0
 
+    def drop_words(self, words: Iterable[str]) -> int:
+        """Forget every cached feature that holds one of `words` (lower-cased tokens): the word itself
+        and every word pair it is part of, whatever text (a memory, a query no cache knows any more)
+        brought it in. Returns how many features went. One pass over the cache (at most 200,000
+        entries): the store calls it once per erasure, with the words only the erased memories had."""
+        gone = {w.lower() for w in words}
+        if not gone:
+            return 0
+        cache = self._feature_cache
+        victims = []
+        for k in cache:
+            if k in gone:
+                victims.append(k)
+            elif " " in k:
+                a, _, b = k.partition(" ")
+                if a in gone or b in gone:
+                    victims.append(k)
+        for k in victims:
+            del cache[k]
+        return len(victims)
+
     def config(self) -> dict:
         """Everything that determines the vectors (``embedder_from_config`` rebuilds it exactly)."""
         return {"name": "hashing", "dim": self.dim, "bigram_weight": self.bigram_weight}
@@ -236,12 +258,21 @@ class SentenceTransformerEmbedder:
         return self.encode_batch([text])[0]
 
 
+#: Schema of a CachedEmbedder's SQLite file (``PRAGMA user_version``). Version 2 keeps each entry's
+#: text, so that an erasure finds cached texts quoting erased content on disk too; version 0 (files
+#: written before) had no text column: their entries are dropped when the file is opened (a warning
+#: says how many; they are embedded again when needed).
+CACHE_SCHEMA_VERSION = 2
+
+
 class CachedEmbedder:
     """Content-addressed embedding cache around any embedder.
 
     Key: sha256(inner name + NUL + text). Entries live in memory and, if `path` is given, in a SQLite
-    file (table `emb(key TEXT PRIMARY KEY, vec BLOB)`) shared across runs. `hits` / `misses` count
-    lookups. `drop(text)` deletes an entry everywhere. `max_entries` bounds the in-memory entries
+    file (table `emb(key TEXT PRIMARY KEY, vec BLOB, text TEXT)`, ``PRAGMA user_version`` 2,
+    ``secure_delete`` on so that a dropped entry's bytes are overwritten) shared across runs. `hits` /
+    `misses` count lookups. `drop(text)` deletes an entry everywhere; `drop_matching(predicate)` every
+    entry, in memory or on disk, whose text satisfies it. `max_entries` bounds the in-memory entries
     (least recently used go first; None: unbounded): an evicted text is embedded again when needed,
     to the same vector, since every embedder here is a pure function of the text.
     """
@@ -264,9 +295,50 @@ class CachedEmbedder:
         self.misses = 0
         self._db: sqlite3.Connection | None = None
         if self.path is not None:
-            self._db = sqlite3.connect(self.path)
-            self._db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB)")
-            self._db.commit()
+            self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open the cache file: create the table, or check it and migrate a version-0 file."""
+        path = self.path
+        if os.path.isdir(path):
+            raise ValueError(f"CachedEmbedder: path {path!r} is a directory, not an embedding cache file")
+        db = sqlite3.connect(path)
+        try:
+            # a dropped (erased) entry's bytes are overwritten, whatever the SQLite build's default
+            db.execute("PRAGMA secure_delete=ON")
+            if db.execute("PRAGMA secure_delete").fetchone()[0] != 1:
+                raise ValueError(f"CachedEmbedder: path {path!r}: this SQLite build cannot turn secure_delete on")
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            columns = [r[1] for r in db.execute("PRAGMA table_info(emb)")]
+            if not columns:
+                others = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                if others:  # (another kind of SQLite file, e.g. a saved store: not touched)
+                    raise ValueError(f"CachedEmbedder: path {path!r} is a SQLite file without an emb table "
+                                     f"(tables {others}), not an embedding cache")
+                db.execute("CREATE TABLE emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL, text TEXT NOT NULL)")
+                db.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
+            elif version == 0 and columns == ["key", "vec"]:
+                # version 0 kept no texts: an erasure could not find its entries, so they go
+                n = db.execute("SELECT COUNT(*) FROM emb").fetchone()[0]
+                db.execute("DELETE FROM emb")
+                db.execute("ALTER TABLE emb ADD COLUMN text TEXT")
+                db.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
+                if n:
+                    warnings.warn(
+                        f"CachedEmbedder: {path!r} is an embedding cache of schema version 0 (no texts): its {n} "
+                        f"entries were dropped, since an erasure could not find them; they are embedded "
+                        f"again when needed", UserWarning, stacklevel=3)
+            elif version != CACHE_SCHEMA_VERSION or columns[:3] != ["key", "vec", "text"]:
+                raise ValueError(f"CachedEmbedder: path {path!r} is not an embedding cache of schema version "
+                                 f"{CACHE_SCHEMA_VERSION} (user_version {version}, table emb has columns {columns})")
+            db.commit()
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise ValueError(f"CachedEmbedder: path {path!r} is not an embedding cache (SQLite): {exc}") from exc
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self.name}\x00{text}".encode()).hexdigest()
@@ -278,11 +350,12 @@ class CachedEmbedder:
             if self.max_entries is not None:  # most recently used last (dicts keep insertion order)
                 mem[key] = mem.pop(key)
         elif self._db is not None:
-            row = self._db.execute("SELECT vec FROM emb WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute("SELECT vec, text FROM emb WHERE key = ?", (key,)).fetchone()
             if row is not None:
                 vec = np.frombuffer(row[0], dtype=np.float32).copy()
                 vec.setflags(write=False)
                 mem[key] = vec
+                self._texts[key] = row[1]  # (so that drop_matching finds it)
                 self._evict()
         return vec
 
@@ -347,7 +420,7 @@ class CachedEmbedder:
         self._texts[key] = text
         self._evict()
         if self._db is not None:
-            self._db.execute("INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", (key, vec.tobytes()))
+            self._db.execute("INSERT OR REPLACE INTO emb (key, vec, text) VALUES (?, ?, ?)", (key, vec.tobytes(), text))
 
     def __contains__(self, text: str) -> bool:
         key = self.key(text)
@@ -375,9 +448,19 @@ class CachedEmbedder:
         return removed
 
     def drop_matching(self, predicate: Callable[[str], bool]) -> int:
-        """Drop every in-memory entry whose text satisfies `predicate` (e.g. mentions a subject)."""
-        victims = [t for t in self._texts.values() if predicate(t)]
+        """Drop every entry, in memory or in the cache file (one pass over its texts), whose text
+        satisfies `predicate` (e.g. quotes erased content). Returns how many texts went."""
+        victims = dict.fromkeys(t for t in self._texts.values() if predicate(t))
+        if self._db is not None:
+            for (text,) in self._db.execute("SELECT text FROM emb"):
+                if text is not None and text not in victims and predicate(text):
+                    victims[text] = None
         return sum(self.drop(t) for t in victims)
+
+    def drop_words(self, words: Iterable[str]) -> int:
+        """The inner embedder's ``drop_words`` (HashingEmbedder: cached features holding the words)."""
+        inner_drop = getattr(self.inner, "drop_words", None)
+        return int(inner_drop(words)) if callable(inner_drop) else 0
 
     def config(self) -> dict | None:
         """The inner embedder's config (None if it has none): the cache does not change a vector."""
@@ -401,7 +484,7 @@ class CachedEmbedder:
     def __setstate__(self, state):
         self.__dict__.update(state)
         if self.path is not None:
-            self._db = sqlite3.connect(self.path)
+            self._db = self._connect()
 
 
 def make_embedder(name: str = "hashing", dim: int = 256, cache_path: str | None = None,

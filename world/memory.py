@@ -1292,24 +1292,34 @@ class MemoryStore:
         if callable(drop):
             report.cache_entries += sum(bool(drop(t)) for t in dict.fromkeys(texts))
         drop_matching = getattr(self.embedder, "drop_matching", None)
-        if callable(drop_matching) and targets:
+        drop_words = getattr(self.embedder, "drop_words", None)
+        if (callable(drop_matching) or callable(drop_words)) and targets:
             # Cached texts (queries included) that quote erased content, mention the subject, or use a
-            # content word that only the erased memories had (a secret code, a name) go too.
+            # content word that only the erased memories had (a secret code, a name) go too, and so do
+            # the hashing embedder's cached words and word pairs holding such a word (whatever text,
+            # known to the cache or not, they came from).
             unique = set(erased_words)
             for rec in self._records.values():
                 if not unique:
                     break
                 unique.difference_update(words(rec.content))
             unique = frozenset(unique)
-            low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
-            if subject is not None and subject.strip():
-                low.append(subject.lower())
+            if callable(drop_words):
+                gone_words = set(unique)
+                if subject is not None:
+                    gone_words.update(words(subject))
+                if gone_words:
+                    drop_words(gone_words)
+            if callable(drop_matching):
+                low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
+                if subject is not None and subject.strip():
+                    low.append(subject.lower())
 
-            def mentions(text: str) -> bool:
-                t = text.lower()
-                return any(n in t for n in low) or not unique.isdisjoint(signature(text).content)
+                def mentions(text: str) -> bool:
+                    t = text.lower()
+                    return any(n in t for n in low) or not unique.isdisjoint(signature(text).content)
 
-            report.cache_entries += drop_matching(mentions)
+                report.cache_entries += drop_matching(mentions)
         self._graph_view = None
         self.counters["erased"] += report.total
         for fn in list(self._erase_hooks):

@@ -219,7 +219,10 @@ def _write_sqlite(tmp: Path, rows: dict) -> None:
     try:
         conn.execute("PRAGMA journal_mode=MEMORY")  # no WAL, no -journal file beside the store
         conn.execute("PRAGMA synchronous=OFF")  # we fsync once, after the commit, before the rename
+        # explicitly, whatever the SQLite build's default: freed pages are overwritten
         conn.execute("PRAGMA secure_delete=ON")
+        if conn.execute("PRAGMA secure_delete").fetchone()[0] != 1:
+            raise sqlite3.OperationalError("this SQLite build cannot turn secure_delete on")
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
         conn.execute("BEGIN")
