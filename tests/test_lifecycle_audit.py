@@ -27,6 +27,97 @@ def _all_texts(store: MemoryStore) -> list[str]:
     return [m.content for m in (*store.episodic.values(), *store.semantic.values())]
 
 
+# --------------------------------------------------------------------------- 2. gone versions
+def _locker_store():
+    s = MemoryStore(forget_threshold=-1.0, embedder=CachedEmbedder(HashingEmbedder(64)))
+    a = s.write_episode(1, "Alice locker code is 9911", key="alice/locker", importance=0.0)
+    r = s.write_semantic(30, "The locker code 9911 is reused", [a.memory_id], importance=2.0)
+    keep = s.write_semantic(30, "Bob plays chess on Fridays", [], importance=2.0)
+    s.write_episode(30, "Alice locker code is 7733", key="alice/locker", importance=2.0)
+    return s, a, r, keep
+
+
+@pytest.mark.parametrize("how", ["sweep", "forget", "sweep+reload"])
+@pytest.mark.parametrize("target", ["key", "subject", "gone id"])
+def test_erasure_reaches_records_citing_versions_that_already_left(tmp_path, how, target):
+    s, a, r, keep = _locker_store()
+    if how.startswith("sweep"):
+        s.tick(40)
+        assert s.sweep_decayed() == [a.memory_id]
+    else:
+        assert s.forget(a.memory_id)
+    if how.endswith("reload"):
+        s = load_store(save_store(s, tmp_path / "s.sqlite"))
+    kwargs = {"key": {"key": "alice/locker"}, "subject": {"subject": "alice"},
+              "gone id": {"memory_id": a.memory_id}}[target]
+    rep = s.erase(**kwargs)
+    assert r.memory_id in rep.semantic and r.memory_id in rep.cascaded
+    assert not any("9911" in t or "7733" in t for t in _all_texts(s))
+    assert keep.memory_id in s
+    assert s.versions("alice/locker") == [] and "alice/locker" in rep.keys
+    assert s._export_state()["meta"]["layout"]["default"].get("gone") is None  # the history went too
+
+
+def test_erasing_a_forgotten_unkeyed_id_reaches_what_cites_it():
+    s = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64)))
+    x = s.write_episode(1, "Bob PIN is 5555")
+    y = s.write_semantic(2, "Bob picks PINs like 5555", [x.memory_id])
+    s.forget(x.memory_id)
+    rep = s.erase(memory_id=x.memory_id)
+    assert rep.semantic == [y.memory_id] and rep.cascaded == [y.memory_id]
+    assert len(s) == 0
+
+
+def test_erasing_a_live_id_does_not_follow_versions_that_already_left():
+    """Documented gap (docs/store.md): the environments' FORGET erases by live id, and following the
+    chain's earlier, already swept versions from there would change their trajectories."""
+    s, a, r, _ = _locker_store()
+    s.tick(40)
+    s.sweep_decayed()
+    live = s.versions("alice/locker")[0]
+    s.erase(memory_id=live.memory_id)
+    assert r.memory_id in s
+    s.erase(key="alice/locker")  # the key's history is still there: erasing the key reaches it
+    assert r.memory_id not in s
+
+
+# --------------------------------------------------------------------------- 3. / 9. namespaces
+def test_view_erase_of_a_forgotten_turn_rebuilds_the_summary():
+    s = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64)))
+    v = s.namespace("alice")
+    r = summaries(v, max_turns=2, keep_recent=0)
+    t = r.add_turn(TURNS[0], step=1)
+    r.add_turn(TURNS[1], step=2)
+    r.add_turn(TURNS[2], step=3)
+    s.forget(t.memory_id)
+    rep = v.erase(memory_id=t.memory_id)
+    assert SECRET not in r.text and r.text == "Tom likes tea.\nAnn runs daily."
+    assert rep.extra["summaries"]["alice"]["turns_dropped"] == 1
+
+
+def test_erase_with_a_namespace_leaves_other_namespaces_alone():
+    s = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64)))
+    a = s.write_episode(1, "Alice has a cat named Tom", namespace="alice")
+    rb = summaries(s, "bob", max_turns=2, keep_recent=0)
+    b = rb.add_turn("Bob has a dog named Rex.", step=1)
+    rb.add_turn("Bob likes jazz.", step=2)
+    rb.add_turn("Bob cooks pasta.", step=3)
+    text = rb.text
+    rep = s.erase(memory_id=b.memory_id, namespace="alice")
+    assert rep.total == 0 and rep.extra["not_in_namespace"] == b.memory_id
+    assert b.memory_id in s and rb.text == text  # neither the memory nor bob's summary changed
+    rep = s.namespace("alice").erase(memory_id=b.memory_id)  # through a view: invisible, no note
+    assert rep.total == 0 and "not_in_namespace" not in rep.extra and b.memory_id in s
+    # bob's id forgotten, then erased in alice's namespace: bob's summary keeps its turn
+    s.forget(b.memory_id)
+    s.erase(memory_id=b.memory_id, namespace="alice")
+    assert rb.text == text
+    # the right namespace, or none (the id wherever it lives), erases
+    assert s.erase(memory_id=a.memory_id).episodic == [a.memory_id]
+    s.erase(memory_id=b.memory_id, namespace="bob")
+    assert "Rex" not in rb.text
+
+
 # --------------------------------------------------------------------------- 4. embedding caches
 @pytest.mark.parametrize("make", [lambda: HashingEmbedder(256),
                                   lambda: CachedEmbedder(HashingEmbedder(256), max_entries=2)])

@@ -229,6 +229,11 @@ class _Space:
         self._view: tuple[int, list[str], np.ndarray] | None = None
         self.fp: dict[str, list[str]] = {}  # fingerprint -> active ids
         self.chains: dict[str, list[str]] = {}  # key -> ids, oldest first
+        # key -> ids of the key's chain that left the store by forget or a sweep (oldest first), and
+        # id -> key: a record may still cite such an id as evidence, and erasing the key (or the id)
+        # must reach it (docs/store.md, "Forgetting and erasure")
+        self.gone: dict[str, list[str]] = {}
+        self.gone_key: dict[str, str] = {}
         self.fps: dict[str, str] = {}  # id -> content fingerprint (every live memory)
         # signatures of recently written memories (what the dedup window looks at); older ones are
         # recomputed from the text on demand: keeping all of them cost ~3.5 kB per memory
@@ -922,10 +927,14 @@ class MemoryStore:
         self._remove(memory_id)
         return True
 
-    def _remove(self, memory_id: str) -> tuple[int, list[str]]:
-        """Remove a record; returns (edges removed, cue nodes removed)."""
+    def _remove(self, memory_id: str, remember: bool = True) -> tuple[int, list[str]]:
+        """Remove a record; returns (edges removed, cue nodes removed). remember=True (forget, sweeps)
+        keeps the id of a keyed record in its key's history of gone versions (erasure passes False)."""
         rec = self._records.pop(memory_id)
         space, slot = self._loc.pop(memory_id)
+        if remember and rec.key is not None:
+            space.gone.setdefault(rec.key, []).append(memory_id)
+            space.gone_key[memory_id] = rec.key
         self._link_changes = getattr(self, "_link_changes", 0) + 1
         g = space.graph
         for src, rel, _w in g.in_edges(memory_id):
@@ -1227,30 +1236,68 @@ class MemoryStore:
             spaces = [sp_] if sp_ is not None else []
         report = ErasureReport(target={"key": key, "memory_id": memory_id, "subject": subject, "namespace": namespace})
         targets: dict[str, None] = {}
+        # ids that already left the store but may still be cited, and the namespaces where citing
+        # records are looked for
+        ghosts: set[str] = set()
+        ghost_spaces: dict[str, _Space] = {}
 
-        def add_chain(rec: Record) -> None:
+        def add_gone(space: _Space, k: str) -> None:
+            gone = space.gone.get(k)
+            if gone:
+                ghosts.update(gone)
+                ghost_spaces[space.name] = space
+
+        def add_chain(rec: Record, with_gone: bool = True) -> None:
             targets[rec.memory_id] = None
             if rec.key is not None:
                 space = self._loc[rec.memory_id][0]
                 for m in space.chains.get(rec.key, ()):
                     targets[m] = None
+                if with_gone:
+                    add_gone(space, rec.key)
 
-        if memory_id is not None and memory_id in self._records:
-            add_chain(self._records[memory_id])
+        if memory_id is not None:
+            rec = self._records.get(memory_id)
+            if rec is not None:
+                if namespace is None or namespace == ALL_NAMESPACES or rec.namespace == self._ns(namespace):
+                    # Not the versions of its chain that already left the store: following them here
+                    # changes the environments' FORGET (it erases by live id), hence their trajectories;
+                    # left for a decision (docs/store.md, "Forgetting and erasure").
+                    add_chain(rec, with_gone=False)
+                else:  # an explicit namespace scopes the id too: another namespace's memory is left alone
+                    report.extra["not_in_namespace"] = memory_id
+            else:
+                # gone already (forgotten, swept) or never existed: records citing it still go, and so
+                # does the rest of its version chain
+                ghosts.add(memory_id)
+                for space in (self._spaces.values() if namespace is None else spaces):
+                    ghost_spaces[space.name] = space
+                    k = space.gone_key.get(memory_id)
+                    if k is not None:
+                        for m in list(space.chains.get(k, ())):
+                            add_chain(self._records[m])
+                        add_gone(space, k)
         for space in spaces:
             if key is not None:
                 for m in list(space.chains.get(key, ())):
                     add_chain(self._records[m])
+                add_gone(space, key)
             if subject is not None:
                 for m in list(space.order):
                     if self._subject_match(self._records[m], subject):
                         add_chain(self._records[m])
+                s = subject.lower()
+                for k in list(space.gone):
+                    kl = k.lower()
+                    if kl == s or kl.startswith(s + "/"):
+                        add_gone(space, k)
         direct = set(targets)
         # cascade through evidence / derived_from, to a fixed point
         changed = True
         while changed:
             changed = False
             erased_ns = {self._records[m].namespace for m in targets}
+            erased_ns.update(ghost_spaces)
             for ns in erased_ns:
                 for m in self._spaces[ns].order:
                     if m in targets:
@@ -1259,9 +1306,9 @@ class MemoryStore:
                     if rec.kind == "semantic":
                         refs = set(rec.evidence)
                         refs.update(rec.derived_from)  # type: ignore[union-attr]
-                        hit = not targets.keys().isdisjoint(refs)
+                        hit = not targets.keys().isdisjoint(refs) or (ghosts and not ghosts.isdisjoint(refs))
                     else:  # (most episodes have no evidence: no set to build)
-                        hit = any(r in targets for r in rec.evidence)
+                        hit = any(r in targets or r in ghosts for r in rec.evidence)
                     if hit:
                         targets[m] = None
                         changed = True
@@ -1280,12 +1327,23 @@ class MemoryStore:
             (report.semantic if rec.kind == "semantic" else report.episodic).append(m)
             if m not in direct:
                 report.cascaded.append(m)
-            edges, cues = self._remove(m)
+            edges, cues = self._remove(m, remember=False)
             report.edges += edges
             report.cue_nodes += len(cues)
             report.embedding_rows += 1
+        # the erased ids that had already gone are forgotten by their keys' histories too
+        for space in ghost_spaces.values():
+            for m in ghosts:
+                k = space.gone_key.pop(m, None)
+                if k is not None:
+                    gone = space.gone[k]
+                    gone.remove(m)
+                    if not gone:
+                        del space.gone[k]
+                        if k not in space.chains:
+                            keys_before.add((space.name, k))
         for ns, k in sorted(keys_before):
-            if k not in self._spaces[ns].chains:
+            if k not in self._spaces[ns].chains and k not in report.keys:
                 report.keys.append(k)
         report.namespaces = sorted(namespaces)
         drop = getattr(self.embedder, "drop", None)
@@ -1364,6 +1422,7 @@ class MemoryStore:
                 "free": list(space.free),
                 "slots": {m: int(s) for m, s in space.order.items()},
                 "recent_slots": [int(s) for s in space.recent_slots],
+                **({"gone": {k: list(v) for k, v in space.gone.items()}} if space.gone else {}),
             }
             for name, space in self._spaces.items()
         }
@@ -1517,6 +1576,8 @@ class MemoryStore:
             space.free = [int(s) for s in lay["free"]]
             space.recent_slots.clear()
             space.recent_slots.extend(int(s) for s in lay["recent_slots"])
+            space.gone = {str(k): [str(m) for m in v] for k, v in (lay.get("gone") or {}).items()}
+            space.gone_key = {m: k for k, v in space.gone.items() for m in v}
         for src, dst, rel, w in state["edges"]:
             rs, rd = store._records.get(src), store._records.get(dst)
             if rs is None or rd is None or rs.namespace != rd.namespace:
@@ -1658,9 +1719,12 @@ class NamespaceView:
         return self.store.conflicts(namespace=self.name)
 
     def erase(self, key=None, memory_id=None, subject=None) -> ErasureReport:
-        if memory_id is not None and not self._own(memory_id):
-            memory_id = "\x00not-here"  # ids of other namespaces are invisible here
-        return self.store.erase(key=key, memory_id=memory_id, subject=subject, namespace=self.name)
+        # the real id, scoped to this namespace: the store leaves another namespace's memory alone, and
+        # an id of this namespace that already left (forgotten, swept) still reaches what cites it and
+        # the rolling summary's turn
+        report = self.store.erase(key=key, memory_id=memory_id, subject=subject, namespace=self.name)
+        report.extra.pop("not_in_namespace", None)  # ids of other namespaces are invisible here
+        return report
 
     def get(self, memory_id):
         return self.store.get(memory_id) if self._own(memory_id) else None

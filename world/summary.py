@@ -262,12 +262,13 @@ class _Erased:
     def __init__(self, report: Any, namespace: str, default_namespace: str) -> None:
         self.ids = _erased_ids(report)
         target = getattr(report, "target", None) or {}
-        if isinstance(target.get("memory_id"), str):
-            # the id asked for, even when its memory had already been forgotten or swept (the store
-            # then removes nothing, but the turn written as that memory must go)
-            self.ids.add(target["memory_id"])
         ns = target.get("namespace")
         here = ns == "*" or (ns if ns is not None else default_namespace) == namespace
+        if isinstance(target.get("memory_id"), str) and (ns is None or ns == "*" or ns == namespace):
+            # the id asked for, even when its memory had already been forgotten or swept (the store
+            # then removes nothing, but the turn written as that memory must go); an erasure scoped to
+            # another namespace leaves this one alone (without a namespace the id is sought everywhere)
+            self.ids.add(target["memory_id"])
         keys = set()
         if namespace in (getattr(report, "namespaces", None) or ()):
             keys.update(getattr(report, "keys", None) or ())
