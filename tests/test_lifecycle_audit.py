@@ -15,9 +15,9 @@ import pytest
 
 from world.embedding import CachedEmbedder, HashingEmbedder
 from world.importance import ImportanceScorer
-from world.memory import MemoryStore
+from world.memory import EraseHookError, MemoryStore
 from world.persistence import load_store, save_store
-from world.summary import summaries
+from world.summary import LLMSummarizer, SummaryRebuildError, summaries
 
 SECRET = "zqxvault"
 TURNS = [f"Sam code is {SECRET}.", "Tom likes tea.", "Ann runs daily."]
@@ -25,6 +25,76 @@ TURNS = [f"Sam code is {SECRET}.", "Tom likes tea.", "Ann runs daily."]
 
 def _all_texts(store: MemoryStore) -> list[str]:
     return [m.content for m in (*store.episodic.values(), *store.semantic.values())]
+
+
+# --------------------------------------------------------------------------- 1. failing summarizer
+class _FlakyLLM:
+    """A completion function that echoes the previous summary and the new turns, or fails."""
+
+    def __init__(self) -> None:
+        self.fail = False
+
+    def __call__(self, prompt: str) -> str:
+        if self.fail:
+            raise ConnectionError("LLM down")
+        prev = prompt.split("Previous summary:\n", 1)[1].split("\n\nNew turns:")[0] if "Previous summary:" in prompt else ""
+        new = prompt.split("New turns:\n", 1)[1].replace("- ", "")
+        return (prev + "\n" + new).strip()
+
+
+def test_failing_summarizer_during_erasure_keeps_no_erased_content_and_runs_every_hook(tmp_path):
+    store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64)))
+    llm = _FlakyLLM()
+    ra = summaries(store, "a", max_turns=2, keep_recent=0, summarizer=LLMSummarizer(llm))  # its hook runs first
+    rb = summaries(store, "b", max_turns=2, keep_recent=0)
+    for r in (ra, rb):
+        for i, text in enumerate(TURNS):
+            r.add_turn(text, step=i)
+    assert SECRET in ra.text and SECRET in rb.text
+    llm.fail = True
+    with pytest.raises(EraseHookError) as info:
+        store.erase(subject="Sam", namespace="*")
+    err = info.value
+    assert err.namespaces == ["a"]
+    assert isinstance(err.errors[0], SummaryRebuildError) and "'a'" in str(err)
+    # the store's erasure is complete, and the hook after the failing one still ran
+    assert len(err.report.episodic) == 2
+    assert err.report.extra["summaries"]["a"]["rebuild_failed"] == "ConnectionError"
+    assert err.report.extra["summaries"]["b"]["rebuilt"] is not None
+    assert rb.text == "Tom likes tea.\nAnn runs daily."
+    # the failed summary keeps nothing erased: cleared, marked for a rebuild (also in its saved state)
+    assert ra.text == "" and ra.rebuild_pending and ra.memory is None
+    assert not any(SECRET in t for t in _all_texts(store))
+    path = save_store(store, tmp_path / "s.sqlite")
+    assert SECRET.encode() not in path.read_bytes()
+    loaded = load_store(path, summarizers={"a": LLMSummarizer(llm)})
+    assert summaries(loaded, "a").rebuild_pending
+    # the next fold rebuilds from the remaining turns first: the secret never comes back
+    llm.fail = False
+    for r in (ra, summaries(loaded, "a")):
+        for i, text in enumerate(["Kim sings.", "Lou reads.", "Max swims."]):
+            r.add_turn(text, step=10 + i)
+        assert r.text == "Tom likes tea.\nAnn runs daily.\nKim sings.\nLou reads.\nMax swims."
+        assert not r.rebuild_pending
+    assert not any(SECRET in t for t in _all_texts(store))
+
+
+def test_rebuild_retries_a_failed_rebuild_now():
+    store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64)))
+    llm = _FlakyLLM()
+    ra = summaries(store, "a", max_turns=2, keep_recent=0, summarizer=LLMSummarizer(llm))
+    for i, text in enumerate(TURNS):
+        ra.add_turn(text, step=i)
+    llm.fail = True
+    with pytest.raises(EraseHookError):
+        store.erase(subject="Sam", namespace="a")
+    with pytest.raises(ConnectionError):
+        ra.rebuild()
+    assert ra.text == "" and ra.rebuild_pending
+    llm.fail = False
+    assert ra.rebuild() is True
+    assert ra.text == "Tom likes tea.\nAnn runs daily." and ra.memory is not None
+    assert ra.rebuild() is False
 
 
 # --------------------------------------------------------------------------- 2. gone versions

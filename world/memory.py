@@ -53,6 +53,7 @@ __all__ = [
     "ActRRecord",
     "WriteReport",
     "ErasureReport",
+    "EraseHookError",
     "NamespaceView",
     "TIERS",
     "INFERENCE_MAX_CONFIDENCE",
@@ -199,6 +200,20 @@ class ErasureReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class EraseHookError(RuntimeError):
+    """One or more erase hooks raised. The erasure itself is complete (``report`` says what went) and
+    every hook ran; ``errors`` are the hooks' exceptions in hook order, ``namespaces`` the namespaces
+    they name (an error with a ``namespace`` attribute, e.g. ``world.summary.SummaryRebuildError``)."""
+
+    def __init__(self, report: ErasureReport, errors: list[Exception]) -> None:
+        self.report = report
+        self.errors = list(errors)
+        self.namespaces = [e.namespace for e in self.errors if isinstance(getattr(e, "namespace", None), str)]
+        parts = "; ".join(str(e) if str(e) else type(e).__name__ for e in self.errors)
+        where = f" (namespaces {self.namespaces})" if self.namespaces else ""
+        super().__init__(f"erase: the erasure is complete, but {len(self.errors)} erase hook(s) failed{where}: {parts}")
 
 
 # --------------------------------------------------------------------------- partition
@@ -1221,10 +1236,16 @@ class MemoryStore:
 
         Targets: `memory_id` (with its whole version chain), `key` (the chain), `subject` (records whose
         key owner is the subject, whose cues hold it, or whose text mentions it as words, plus their
-        chains). key / subject look in `namespace` (None: the default namespace, "*": all).
+        chains). key / subject look in `namespace` (None: the default namespace, "*": all); memory_id
+        looks wherever the id lives when `namespace` is None, only in that namespace when one is given
+        (an id of another namespace is then left alone: `report.extra["not_in_namespace"]` names it).
+        Ids that already left the store (forget, sweeps) still count: the versions of an erased key's
+        chain that left earlier, and the `memory_id` asked for even if it is gone.
         Cascade: records whose evidence / derived_from hold an erased id (transitively), graph nodes and
         edges, cue nodes left without memories, embedding rows (zeroed, freed), embedder cache entries
-        (the erased texts and, on subject erasure, cached texts mentioning the subject). Then erase hooks run.
+        (the erased texts, cached texts quoting them, and the hashing embedder's cached words and word
+        pairs containing a word only the erased memories had). Then every erase hook runs; if any
+        raised, `EraseHookError` (with the complete report) is raised once all of them ran.
         An unknown memory_id / key erases nothing (empty report).
         """
         if key is None and memory_id is None and subject is None:
@@ -1380,8 +1401,16 @@ class MemoryStore:
                 report.cache_entries += drop_matching(mentions)
         self._graph_view = None
         self.counters["erased"] += report.total
+        # every hook runs, even after one failed (a rolling summary whose summarizer fails must not
+        # keep another namespace's summary from being rebuilt); then one error names the failures
+        errors: list[Exception] = []
         for fn in list(self._erase_hooks):
-            fn(report)
+            try:
+                fn(report)
+            except Exception as exc:  # noqa: BLE001 - collected and raised below, after every hook ran
+                errors.append(exc)
+        if errors:
+            raise EraseHookError(report, errors) from errors[0]
         return report
 
     # ------------------------------------------------------------------ persistence

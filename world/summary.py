@@ -50,6 +50,7 @@ __all__ = [
     "ExtractiveSummarizer",
     "LLMSummarizer",
     "RollingSummary",
+    "SummaryRebuildError",
     "Turn",
     "summaries",
     "all_summaries",
@@ -232,6 +233,18 @@ class Turn:
         return cls(str(memory_id), str(text), int(step), None if key is None else str(key))
 
 
+class SummaryRebuildError(RuntimeError):
+    """The summarizer (or the summary's write) failed while a rolling summary was rebuilt after an
+    erasure. The summary keeps no erased content all the same: its text was cleared and it is rebuilt
+    from the remaining turns at the next fold (or by ``rebuild()``). ``namespace`` names it."""
+
+    def __init__(self, namespace: str, cause: BaseException) -> None:
+        self.namespace = namespace
+        super().__init__(f"rolling summary of namespace {namespace!r}: rebuilding it after the erasure failed "
+                         f"({type(cause).__name__}: {cause}); its text was cleared and it will be rebuilt from "
+                         f"the remaining turns at the next fold (or by rebuild())")
+
+
 def _note(report: Any, namespace: str, entry: dict) -> None:
     """Record in the erasure report what happened to the namespace's summary (ids and counts only)."""
     extra = getattr(report, "extra", None)
@@ -343,6 +356,9 @@ class RollingSummary:
         self._window: list[Turn] = []
         self._folds: list[list[Turn]] = []
         self._versions: list[str] = []  # ids of every summary memory written, oldest first
+        # True after a rebuild failed during an erasure: text is "" and the next fold (or rebuild())
+        # first recomputes it from the remaining folds
+        self._rebuild_pending = False
         if register:
             registry = _registry(store)
             if self.namespace in registry:
@@ -412,15 +428,43 @@ class RollingSummary:
         step = self.store.current_step if step is None else int(step)
         self._push(Turn(memory_id, record.content, step, getattr(record, "key", None)))
 
+    @property
+    def rebuild_pending(self) -> bool:
+        """True when a rebuild after an erasure failed: the text is empty until the next fold (or
+        ``rebuild()``) recomputes it from the remaining turns."""
+        return self.__dict__.get("_rebuild_pending", False)
+
+    def _base_text(self) -> str:
+        """The summary the next fold starts from: the text, or, after a failed rebuild, the text
+        recomputed fold by fold from the remaining turns (may raise: nothing has changed then)."""
+        if not self.rebuild_pending:
+            return self.text
+        text = ""
+        for fold in self._folds:
+            text = self._summarize(text, fold)
+        return text
+
+    def rebuild(self, step: int | None = None) -> bool:
+        """Retry a rebuild that failed during an erasure (see ``rebuild_pending``) now, and write the
+        summary. Returns False if none was pending. A summarizer error propagates, nothing changes."""
+        if not self.rebuild_pending:
+            return False
+        text = self._base_text()
+        self.text = text
+        self._rebuild_pending = False
+        self._write(self.store.current_step if step is None else int(step))
+        return True
+
     def _push(self, turn: Turn) -> None:
         window = [*self._window, turn]
         if len(window) > self.max_turns:
             cut = len(window) - self.keep_recent
             fold, keep = window[:cut], window[cut:]
-            new_text = self._summarize(self.text, fold)  # may raise: nothing has changed yet
+            new_text = self._summarize(self._base_text(), fold)  # may raise: nothing has changed yet
             self._window = keep
             self._folds.append(fold)
             self.text = new_text
+            self._rebuild_pending = False
             self._write(turn.step)
         else:
             self._window = window
@@ -433,10 +477,11 @@ class RollingSummary:
         if cut <= 0:
             return False
         fold = self._window[:cut]
-        new_text = self._summarize(self.text, fold)
+        new_text = self._summarize(self._base_text(), fold)
         self._window = self._window[cut:]
         self._folds.append(fold)
         self.text = new_text
+        self._rebuild_pending = False
         self._write(self.store.current_step if step is None else int(step))
         return True
 
@@ -515,12 +560,24 @@ class RollingSummary:
             return  # only window turns went; the summary never saw them
         folds = [[t for t in fold if not gone(t)] for fold in self._folds]
         self._folds = [f for f in folds if f]
-        text = ""
-        for fold in self._folds:
-            text = self._summarize(text, fold)
         self._drop_stale_versions(set(dropped) | gone.ids)
-        self.text = text
-        self._write(self.store.current_step)
+        # whatever happens next, the text must not keep erased content: it is cleared before the
+        # rebuild, which sets it again only if it succeeds
+        self.text = ""
+        self._rebuild_pending = True
+        try:
+            text = self._base_text()
+            self.text = text
+            self._rebuild_pending = False
+            self._write(self.store.current_step)
+        except Exception as exc:
+            # the summarizer (or the write) failed: keep the summary empty and rebuild it from the
+            # remaining turns at the next fold; the store runs the other hooks, then raises
+            self.text = ""
+            self._rebuild_pending = True
+            _note(report, self.namespace, {"rebuilt": None, "turns_dropped": len(dropped),
+                                           "folds": len(self._folds), "rebuild_failed": type(exc).__name__})
+            raise SummaryRebuildError(self.namespace, exc) from exc
         _note(report, self.namespace, {"rebuilt": self.memory_id, "turns_dropped": len(dropped),
                                        "folds": len(self._folds)})
 
@@ -559,6 +616,7 @@ class RollingSummary:
             "versions": list(self._versions),
             "window": [t.to_json() for t in self._window],
             "folds": [[t.to_json() for t in fold] for fold in self._folds],
+            **({"rebuild_pending": True} if self.rebuild_pending else {}),
         }
 
     @classmethod
@@ -585,6 +643,7 @@ class RollingSummary:
         obj._window = [Turn.from_json(r) for r in state["window"]]
         obj._folds = [[Turn.from_json(r) for r in fold] for fold in state["folds"]]
         obj._stand_in = stand_in
+        obj._rebuild_pending = bool(state.get("rebuild_pending", False))
         return obj
 
     def __repr__(self) -> str:
