@@ -138,16 +138,15 @@ def test_erasing_a_forgotten_unkeyed_id_reaches_what_cites_it():
     assert len(s) == 0
 
 
-def test_erasing_a_live_id_does_not_follow_versions_that_already_left():
-    """Documented gap (docs/store.md): the environments' FORGET erases by live id, and following the
-    chain's earlier, already swept versions from there would change their trajectories."""
+def test_erasing_a_live_id_follows_versions_that_already_left():
+    """The environments' FORGET erases by live id: a reflection resting on a swept earlier version of
+    the chain goes with it (it quotes the erased chain's old value)."""
     s, a, r, _ = _locker_store()
     s.tick(40)
     s.sweep_decayed()
     live = s.versions("alice/locker")[0]
-    s.erase(memory_id=live.memory_id)
     assert r.memory_id in s
-    s.erase(key="alice/locker")  # the key's history is still there: erasing the key reaches it
+    s.erase(memory_id=live.memory_id)
     assert r.memory_id not in s
 
 

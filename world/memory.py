@@ -1239,8 +1239,8 @@ class MemoryStore:
         chains). key / subject look in `namespace` (None: the default namespace, "*": all); memory_id
         looks wherever the id lives when `namespace` is None, only in that namespace when one is given
         (an id of another namespace is then left alone: `report.extra["not_in_namespace"]` names it).
-        Ids that already left the store (forget, sweeps) still count: the versions of an erased key's
-        chain that left earlier, and the `memory_id` asked for even if it is gone.
+        Ids that already left the store (forget, sweeps) still count: the versions of an erased key's or
+        live memory's chain that left earlier, and the `memory_id` asked for even if it is gone.
         Cascade: records whose evidence / derived_from hold an erased id (transitively), graph nodes and
         edges, cue nodes left without memories, embedding rows (zeroed, freed), embedder cache entries
         (the erased texts, cached texts quoting them, and the hashing embedder's cached words and word
@@ -1281,10 +1281,9 @@ class MemoryStore:
             rec = self._records.get(memory_id)
             if rec is not None:
                 if namespace is None or namespace == ALL_NAMESPACES or rec.namespace == self._ns(namespace):
-                    # Not the versions of its chain that already left the store: following them here
-                    # changes the environments' FORGET (it erases by live id), hence their trajectories;
-                    # left for a decision (docs/store.md, "Forgetting and erasure").
-                    add_chain(rec, with_gone=False)
+                    # the whole chain, versions that already left the store included (records citing
+                    # them, e.g. a reflection on a swept version, go too)
+                    add_chain(rec)
                 else:  # an explicit namespace scopes the id too: another namespace's memory is left alone
                     report.extra["not_in_namespace"] = memory_id
             else:
