@@ -246,7 +246,30 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
                     self.started[i] += 1
             return True
 
-    class HeldOutEval(_EvalBase):
+    class AfterUpdate:
+        """Mixin for the step-count callbacks below: their action (`_act`) runs at once, or, when the step
+        ends a rollout (`_update_follows`), after that rollout's update, at the same step count."""
+
+        pending = False
+
+        def _act_or_defer(self) -> bool:
+            if _update_follows(self.locals):
+                self.pending = True
+                return True
+            return self._act()
+
+        def _flush(self) -> None:
+            if self.pending:
+                self.pending = False
+                self._act()
+
+        def _on_rollout_start(self) -> None:
+            self._flush()
+
+        def _on_training_end(self) -> None:
+            self._flush()
+
+    class HeldOutEval(AfterUpdate, _EvalBase):
         """(Maskable)EvalCallback on the validation seeds, triggered by the step count (so a resumed run
         keeps the schedule; one that lands on a rollout's end runs after that rollout's update, at the same
         step count, so it scores the policy trained on those steps: the last one scores model.zip),
@@ -257,7 +280,6 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             self.next_eval = (start_steps // cfg.eval.freq + 1) * cfg.eval.freq
             self.rows: list[dict] = []
             self._episode_infos: list[dict] = []
-            self.pending = False
 
         def _mean_accuracy(self) -> float:
             accs = [_accuracy_from_info(info) for info in self._episode_infos]
@@ -300,24 +322,13 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             if self.num_timesteps >= self.next_eval:
                 while self.next_eval <= self.num_timesteps:
                     self.next_eval += cfg.eval.freq
-                if _update_follows(self.locals):
-                    self.pending = True
-                    return True
-                return self.evaluate_now()
+                return self._act_or_defer()
             return True
 
-        def _flush(self) -> None:
-            if self.pending:
-                self.pending = False
-                self.evaluate_now()
+        def _act(self) -> bool:
+            return self.evaluate_now()
 
-        def _on_rollout_start(self) -> None:
-            self._flush()
-
-        def _on_training_end(self) -> None:
-            self._flush()
-
-    class Checkpoint(CheckpointCallback):
+    class Checkpoint(AfterUpdate, CheckpointCallback):
         """CheckpointCallback triggered by the step count, saving the seed schedule's position too. A
         checkpoint that lands on a rollout's end is saved after that rollout's update (`_update_follows`):
         it holds the policy trained on its steps (the last one is model.zip), and a resume from it
@@ -326,7 +337,6 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
         def __init__(self, counter: EpisodeCounter):
             super().__init__(save_freq=1, save_path=str(run_dir / CHECKPOINT_DIR), name_prefix="model")
             self.counter = counter
-            self.pending = False
             self.next_save = (start_steps // cfg.checkpoint_freq + 1) * cfg.checkpoint_freq
 
         def save_now(self, reason: str = "schedule") -> Path:
@@ -349,22 +359,12 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             if self.num_timesteps >= self.next_save:
                 while self.next_save <= self.num_timesteps:
                     self.next_save += cfg.checkpoint_freq
-                if _update_follows(self.locals):
-                    self.pending = True
-                else:
-                    self.save_now()
+                self._act_or_defer()
             return True
 
-        def _flush(self) -> None:
-            if self.pending:
-                self.pending = False
-                self.save_now()
-
-        def _on_rollout_start(self) -> None:
-            self._flush()
-
-        def _on_training_end(self) -> None:
-            self._flush()
+        def _act(self) -> bool:
+            self.save_now()
+            return True
 
     class StopAfter(BaseCallback):
         def __init__(self, limit: int | None):

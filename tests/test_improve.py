@@ -25,28 +25,9 @@ SMALL = {"horizon": 24}
 
 
 def _replay_with(seed: int, step: int, alternative: int) -> float:
-    """Return from ``step`` on when the agent plays, except that ``alternative`` replaces its op at ``step``:
-    a fresh env replayed from the reset (no snapshot), the plain way to get what a branch computes."""
-    env = make_env(ENV, SMALL)
-    base = env.unwrapped
-    agent = make_agent("versioned")
-    agent.reset(seed)
-    obs, info = env.reset(seed=seed)
-    view = AgentView(base)
-    agent.attach(view)
-    total, t = 0.0, 0
-    while True:
-        view.refresh()
-        action = np.asarray(agent.act(obs, info)).copy()
-        if t == step:
-            slots = np.flatnonzero(np.asarray(info["action_mask"])[7:])
-            action = np.array([alternative, int(slots[0]) if len(slots) else 0])
-        obs, reward, terminated, truncated, info = env.step(action)
-        if t >= step:
-            total += float(reward)
-        t += 1
-        if terminated or truncated:
-            return total
+    """Return from ``step`` on when versioned plays, except that ``alternative`` replaces its op at
+    ``step``: a fresh env replayed from the reset (no snapshot), the plain way to get what a branch computes."""
+    return _replay_agent_with("versioned", seed, step, alternative)
 
 
 def test_branch_gain_equals_a_replayed_counterfactual():
@@ -269,7 +250,8 @@ def test_warm_start_with_rollout_improvement_records_what_it_changed(tmp_path):
 
 
 def _replay_agent_with(agent_name: str, seed: int, step: int, alternative: int) -> float:
-    """``_replay_with`` for any registered agent (a fresh env and agent, replayed from the reset)."""
+    """The return from ``step`` on when ``agent_name`` plays, except that ``alternative`` replaces its op
+    at ``step`` (a fresh env and agent, replayed from the reset)."""
     env = make_env(ENV, SMALL)
     base = env.unwrapped
     agent = make_agent(agent_name)
