@@ -5,11 +5,21 @@ Rule (seed 001's extractor): tokens stripped of surrounding punctuation, stop wo
 entity-like and always kept; other content words are kept only while fewer than max_cues // 2 cues
 have been collected; at most `max_cues` cues. Change from the seed: a possessive "'s" / "’s" is
 removed, so "Alice's" and "Alice" give the same cue "alice".
+
+Scripts written without spaces between words (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar:
+:data:`NO_SPACE_RANGES`) have no whitespace to split on: a run of their letters inside a token gives
+its overlapping character bigrams as words ("张伟住在东京" -> 张伟, 伟住, 住在, 在东, 东京; a single
+letter stays as it is), the usual indexing of such text (bigram indexing, as CJK analysers of search
+engines do). These scripts have no letter case, so nothing marks a name: every bigram counts as
+entity-like (kept up to `max_cues`), and the length rule does not apply to them. Letters of other scripts around them in the same
+token follow the rule above. A text without such letters gives exactly the cues of the rule above.
 """
 
 from __future__ import annotations
 
-__all__ = ["extract_cues", "STOP_WORDS", "is_entity_like"]
+import unicodedata
+
+__all__ = ["extract_cues", "STOP_WORDS", "is_entity_like", "NO_SPACE_RANGES", "is_no_space_letter"]
 
 STOP_WORDS = frozenset(
     "the a an and or but of in on at to for with by is are was were be been being this that these "
@@ -17,6 +27,35 @@ STOP_WORDS = frozenset(
 )
 
 _STRIP = ".,;:!?()[]{}\"'`“”‘’"
+
+#: Code-point ranges of scripts written without spaces between words (world.dedup splits them too).
+NO_SPACE_RANGES = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1780, 0x17FF),  # Khmer
+    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
+    (0x3005, 0x3007),  # 々 〆 〇
+    (0x3021, 0x3029),  # Hangzhou numerals
+    (0x3031, 0x303C),  # kana repeat marks, 〻 〼
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x31F0, 0x31FF),  # Katakana phonetic extensions
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF66, 0xFF9F),  # half-width Katakana
+    (0x20000, 0x3FFFF),  # CJK extensions B and later
+)
+
+
+def is_no_space_letter(c: str) -> bool:
+    """A letter or digit of a script written without spaces (:data:`NO_SPACE_RANGES`)."""
+    code = ord(c)
+    return code > 0xDFF and any(lo <= code <= hi for lo, hi in NO_SPACE_RANGES) and (c.isalnum() or
+                                                                                    _is_mark(c))
+
+
+def _is_mark(c: str) -> bool:
+    return unicodedata.category(c)[0] == "M"
 
 
 def _clean(word: str) -> str:
@@ -35,10 +74,46 @@ def is_entity_like(word: str) -> bool:
     return bool(word) and (word[0].isupper() or any(c.isdigit() for c in word))
 
 
+def _split_no_space(raw: str) -> list[tuple[str, bool]]:
+    """(part, is_bigram) of a whitespace token holding no-space-script letters: their runs as
+    overlapping bigrams (a lone letter alone; a combining mark stays with its letter), the text
+    between them as ordinary parts."""
+    out: list[tuple[str, bool]] = []
+    run: list[str] = []  # letters of the current no-space run, each with its marks
+    other: list[str] = []
+
+    def flush_run() -> None:
+        if len(run) == 1:
+            out.append((run[0], True))
+        out.extend((run[i] + run[i + 1], True) for i in range(len(run) - 1))
+        run.clear()
+
+    for c in raw:
+        if is_no_space_letter(c):
+            if _is_mark(c) and run:
+                run[-1] += c
+                continue
+            if other:
+                out.append(("".join(other), False))
+                other.clear()
+            run.append(c)
+        else:
+            if run:
+                flush_run()
+            other.append(c)
+    if run:
+        flush_run()
+    if other:
+        out.append(("".join(other), False))
+    return out
+
+
 def extract_cues(text: str, max_cues: int = 8) -> list[str]:
     """Up to `max_cues` lower-cased cue words of `text`, entity-like first-come, in text order."""
     if max_cues < 1:
         raise ValueError(f"max_cues must be >= 1, got {max_cues!r}")
+    if not text.isascii() and any(is_no_space_letter(c) for c in text):
+        return _extract_cues_mixed(text, max_cues)
     cues: list[str] = []
     seen: set[str] = set()
     half = max_cues // 2
@@ -55,4 +130,24 @@ def extract_cues(text: str, max_cues: int = 8) -> list[str]:
             cues.append(low)
             if len(cues) >= max_cues:
                 break
+    return cues
+
+
+def _extract_cues_mixed(text: str, max_cues: int) -> list[str]:
+    """:func:`extract_cues` of a text with no-space-script letters (see the module docstring)."""
+    cues: list[str] = []
+    seen: set[str] = set()
+    half = max_cues // 2
+    for token in text.split():
+        parts = _split_no_space(token) if any(is_no_space_letter(c) for c in token) else [(token, False)]
+        for part, bigram in parts:
+            w = part if bigram else _clean(part)
+            low = w.lower()
+            if (not bigram and len(w) <= 2) or not w or low in STOP_WORDS or low in seen:
+                continue
+            seen.add(low)
+            if bigram or len(cues) < half or is_entity_like(w):
+                cues.append(low)
+                if len(cues) >= max_cues:
+                    return cues
     return cues

@@ -40,7 +40,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from world.cues import STOP_WORDS
+from world.cues import NO_SPACE_RANGES, STOP_WORDS
 
 __all__ = [
     "TextSignature", "signature", "fingerprint", "normalize", "value_change", "duplicate_rule",
@@ -52,22 +52,7 @@ _ASCII_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z0-9]+)*")
 _DEDUP_STOP = STOP_WORDS - {"not", "no"}
 
 # Scripts written without spaces between words: one word per character (with its combining marks).
-_NO_SPACE_RANGES = (
-    (0x0E00, 0x0EFF),  # Thai, Lao
-    (0x1000, 0x109F),  # Myanmar
-    (0x1780, 0x17FF),  # Khmer
-    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
-    (0x3005, 0x3007),  # 々 〆 〇
-    (0x3021, 0x3029),  # Hangzhou numerals
-    (0x3031, 0x303C),  # kana repeat marks, 〻 〼
-    (0x3040, 0x30FF),  # Hiragana, Katakana
-    (0x31F0, 0x31FF),  # Katakana phonetic extensions
-    (0x3400, 0x4DBF),  # CJK extension A
-    (0x4E00, 0x9FFF),  # CJK unified ideographs
-    (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0xFF66, 0xFF9F),  # half-width Katakana
-    (0x20000, 0x3FFFF),  # CJK extensions B and later
-)
+_NO_SPACE_RANGES = NO_SPACE_RANGES
 _IS_WORD_CHAR = re.compile(r"[^\W_]").match
 
 

@@ -1,0 +1,41 @@
+"""Cue extraction for scripts written without spaces (world.cues): character bigrams, and the
+retrieval they make possible. Texts without such letters keep the seed's rule
+(tests/test_speed_invariance.py compares that rule written plainly)."""
+
+from __future__ import annotations
+
+import pytest
+
+from world.cues import extract_cues, is_no_space_letter
+from world.embedding import HashingEmbedder
+from world.memory import MemoryStore
+
+
+@pytest.mark.parametrize(("text", "max_cues", "expected"), [
+    ("张伟住在东京。", 8, ["张伟", "伟住", "住在", "在东", "东京"]),
+    ("张伟住在东京。", 3, ["张伟", "伟住", "住在"]),
+    ("タ", 8, ["タ"]),  # a lone letter stays alone
+    ("Tokyo東京 tower", 8, ["tokyo", "東京", "tower"]),  # other scripts in the token: the usual rule
+    ("我在東京工作 Alice met Bob", 8, ["我在", "在東", "東京", "京工", "工作", "alice", "bob"]),
+    ("東京 東京", 8, ["東京"]),  # de-duplicated
+    ("Alice's cat is at home", 8, ["alice", "cat", "home"]),  # no such letters: the seed's rule
+])
+def test_no_space_scripts_give_character_bigrams(text, max_cues, expected):
+    assert extract_cues(text, max_cues) == expected
+
+
+def test_no_space_letters():
+    assert all(is_no_space_letter(c) for c in "东京タカナไทย")
+    assert not any(is_no_space_letter(c) for c in "Aé1 。、！")
+
+
+def test_a_chinese_fact_is_found_through_its_shared_word():
+    """Before: the whole sentence was one cue, so a question sharing only the word 东京 reached the
+    memory through no cue and a similar-looking sentence about 北京 ranked first."""
+    store = MemoryStore(HashingEmbedder(64))
+    tokyo = store.write_episode(1, "张伟住在东京。")
+    store.write_episode(2, "李娜喜欢喝咖啡。")
+    store.write_episode(3, "王芳在北京工作。")
+    assert "东京" in tokyo.cues
+    top = store.query("东京的天气怎么样？", top_k=3, bump=False)
+    assert top[0].memory_id == tokyo.memory_id
