@@ -4,10 +4,13 @@ An agent maps what the Gymnasium env gives it to one action per event::
 
     agent.reset(seed)                        # once per episode, before the first act
     agent.attach(view)                       # optional: heuristic agents get a read-only view
-    action = agent.act(observation, info)    # np.ndarray([op, slot]) for MultiDiscrete([7, K])
+    action = agent.act(observation, info)    # np.ndarray([op, slot]) for MultiDiscrete([7, K]),
+                                             # or envs.memory_env.InvalidAction(reason)
 
 ``observation`` and ``info`` are exactly what ``MemoryEnv.reset`` / ``MemoryEnv.step`` return
-(docs/DESIGN.md). ``info["action_mask"]`` is the flat mask of length ``n_ops + K`` that sb3-contrib's
+(docs/DESIGN.md). An ``InvalidAction`` is an action the agent's own action space has but the env's
+does not (a flat-action model's masked alias, ``envs.wrappers.unflatten_action``): the env plays it
+as a penalised no-op. ``info["action_mask"]`` is the flat mask of length ``n_ops + K`` that sb3-contrib's
 MaskablePPO reads: the first ``n_ops`` entries say which operations are allowed, the last ``K`` which
 candidate slots hold a memory.
 

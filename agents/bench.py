@@ -236,6 +236,15 @@ def _question_of(info: dict) -> dict | None:
     return q if isinstance(q, dict) and q.get("verdict") else None
 
 
+def _action_list(action: Any) -> list[int]:
+    """``[op, slot]`` of an action as plain ints; ``[]`` for an ``InvalidAction`` (it has neither)."""
+    from envs.memory_env import InvalidAction
+
+    if isinstance(action, InvalidAction):
+        return []
+    return [int(x) for x in np.asarray(action).reshape(-1)]
+
+
 def _op_index(outcome_op: Any, action: Any, invalid: bool = False) -> int:
     """The operation that took effect, for the ``ops`` columns: NOOP for an invalid action (the env turned
     it into a penalised no-op: it did nothing), else the operation the env applied (``info["outcome_op"]``
@@ -277,7 +286,7 @@ def run_episode(agent: Agent, env: Any, seed: int, *, trace: Callable[[dict], No
         action = agent.act(obs, info)
         if trace is not None:
             ids = list(info.get("candidate_ids", []))
-            a = [int(x) for x in np.asarray(action).reshape(-1)]
+            a = _action_list(action)
             before = {"index": events, "step": int(base.world.event.step), "kind": base.world.event.kind,
                       "text": base.world.event.text,
                       "target_id": ids[a[1]] if len(a) > 1 and 0 <= a[1] < len(ids) else None}
@@ -296,7 +305,7 @@ def run_episode(agent: Agent, env: Any, seed: int, *, trace: Callable[[dict], No
         live = len(base.world.store)
         live_sum += live
         if trace is not None:
-            trace({**before, "action": [int(a) for a in np.asarray(action).reshape(-1)], "op": OP_NAMES[op],
+            trace({**before, "action": _action_list(action), "op": OP_NAMES[op],
                    "attempted": OP_NAMES[_op_index(info.get("outcome_op"), action)],
                    "reward": float(reward), "invalid": was_invalid,
                    "question": q, "live": live, "info": info})

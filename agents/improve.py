@@ -155,8 +155,13 @@ class GatedAgent:
             self.inner.attach(view)
 
     def act(self, observation: dict, info: dict) -> np.ndarray:
-        action = np.asarray(self.inner.act(observation, info), dtype=np.int64).reshape(-1)
+        from envs.memory_env import InvalidAction
+
+        raw = self.inner.act(observation, info)
         self.last_gated = None
+        if isinstance(raw, InvalidAction):  # (a flat model's masked alias: nothing to gate, played as is)
+            return raw
+        action = np.asarray(raw, dtype=np.int64).reshape(-1)
         if not _statement(observation):
             return action
         mask = np.asarray(info["action_mask"], dtype=bool)
@@ -201,6 +206,7 @@ def _episode(job: tuple) -> Demonstrations:
     env_id, overrides, agent_spec, seed, names = job
     from agents.base import AgentView
     from agents.train import make_env
+    from envs.memory_env import InvalidAction
 
     env = make_env(env_id, overrides)
     base = env.unwrapped
@@ -217,9 +223,13 @@ def _episode(job: tuple) -> Demonstrations:
     snaps: list[tuple[int, Any, Any, dict[str, np.ndarray]]] = []
     while True:
         view.refresh()
-        action = np.asarray(agent.act(obs, info), dtype=np.int64).reshape(-1)
+        chosen = agent.act(obs, info)
+        invalid = isinstance(chosen, InvalidAction)
+        # a flat model's masked alias is played as it is (a penalised no-op); the demonstration records
+        # what took effect, NOOP, since the student's action space has no such alias
+        action = np.zeros(2, dtype=np.int64) if invalid else np.asarray(chosen, dtype=np.int64).reshape(-1)
         mask = np.asarray(base.action_masks(), dtype=bool)
-        if names and base.world.event.kind == "statement":
+        if names and not invalid and base.world.event.kind == "statement":
             gated = getattr(agent, "last_gated", None)
             alts = {name: _alternative(name, gated, mask) for name in applicable(action, gated, names, mask)}
             if alts:
@@ -227,7 +237,7 @@ def _episode(job: tuple) -> Demonstrations:
         demo.obs.append(obs)
         demo.masks.append(mask)
         demo.actions.append(action)
-        obs, reward, terminated, truncated, info = env.step(action)
+        obs, reward, terminated, truncated, info = env.step(chosen if invalid else action)
         demo.rewards.append(float(reward))
         demo.ends.append(bool(terminated or truncated))
         demo.deltas.append({})

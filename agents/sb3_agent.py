@@ -228,8 +228,8 @@ class SB3Agent:
         else:
             action, _ = self.model.predict(obs, deterministic=self.deterministic)
         a = np.asarray(action).reshape(-1)
-        if self.flat:
-            k = int(np.asarray(info["action_mask"]).shape[0]) - 7
-            v = int(a[0])
-            return np.array([v // k, v % k], dtype=np.int64)
+        if self.flat:  # as FlattenAction maps it: an untargeted op on a slot > 0 is an invalid alias
+            from envs.wrappers import unflatten_action
+
+            return unflatten_action(int(a[0]), int(np.asarray(info["action_mask"]).shape[0]) - 7)
         return a.astype(np.int64)

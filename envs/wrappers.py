@@ -38,6 +38,18 @@ def _memory_env(env: gym.Env):
     return base
 
 
+def unflatten_action(a: int, k: int) -> np.ndarray | InvalidAction:
+    """``[op, slot]`` of the flat action ``a = op * k + slot`` (``0 <= a < 7 * k``), or an
+    :class:`InvalidAction` for an untargeted operation (NOOP, WRITE, QUERY) on a slot other than 0:
+    those aliases are masked out, and taken they are penalised no-ops, in :class:`FlattenAction` and
+    wherever a flat-action model is played (``agents.sb3_agent``)."""
+    op, slot = divmod(int(a), k)
+    if slot and _OP_NAMES[op] in _UNTARGETED:
+        return InvalidAction(f"{_OP_NAMES[op]} takes no target: its flat action is {op * k} (slot 0), "
+                             f"got {a} (slot {slot})")
+    return np.array([op, slot], dtype=np.int64)
+
+
 class FlattenAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
     """``Discrete(7 * K)`` action ``a`` means operation ``a // K`` on slot ``a % K``.
 
@@ -69,11 +81,7 @@ class FlattenAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
                              f"got {action!r}") from None
         if not 0 <= a < n:
             raise ValueError(f"action must be in 0..{n - 1} (op * K + slot, K = {self.K}), got {action!r}")
-        op, slot = divmod(a, self.K)
-        if slot and _OP_NAMES[op] in _UNTARGETED:
-            return InvalidAction(f"{_OP_NAMES[op]} takes no target: its flat action is {op * self.K} (slot 0), "
-                                 f"got {a} (slot {slot})")
-        return np.array([op, slot], dtype=np.int64)
+        return unflatten_action(a, self.K)
 
     def action_masks(self) -> np.ndarray:
         return self.env.unwrapped.action_mask_pairs().reshape(-1)

@@ -334,3 +334,44 @@ def test_memory_system_without_reset_starts_every_episode_empty(tmp_path, monkey
     agent = MemorySystemAgent(no_reset_memsys.NoReset())
     rows = evaluate(agent, env, [a, b])
     assert [r["return"] for r in rows] == [both[0]["return"], both[1]["return"]]
+
+
+def test_a_flat_model_plays_in_the_bench_as_it_trained_through_flatten_action(tmp_path):
+    """A DQN (flat ``Discrete(7 * K)``) model's masked aliases (an untargeted op on a slot > 0) are
+    penalised no-ops under FlattenAction, where it trained; the bench used to play WRITE on slot 3 as
+    a WRITE. The bench's episode must be FlattenAction's, step for step."""
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import DQN
+
+    from envs.wrappers import FlattenAction
+
+    env = make_env("life", "easy", {"horizon": 40})
+    flat_env = FlattenAction(make_env("life", "easy", {"horizon": 40}))
+    k = flat_env.K
+    model = DQN("MultiInputPolicy", flat_env, seed=0, device="cpu", learning_starts=0, buffer_size=64)
+    path = tmp_path / "dqn.zip"
+    model.save(path)
+    agent = make_agent(f"sb3:{path}")
+    # a fixed flat action sequence with aliases of every untargeted op, through the model's predict
+    seq = [1 * k + 3, 0 * k + 2, 5 * k + 1, 1 * k, 3 * k + 1, 5 * k, 0]
+    calls = [0]
+
+    def predict(obs, deterministic=True, **_):
+        a = seq[calls[0] % len(seq)]
+        calls[0] += 1
+        return np.array(a), None
+
+    agent.model.predict = predict
+    row, _ = run_episode(agent, env, seed=7)
+
+    flat_env.reset(seed=7)
+    total, invalid = 0.0, 0
+    for i in range(40):
+        _, r, _, truncated, info = flat_env.step(seq[i % len(seq)])
+        total += r
+        invalid += bool(info["invalid_action"])
+        if truncated:
+            break
+    assert invalid >= 15  # the aliases (4 of every 7 actions), besides any masked targeted ones
+    assert row["invalid_actions"] == invalid
+    assert row["return"] == pytest.approx(total, abs=0)

@@ -284,3 +284,29 @@ def test_branch_gain_of_a_teacher_with_state_equals_a_replay():
     for i in branched:
         counterfactual = _replay_agent_with("generative_agents", 7, i, NOOP)
         assert demo.deltas[i]["NOOP"] == pytest.approx(counterfactual - rewards[i:].sum(), abs=1e-9), i
+
+
+def test_demonstrations_record_a_flat_alias_as_the_noop_it_was():
+    """A teacher that plays a flat model's masked alias (``InvalidAction``, as ``agents.sb3_agent`` returns
+    for one): the env plays it as a penalised no-op and the demonstration records NOOP there."""
+    from envs.memory_env import InvalidAction
+
+    class Alias:
+        name = "alias"
+
+        def reset(self, seed):
+            self.n = 0
+
+        def attach(self, view):
+            pass
+
+        def act(self, observation, info):
+            self.n += 1
+            return InvalidAction("WRITE takes no target") if self.n % 2 else np.array([WRITE, 0])
+
+    demo = collect_demonstrations("MemGym/Life-Easy-v0", {"horizon": 20}, Alias(), [3], alternatives=("NOOP",))
+    acts = np.asarray(demo.actions)
+    assert acts.shape == (20, 2)
+    assert (acts[0::2] == [NOOP, 0]).all() and (acts[1::2, 0] == WRITE).all()
+    assert all(r == pytest.approx(-0.05) or r < -0.05 for r in demo.rewards[0::2])  # penalised, never rewarded
+    assert all(not demo.alternatives[i] for i in range(0, 20, 2))  # no branches on a step that did nothing
