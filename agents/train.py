@@ -1087,7 +1087,9 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         # everything --resume reads is checked before anything in the run folder changes
         ckpt = latest_checkpoint(run_dir)
         if ckpt is None:
-            raise TrainConfigError(f"cannot resume: no checkpoint in {run_dir / CHECKPOINT_DIR}")
+            raise TrainConfigError(f"cannot resume: no checkpoint in {run_dir / CHECKPOINT_DIR} (the run stopped "
+                                   "before its first one): run the same command without --resume to start it "
+                                   "again (what it wrote so far is kept in a partial-<n> folder)")
         if len(ckpt[1]["episodes_started"]) != cfg.n_envs:
             raise _bad_checkpoint(run_dir, int(ckpt[1]["timesteps"]), ckpt[0].with_name(
                 f"state_{ckpt[1]['timesteps']}.json"), f"counts episodes for {len(ckpt[1]['episodes_started'])} "
@@ -1136,6 +1138,10 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     resolved = cfg.to_dict() | {"seed": seed, "quick": bool(quick), "versions": _versions()}
     test_seeds = list(range(TEST_SEED_START, TEST_SEED_START + cfg.eval.test_episodes))
     if not resume:
+        aside = _set_aside_partial(run_dir)
+        if aside is not None:
+            _say(f"{run_dir} held the output of a run stopped before its first checkpoint: moved to {aside}; "
+                 "starting again")
         (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
         seeds_doc = {
             "train": {"rule": "seed(worker w, episode j) = (1000 * run_seed + w + j * n_envs) mod 9000",
@@ -1296,9 +1302,12 @@ _TRAINING_OUTPUTS = (CHECKPOINT_DIR, "tb", "evaluations.csv", "evaluations.npz",
 
 def _restartable(run_dir: Path, resolved: dict) -> bool:
     """A run folder stopped before RL began (Ctrl-C or a kill during the baselines or the warm start) holds
-    only the run's config, seeds, baselines (and maybe pretrain.json): the same command (same recipe and
-    seed) may start it again, reusing baselines.json. Anything RL wrote makes it a run to --resume."""
-    if any((run_dir / name).exists() for name in _TRAINING_OUTPUTS):
+    only the run's config, seeds, baselines (and maybe pretrain.json); one killed during RL before its
+    first checkpoint (SIGKILL, a power cut: no handler ran) holds RL's first output too (TensorBoard
+    events, evaluation rows) but nothing a resume could start from. Either way the same command (same
+    recipe and seed) may start it again, reusing baselines.json (RL's partial output is set aside, see
+    :func:`_set_aside_partial`). A checkpoint or a model.zip makes it a run to --resume."""
+    if (run_dir / "model.zip").exists() or _checkpoint_steps(run_dir):
         return False
     try:
         stored = _run_config(run_dir)
@@ -1307,6 +1316,23 @@ def _restartable(run_dir: Path, resolved: dict) -> bool:
     ignore = ("versions", "progress_bar")  # neither changes what is trained
     return {k: v for k, v in stored.items() if k not in ignore} == \
         {k: v for k, v in yaml.safe_load(yaml.safe_dump(resolved, sort_keys=False)).items() if k not in ignore}
+
+
+def _set_aside_partial(run_dir: Path) -> Path | None:
+    """Move what RL wrote before a run was killed without a checkpoint (``tb/``, ``evaluations.*``, an
+    empty ``checkpoints/``) into ``run_dir/partial-<n>/`` (the first free n), so that a restart neither
+    mixes it with its own output nor deletes it. Returns that folder, or None when there was nothing."""
+    present = [run_dir / name for name in _TRAINING_OUTPUTS if (run_dir / name).exists()]
+    if not present:
+        return None
+    n = 1
+    while (run_dir / f"partial-{n}").exists():
+        n += 1
+    dest = run_dir / f"partial-{n}"
+    dest.mkdir()
+    for path in present:
+        path.rename(dest / path.name)
+    return dest
 
 
 def _close_env(env, *, interrupted: bool) -> None:

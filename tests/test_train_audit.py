@@ -84,6 +84,40 @@ def test_same_command_after_ctrl_c_in_the_warm_start_starts_the_run(tmp_path, mo
         T.train(cfg, seed=0, out_dir=out, test_eval=False)
 
 
+def test_same_command_after_a_kill_before_the_first_checkpoint_starts_the_run(tmp_path):
+    """A run killed (SIGKILL: no handler runs) during RL before its first checkpoint left TensorBoard
+    events and evaluation rows but no checkpoint: the same command was refused ("already holds a run")
+    and --resume found no checkpoint, so the folder had to be cleared by hand. Now --resume says what to
+    do, and the same command starts the run again with the partial output moved to partial-1/."""
+    cfg = tiny(tmp_path)
+    out = tmp_path / "run"
+    first = T.train(cfg, seed=0, out_dir=out, test_eval=False)
+    rows = T.read_evaluations(out / "evaluations.csv")
+    # what a kill between the first evaluation and the first checkpoint leaves behind
+    for path in (out / "checkpoints").iterdir():
+        path.unlink()
+    for name in ("model.zip", "model.json", "learning_curve.png", "evaluations.npz"):
+        (out / name).unlink(missing_ok=True)
+    (out / "evaluations.csv").write_text((out / "evaluations.csv").read_text().splitlines()[0] + "\n")
+    tb_files = sorted(p.relative_to(out / "tb") for p in (out / "tb").rglob("*") if p.is_file())
+
+    with pytest.raises(TrainConfigError, match="without --resume to start it again"):
+        T.train(None, out_dir=out, resume=True, test_eval=False)
+    with pytest.raises(TrainConfigError, match="already holds a run"):  # another seed: still refused
+        T.train(cfg, seed=1, out_dir=out, test_eval=False)
+    again = T.train(cfg, seed=0, out_dir=out, test_eval=False)
+    assert again.finished and again.timesteps == first.timesteps
+    def results(rs):
+        return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rs]
+
+    assert results(T.read_evaluations(out / "evaluations.csv")) == results(rows)  # the same run, from the start
+    kept = out / "partial-1"
+    assert sorted(p.relative_to(kept / "tb") for p in (kept / "tb").rglob("*") if p.is_file()) == tb_files
+    assert (kept / "evaluations.csv").is_file() and (kept / "checkpoints").is_dir()
+    with pytest.raises(TrainConfigError, match="already holds a run"):  # now checkpointed
+        T.train(cfg, seed=0, out_dir=out, test_eval=False)
+
+
 # ------------------------------------------------------------------------ 3. last row = model.zip
 def test_last_evaluation_row_and_checkpoint_are_the_saved_model(tmp_path):
     """The last evaluation (256) and checkpoint (256) land on the end of the last rollout: both must
