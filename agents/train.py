@@ -510,6 +510,36 @@ def latest_checkpoint(run_dir: str | Path) -> tuple[Path, dict] | None:
     return run_dir / CHECKPOINT_DIR / f"model_{best}_steps.zip", state
 
 
+def _newer_final_model(run_dir: Path, ckpt: tuple[Path, dict], total_steps: int) -> tuple[Path, dict]:
+    """What ``--resume`` starts from: the last checkpoint, unless the run's ``model.zip`` is newer. Runs
+    trained before every run ended on a checkpoint of its final policy (and any run whose last checkpoint
+    was lost) can have their last checkpoint inside the last rollouts, older than ``model.zip``: resuming
+    from it retrained nothing but replaced ``model.zip`` by that older policy and dropped the evaluation
+    rows after it. A finished ``model.zip`` (at or past ``total_steps``) is the run's end: the resume
+    starts there (training nothing, rewriting only what is missing); one short of a larger
+    ``--total-steps`` cannot be continued (the seed schedule's position is only in checkpoints), which
+    is an error rather than a silent loss of steps."""
+    model_zip, meta_path = run_dir / "model.zip", run_dir / "model.json"
+    if not model_zip.is_file() or not meta_path.is_file():
+        return ckpt
+    try:
+        meta = json.loads(meta_path.read_text())
+        final = int(meta["timesteps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ckpt  # (a model.json without its step count: the checkpoint is all there is to go by)
+    steps = int(ckpt[1]["timesteps"])
+    if final <= steps:
+        return ckpt
+    if final < total_steps:
+        raise TrainConfigError(
+            f"cannot resume {run_dir}: model.zip holds {final} steps but the last checkpoint only {steps}; "
+            f"continuing from the checkpoint would discard {final - steps} trained steps. Train a new run "
+            f"(another --out), or resume with --total-steps {final} or less to only finish this one")
+    state = {**ckpt[1], "timesteps": final, "wall_time_s": float(meta.get("train_wall_time_s", 0.0)),
+             "from_model_zip": True}
+    return model_zip, state
+
+
 def _check_checkpoint_model(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig) -> None:
     """Before a resume changes anything: the checkpoint's model loads and fits the run's env."""
     from agents.sb3_agent import space_mismatch
@@ -1095,6 +1125,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
                 f"state_{ckpt[1]['timesteps']}.json"), f"counts episodes for {len(ckpt[1]['episodes_started'])} "
                 f"envs, the run's config.yaml has n_envs {cfg.n_envs}")
         _check_checkpoint_model(run_dir, ckpt, cfg)
+        ckpt = _newer_final_model(run_dir, ckpt, total_steps if total_steps is not None else cfg.total_steps)
         if total_steps is not None and total_steps != cfg.total_steps:
             # extending (or shortening) a run: the run folder's config records the new budget
             cfg = cfg.replace(total_steps=total_steps)
@@ -1254,6 +1285,14 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
             _close_env(env, interrupted=stop_reason == _STOP_REASON_INTERRUPT)
 
     wall = time.perf_counter() - t0
+    last = latest_checkpoint(run_dir) if stop_reason is None else None
+    if stop_reason is None and (last is None or int(last[1]["timesteps"]) < model.num_timesteps) \
+            and not (ckpt is not None and ckpt[1].get("from_model_zip")):
+        # the run ends on a checkpoint of its final policy (model.zip's), wherever the schedule put the
+        # last one (inside the last rollouts): a later --resume, e.g. to extend the run, starts from here.
+        # (Not when finishing from model.zip itself: the seed schedule's position at its step is unknown.)
+        checkpointer.num_timesteps = int(model.num_timesteps)
+        checkpointer.save_now(reason="final")
     if stop_reason is not None:
         return TrainResult(run_dir, None, int(model.num_timesteps), False, stop_reason, wall,
                            read_evaluations(run_dir / "evaluations.csv"), None)

@@ -182,3 +182,36 @@ def test_final_test_and_headline_show_a_progress_bar_when_asked(tmp_path, capsys
     assert "final test" in err and "/4 [" in err and "episodes/s" in err
     T.evaluate_agents(["write_all", "random"], cfg, [10_000, 10_001], progress=False)
     assert capsys.readouterr().err == ""
+
+
+# ------------------------------------------------------------------------ 7. the last checkpoint mid-rollout
+def test_a_run_ends_on_a_checkpoint_of_its_final_policy_and_resume_keeps_model_zip(tmp_path):
+    """total_steps 200, checkpoints every 100, 64-step rollouts: the schedule's checkpoints (100, 200) fall
+    inside rollouts and training ends at 256. The run now also checkpoints its final policy at 256. A run
+    without that checkpoint (trained before, or the file lost) used to be 'resumed' from 200: model.zip
+    was replaced by the older policy and the 256 evaluation row dropped. Now --resume keeps both."""
+    cfg = tiny(tmp_path, total_steps=200, checkpoint_freq=100)
+    out = tmp_path / "run"
+    first = T.train(cfg, seed=0, out_dir=out, test_eval=False)
+    assert first.finished and first.timesteps == 256
+    assert T._checkpoint_steps(out)[-1] == 256
+    assert _same_weights(out / "model.zip", out / "checkpoints" / "model_256_steps.zip")
+    rows = T.read_evaluations(out / "evaluations.csv")
+    assert rows[-1]["timesteps"] == 256
+    final = tmp_path / "final.zip"
+    shutil.copy(out / "model.zip", final)
+
+    for name in ("model_256_steps.zip", "state_256.json"):  # a run as trained before the fix
+        (out / "checkpoints" / name).unlink()
+    (out / "learning_curve.png").unlink()
+    again = T.train(None, out_dir=out, resume=True, test_eval=False)
+    assert again.finished and again.timesteps == 256
+    assert _same_weights(out / "model.zip", final)
+    assert T.read_evaluations(out / "evaluations.csv") == rows
+    assert (out / "learning_curve.png").is_file()  # what was missing is written
+    assert T._checkpoint_steps(out)[-1] == 200  # (no checkpoint claims a seed position it does not know)
+
+    # extending such a run past model.zip would have to start from 200: refused, nothing changed
+    with pytest.raises(TrainConfigError, match="model.zip holds 256 steps but the last checkpoint only 200"):
+        T.train(None, out_dir=out, resume=True, total_steps=600, test_eval=False)
+    assert _same_weights(out / "model.zip", final)
