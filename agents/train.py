@@ -1081,6 +1081,23 @@ def plot_learning_curve(run_dir: str | Path, out: str | Path | None = None) -> P
 
 
 # ----------------------------------------------------------------------------------------- train
+#: what `memgym train` imports (lazily, deep inside): the `train` extra, with matplotlib for the curve
+TRAIN_MODULES = {"torch": "torch", "stable_baselines3": "stable-baselines3", "sb3_contrib": "sb3-contrib",
+                 "tqdm": "tqdm", "matplotlib": "matplotlib"}
+
+
+def require_train_extra() -> None:
+    """Raise TrainConfigError naming ``pip install 'memgym[train]'`` when a module training needs is not
+    installed, before anything is written (without it the run died deep inside with a raw
+    ModuleNotFoundError and left an empty run folder behind)."""
+    import importlib.util
+
+    missing = [dist for mod, dist in TRAIN_MODULES.items() if importlib.util.find_spec(mod) is None]
+    if missing:
+        raise TrainConfigError(f"training needs the train extra: pip install 'memgym[train]' (missing: "
+                               f"{', '.join(missing)}; install torch first: the README's install section)")
+
+
 def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | None = None, quick: bool = False,
           resume: bool = False, *, n_envs: int | None = None, total_steps: int | None = None,
           stop_after: int | None = None, progress_bar: bool | None = None,
@@ -1096,6 +1113,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     """
     if seed < 0:
         raise TrainConfigError(f"seed must be >= 0, got {seed}")
+    require_train_extra()
     if resume:
         if out_dir is None:
             raise TrainConfigError("--resume needs --out: the run folder to continue")

@@ -257,3 +257,21 @@ def test_stop_after_is_a_planned_stop_with_exit_code_0(tmp_path, capsys):
     assert rc == 0
     assert T.latest_checkpoint(out)[1]["reason"] == "stop_after" and not (out / "model.zip").exists()
     assert f"--resume --out {out}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ the train extra
+@pytest.mark.parametrize("module", ["torch", "sb3_contrib", "matplotlib"])
+def test_train_without_the_train_extra_names_it_and_writes_nothing(tmp_path, monkeypatch, capsys, module):
+    """Without torch (or SB3, or matplotlib for the curve) `memgym train` died deep inside with a raw
+    ModuleNotFoundError traceback and left an empty run folder (or, without matplotlib, after training)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
+    out = tmp_path / "run"
+    rc = cli.main(["train", "--config", str(tiny(tmp_path)), "--quick", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "memgym train: error:" in err and "pip install 'memgym[train]'" in err
+    assert T.TRAIN_MODULES[module] in err and "Traceback" not in err
+    assert not out.exists()
