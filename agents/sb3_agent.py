@@ -172,7 +172,13 @@ class SB3Agent:
         self._checked = True
 
     def reset(self, seed: int | None) -> None:
-        pass
+        """A stochastic policy (``deterministic=False``) samples with torch's generator: seeded from the
+        episode's seed, so that an episode is a function of its seed (as the benchmark promises), not of
+        how many episodes this process played before."""
+        if not self.deterministic and seed is not None:
+            import torch  # (SB3's sampling draws from torch's global generator; nothing else is reseeded)
+
+            torch.manual_seed(int(seed))
 
     def attach(self, view: Any) -> None:
         """Check the model against the env it is about to play (before the first act), and keep the view

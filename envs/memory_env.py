@@ -238,8 +238,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         dim = embed_dim_of(cfg)
         self.embed_dim = dim
         k = self.K
-        self.action_space = spaces.MultiDiscrete([N_OPS, k])
-        self.observation_space = spaces.Dict(
+        action_space = spaces.MultiDiscrete([N_OPS, k])
+        observation_space = spaces.Dict(
             {
                 "event": spaces.Box(-1.0, 1.0, shape=(dim,), dtype=np.float32),
                 "event_kind": spaces.Box(0.0, 1.0, shape=(len(F.EVENT_KINDS),), dtype=np.float32),
@@ -249,6 +249,12 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 "store": spaces.Box(F.STORE_LOW, F.STORE_HIGH, dtype=np.float32),
             }
         )
+        # a config switch (reset options, set_state) keeps equal spaces as they are: a space carries its
+        # own RNG, and a user's action_space.seed(...) must go on giving the same samples
+        if getattr(self, "action_space", None) != action_space:
+            self.action_space = action_space
+        if getattr(self, "observation_space", None) != observation_space:
+            self.observation_space = observation_space
         self._kinds = {name: np.eye(len(F.EVENT_KINDS), dtype=np.float32)[i] for i, name in enumerate(F.EVENT_KINDS)}
         self._mask = np.zeros(N_OPS + k, dtype=bool)
         self._mask_cache: dict = {}  # (op flags, filled slots) -> mask

@@ -375,3 +375,22 @@ def test_a_flat_model_plays_in_the_bench_as_it_trained_through_flatten_action(tm
     assert invalid >= 15  # the aliases (4 of every 7 actions), besides any masked targeted ones
     assert row["invalid_actions"] == invalid
     assert row["return"] == pytest.approx(total, abs=0)
+
+
+def test_a_stochastic_sb3_policy_plays_an_episode_as_a_function_of_its_seed(tmp_path):
+    """SB3Agent(deterministic=False) sampled from torch's global generator and never seeded it: the same
+    seeds gave other returns on a second evaluate() in the same process."""
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import PPO
+
+    from agents.sb3_agent import SB3Agent
+
+    env = make_env("life", "easy", {"horizon": 40})
+    model = PPO("MultiInputPolicy", env, seed=0, device="cpu", n_steps=32, batch_size=32, n_epochs=1)
+    path = tmp_path / "ppo.zip"
+    model.save(path)
+    agent = SB3Agent(path, deterministic=False)
+    first = [r["return"] for r in evaluate(agent, "MemGym/Life-Easy-v0", [10_000, 10_001], overrides={"horizon": 40})]
+    again = [r["return"] for r in evaluate(agent, "MemGym/Life-Easy-v0", [10_000, 10_001], overrides={"horizon": 40})]
+    alone = [r["return"] for r in evaluate(agent, "MemGym/Life-Easy-v0", [10_001], overrides={"horizon": 40})]
+    assert first == again and alone == first[1:]

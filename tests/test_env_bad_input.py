@@ -245,3 +245,27 @@ def test_dict_config_reads_like_a_yaml_file():
     MemoryEnv(config={"family": "life"}).reset(seed=0)
     with pytest.raises(ConfigError, match="mix: the life family draws its threads from mix"):
         WorldConfig(family="life")
+
+
+def test_a_config_switch_keeps_the_seeded_spaces():
+    """reset(options=...) and a config-switching set_state built new space objects, losing the seed a
+    user gave action_space (a space carries its own RNG): samples afterwards came from OS entropy."""
+    def samples(switch):
+        env = gym.make("MemGym/Life-Easy-v0")
+        env.action_space.seed(0)
+        space = env.unwrapped.action_space
+        first = [env.action_space.sample().tolist() for _ in range(3)]
+        switch(env.unwrapped)
+        assert env.unwrapped.action_space is space
+        return first + [env.action_space.sample().tolist() for _ in range(5)]
+
+    def by_options(env):
+        env.reset(seed=0, options={"family": "recall"})
+
+    def by_snapshot(env):
+        env.set_state(MemoryEnv(config="recall-easy").get_state())
+
+    expected = gym.spaces.MultiDiscrete([7, 8], seed=0)
+    plain = [expected.sample().tolist() for _ in range(8)]
+    assert samples(by_options) == plain
+    assert samples(by_snapshot) == plain

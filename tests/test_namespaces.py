@@ -231,3 +231,31 @@ def test_cross_namespace_operations_are_refused():
     assert bob.forget(a.memory_id) is False and a.memory_id in store
     assert bob.erase(memory_id=a.memory_id).total == 0 and a.memory_id in store
     assert [m.memory_id for m in bob.query("Alice Lisbon", top_k=10)] == [b.memory_id]
+
+
+def test_erasure_across_namespaces_reports_in_the_store_order_in_every_process():
+    """erase(namespace="*") walked a set of namespace names: its report's order (semantic, cascaded,
+    fingerprints) changed with PYTHONHASHSEED."""
+    import subprocess
+    import sys
+
+    code = (
+        "from world.memory import MemoryStore\n"
+        "from world.embedding import make_embedder\n"
+        "s = MemoryStore(make_embedder('hashing', 64))\n"
+        "for ns in ['alpha', 'beta', 'gamma', 'delta']:\n"
+        "    a = s.write_episode(1, f'Ada drives a Kia number {ns}.', namespace=ns)\n"
+        "    b = s.write_episode(2, f'Ada parks the Kia at {ns} station.', namespace=ns)\n"
+        "    s.write_semantic(3, f'The usual car in {ns} is a compact one.', [a.memory_id, b.memory_id], namespace=ns)\n"
+        "r = s.erase(subject='Ada', namespace='*')\n"
+        "print(r.episodic, r.semantic, r.cascaded, r.fingerprints)\n"
+    )
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(h), "PYTHONPATH": root}).stdout
+            for h in range(4)}
+    assert len(outs) == 1
+    assert "['sem_000001', 'sem_000002', 'sem_000003', 'sem_000004']" in outs.pop()

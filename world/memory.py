@@ -1318,7 +1318,8 @@ class MemoryStore:
             changed = False
             erased_ns = {self._records[m].namespace for m in targets}
             erased_ns.update(ghost_spaces)
-            for ns in erased_ns:
+            # in the store's namespace order (iterating the set would follow PYTHONHASHSEED)
+            for ns in [n for n in self._spaces if n in erased_ns]:
                 for m in self._spaces[ns].order:
                     if m in targets:
                         continue
