@@ -202,6 +202,8 @@ def test_flatten_action_masked_out_means_invalid_when_taken():
 # ---------------------------------------------------------------------- wrappers and the ecosystem
 @pytest.mark.parametrize("wrap", [FlattenAction, MaskInObservation,
                                   lambda e: MaskInObservation(FlattenAction(e)),
+                                  lambda e: MaskInObservation(e, layout="flat"),
+                                  lambda e: MaskInObservation(FlattenAction(e), layout="flat"),
                                   lambda e: TextInterface(e, on_error="noop")])
 def test_wrapped_made_envs_pass_the_checker_and_remake_from_their_spec(wrap):
     env = wrap(gym.make("MemGym/Recall-Easy-v0"))
@@ -212,6 +214,7 @@ def test_wrapped_made_envs_pass_the_checker_and_remake_from_their_spec(wrap):
         check_env(env, skip_render_check=True)
         remade = gym.make(env.spec)
     assert type(remade) is type(env) and remade.spec == env.spec
+    assert remade.observation_space == env.observation_space  # e.g. MaskInObservation's layout too
     o1, _ = env.reset(seed=4)
     o2, _ = remade.reset(seed=4)
     assert pickle.dumps(o1) == pickle.dumps(o2)
