@@ -168,6 +168,8 @@ class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
     ``REFLECT n``, ``FORGET n`` where ``n`` is a slot number shown in the frame or the memory id
     itself. A malformed command raises ``ValueError`` naming the allowed commands; with
     ``on_error="noop"`` it is instead an invalid action (no-op, penalty) with ``info["parse_error"]``.
+    Gymnasium's ``check_env`` steps with a sampled ``Text`` action (a random string, so a malformed
+    command): it passes with ``on_error="noop"`` and raises that ``ValueError`` with the default.
     """
 
     def __init__(self, env: gym.Env, max_length: int = 8192, on_error: str = "raise") -> None:
