@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import copy
 import importlib
+import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -229,16 +231,43 @@ def tiny_memory_agent(**kwargs: Any) -> MemorySystemAgent:
     return MemorySystemAgent(TinyMemorySystem(**kwargs), name="tiny_memory")
 
 
+def _import_user_module(spec: str, mod_name: str) -> Any:
+    """Import the module of a ``memsys:`` spec with the current folder on ``sys.path``.
+
+    ``python -m agents.cli`` has the current folder on ``sys.path`` but the ``memgym`` console script
+    has its ``bin/`` folder there instead; like uvicorn and pytest, the current folder is put first on
+    ``sys.path`` (once) so that ``memsys:mypkg.adapter:make_system`` imports ``./mypkg/adapter.py``
+    either way. Bench workers build their agents through here too, so they import it the same way.
+    """
+    cwd = os.getcwd()
+    on_path = {os.path.realpath(p or os.curdir) for p in sys.path}
+    if os.path.realpath(cwd) not in on_path:
+        sys.path.insert(0, cwd)
+        importlib.invalidate_caches()
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (mod_name == exc.name or mod_name.startswith(exc.name + ".")):
+            raise ValueError(f"agent {spec!r}: cannot import module {mod_name!r} ({exc}); it must be importable "
+                             f"from the current folder ({cwd}) or PYTHONPATH") from exc
+        raise ValueError(f"agent {spec!r}: importing module {mod_name!r} failed: {exc} (a module it imports "
+                         "is missing)") from exc
+    except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while it is imported
+        raise ValueError(f"agent {spec!r}: importing module {mod_name!r} raised {exc!r}") from exc
+
+
 def memory_system_agent(spec: str, **kwargs: Any) -> MemorySystemAgent:
     """``memsys:package.module:factory`` -> MemorySystemAgent(factory(**kwargs))."""
     target = spec.split(":", 1)[1]
     if ":" not in target:
         raise ValueError(f"agent {spec!r}: expected memsys:package.module:factory")
     mod_name, attr = target.split(":", 1)
+    module = _import_user_module(spec, mod_name)
     try:
-        factory = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"agent {spec!r}: cannot import {mod_name}:{attr} ({exc})") from exc
+        factory = getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"agent {spec!r}: module {mod_name} ({getattr(module, '__file__', '?')}) has no "
+                         f"attribute {attr!r}") from None
     if not callable(factory):
         raise ValueError(f"agent {spec!r}: {mod_name}:{attr} is a {type(factory).__name__}, not a factory "
                          "(a callable returning a MemorySystem)")
