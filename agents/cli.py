@@ -319,6 +319,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from agents import report
     from agents.base import make_agent
     from agents.bench import make_env, run_episode
+    from agents.memory_system import MemorySystemError
+    from agents.sb3_agent import SB3ModelError
 
     try:
         data = report.load_results(args.results)
@@ -328,8 +330,17 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     if args.episode not in rows:
         raise CliError(f"--episode {args.episode} not in {args.results}; episodes are 0..{len(rows) - 1}")
     row = rows[args.episode]
-    agent = make_agent(row["agent"])
-    env = make_env(row["family"], row["difficulty"], data.get("overrides") or {})
+    spec = row["agent"]
+
+    def user_error(exc: Exception) -> CliError:
+        msg = str(exc) if repr(spec) in str(exc) else f"agent {spec!r}: {exc}"
+        return CliError(f"episode {args.episode} of {args.results} cannot be replayed: {msg}")
+
+    try:  # a memsys: module no longer importable, an sb3: model moved or retrained, ...
+        agent = make_agent(spec)
+        env = make_env(row["family"], row["difficulty"], data.get("overrides") or {})
+    except (ValueError, TypeError) as exc:
+        raise user_error(exc) from exc
     print(f"episode {row['episode']}: agent {row['agent']}, {row['env_id']}, seed {row['seed']}", file=out)
     state = {"before": set(), "n": 0}
 
@@ -366,7 +377,10 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         print(line, file=out)
 
     # ids alive before the first step: none (reset empties the store)
-    replayed, _ = run_episode(agent, env, int(row["seed"]), trace=trace)
+    try:
+        replayed, _ = run_episode(agent, env, int(row["seed"]), trace=trace)
+    except (SB3ModelError, MemorySystemError) as exc:  # found while playing: user errors, not crashes
+        raise user_error(exc) from exc
     same = abs(replayed["return"] - row["return"]) < 1e-9
     print(f"\nreplayed return {replayed['return']:+.4f}, recorded {row['return']:+.4f}: "
           f"{'identical' if same else 'DIFFERENT (the code or the model changed since the run)'}", file=out)

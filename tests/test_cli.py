@@ -134,6 +134,42 @@ def test_replay_reproduces_the_recorded_episode(tiny_results):
     assert code == 2
 
 
+@pytest.mark.parametrize("agent, needles", [
+    ("memsys:gone_memsys_module_x:make", ["cannot import module 'gone_memsys_module_x'", "current folder"]),
+    ("sb3:/nonexistent/moved/model.zip", ["model file not found"]),
+    ("no_such_agent", ["unknown agent 'no_such_agent'", "write_all"]),
+])
+def test_replay_of_an_agent_that_cannot_be_rebuilt_is_a_clean_error(agent, needles, tiny_results, tmp_path, capsys):
+    data = json.loads((tiny_results / "results.json").read_text())
+    data["episodes"][0]["agent"] = agent
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    code, out = run(["replay", str(path), "--episode", "0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"memgym replay: error: episode 0 of {path} cannot be replayed: ") and repr(agent) in err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+def test_replay_reports_a_memory_system_that_returns_a_wrong_shape(tiny_results, tmp_path, monkeypatch, capsys):
+    (tmp_path / "replay_bad_memsys.py").write_text(
+        "from agents.memory_system import TinyMemorySystem\n\n"
+        "class Bad(TinyMemorySystem):\n"
+        "    def add(self, text, metadata):\n"
+        "        return 5\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = json.loads((tiny_results / "results.json").read_text())
+    data["episodes"][0]["agent"] = "memsys:replay_bad_memsys:Bad"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    code, _ = run(["replay", str(path), "--episode", "0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("memgym replay: error: episode 0") and "MemorySystem.add returned 5" in err, err
+
+
 def test_plot_redraws_the_figure(tiny_results, tmp_path):
     png = tmp_path / "lb.png"
     code, out = run(["plot", str(tiny_results / "results.json"), "--out", str(png)])
