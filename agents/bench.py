@@ -341,6 +341,7 @@ class EpisodeError(RuntimeError):
 
 def _task(args: tuple) -> list[tuple[dict, dict]]:
     """Worker entry: one (agent, family, difficulty, overrides) group over a chunk of seeds."""
+    from agents.memory_system import MemorySystemError
     from agents.sb3_agent import SB3ModelError
 
     spec, family, difficulty, overrides, seeds = args
@@ -352,6 +353,8 @@ def _task(args: tuple) -> list[tuple[dict, dict]]:
             row, timing = run_episode(agent, env, seed)
         except SB3ModelError:  # a model of another env layout: a user error (memgym bench: error: ...), not a crash
             raise
+        except MemorySystemError as exc:  # a memsys: adapter returned a wrong shape: a user error too
+            raise MemorySystemError(f"agent {spec!r} on {family}/{difficulty}, seed {seed}: {exc}") from None
         except Exception as exc:  # name the episode: the traceback of a worker process is easy to lose
             import traceback
 

@@ -94,26 +94,32 @@ PLAY_WORLD_CHOICE = dict.fromkeys(("family", "difficulty"), "the env id (memgym 
 
 
 def _add_bench(sub: Any) -> None:
+    # Defaults are written into each help text (argparse's ArgumentDefaultsHelpFormatter would add a second,
+    # "(default: None)", to the options whose default the suite decides).
     p = sub.add_parser(
         "bench", help="run agents on task families over held-out seeds; write results and a leaderboard",
         description="Run every agent on every family over the held-out evaluation seeds (10000, 10001, ...), "
                     "in parallel worker processes, and write results.json, results.csv, timings.json, "
                     "leaderboard.md and leaderboard.png into --out. random and oracle always run (the "
-                    "normalised score needs them).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--suite", default="default", help="quick | default | full (see `memgym info`)")
-    p.add_argument("--agents", help="comma-separated agent names (default: every baseline), e.g. "
-                   "random,write_all,oracle,sb3:runs/life/model.zip")
+                    "normalised score needs them).")
+    cores = os.cpu_count() or 1
+    p.add_argument("--suite", default="default", help="quick | default | full (default: default; see `memgym info`)")
+    p.add_argument("--agents", help="comma-separated agent names, e.g. "
+                   "random,write_all,oracle,sb3:runs/life/model.zip (default: the suite's, every baseline)")
     p.add_argument("--families", help="comma-separated families (default: the suite's)")
     p.add_argument("--difficulties", help="comma-separated difficulties (default: the suite's)")
     p.add_argument("--seeds", type=_positive_int, help="number of evaluation seeds per family (default: the suite's)")
-    p.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1, help="worker processes (>= 1)")
-    p.add_argument("--out", help="output folder (default: bench_out/<suite>, or bench_out/ablation)")
+    p.add_argument("--workers", type=_positive_int, default=cores,
+                   help=f"worker processes, >= 1 (default: the number of CPU cores, {cores} here)")
+    p.add_argument("--out", help="output folder (default: bench_out/<suite>, or bench_out/ablation for --ablate "
+                   "without --agents)")
     p.add_argument("--ablate", action="store_true",
-                   help="also run the oracle with each operation removed and print the ablation table")
+                   help="add the oracle with each operation removed (oracle[-WRITE] ... oracle[-FORGET]) and "
+                   "print the ablation table; without --agents only random, oracle and the ablated oracles "
+                   "run, with --agents they run next to the listed agents")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field "
                    "for every env (repeatable), e.g. --set horizon=120")
-    p.add_argument("--no-plot", action="store_true", help="skip leaderboard.png")
+    p.add_argument("--no-plot", action="store_true", help="do not draw leaderboard.png")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
 
@@ -165,9 +171,10 @@ def _add_play(sub: Any) -> None:
                                    "answer. Reads commands from stdin, so it can be scripted. " + PLAY_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("env_id", help="e.g. MemGym/Life-Easy-v0 (see `memgym info`)")
-    p.add_argument("--seed", type=int, default=0, help="world seed (default 0)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field")
-    p.add_argument("--max-steps", type=int, help="stop after this many events")
+    p.add_argument("--seed", type=int, default=0, help="world seed (default: 0)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field "
+                   "(repeatable), e.g. --set horizon=30")
+    p.add_argument("--max-steps", type=int, help="stop after this many events (default: at the episode's end)")
     p.set_defaults(func=cmd_play)
 
 
@@ -319,6 +326,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from agents import report
     from agents.base import make_agent
     from agents.bench import make_env, run_episode
+    from agents.memory_system import MemorySystemError
+    from agents.sb3_agent import SB3ModelError
 
     try:
         data = report.load_results(args.results)
@@ -328,8 +337,17 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     if args.episode not in rows:
         raise CliError(f"--episode {args.episode} not in {args.results}; episodes are 0..{len(rows) - 1}")
     row = rows[args.episode]
-    agent = make_agent(row["agent"])
-    env = make_env(row["family"], row["difficulty"], data.get("overrides") or {})
+    spec = row["agent"]
+
+    def user_error(exc: Exception) -> CliError:
+        msg = str(exc) if repr(spec) in str(exc) else f"agent {spec!r}: {exc}"
+        return CliError(f"episode {args.episode} of {args.results} cannot be replayed: {msg}")
+
+    try:  # a memsys: module no longer importable, an sb3: model moved or retrained, ...
+        agent = make_agent(spec)
+        env = make_env(row["family"], row["difficulty"], data.get("overrides") or {})
+    except (ValueError, TypeError) as exc:
+        raise user_error(exc) from exc
     print(f"episode {row['episode']}: agent {row['agent']}, {row['env_id']}, seed {row['seed']}", file=out)
     state = {"before": set(), "n": 0}
 
@@ -366,7 +384,10 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         print(line, file=out)
 
     # ids alive before the first step: none (reset empties the store)
-    replayed, _ = run_episode(agent, env, int(row["seed"]), trace=trace)
+    try:
+        replayed, _ = run_episode(agent, env, int(row["seed"]), trace=trace)
+    except (SB3ModelError, MemorySystemError) as exc:  # found while playing: user errors, not crashes
+        raise user_error(exc) from exc
     same = abs(replayed["return"] - row["return"]) < 1e-9
     print(f"\nreplayed return {replayed['return']:+.4f}, recorded {row['return']:+.4f}: "
           f"{'identical' if same else 'DIFFERENT (the code or the model changed since the run)'}", file=out)

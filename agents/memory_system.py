@@ -11,7 +11,12 @@ The ``MemorySystem`` protocol is what a memory library (Mem0, Zep, Letta, your o
 
 ``add`` returns what the library decided for the new text, in Mem0's shape: a list of
 ``{"id": ..., "event": "ADD" | "UPDATE" | "DELETE" | "NONE"}`` (or ``{"results": [...]}``, as
-``mem0.Memory.add`` returns), or simply the new id (an ADD) or ``None`` (nothing stored).
+``mem0.Memory.add`` returns, or one such dict), or simply the new id as a ``str`` (an ADD) or
+``None`` (nothing stored). ``search`` returns a list of hits ``{"id": ..., "text": ..., "score": ...}``
+(only ``"id"`` is required), best first, or ``{"results": [...]}`` (``mem0.Memory.search``). Ids
+are strings or ints. Any other return value (``True``, ``5``, a tuple, ``None`` from ``search``, a
+hit without ``"id"``) is a :class:`MemorySystemError` (a ``ValueError``) naming the method, the value
+and the accepted shapes: a tuple such as ``("m1", "UPDATE")`` is refused rather than guessed at.
 
 :class:`MemorySystemAgent` drives a world with it: every statement goes to ``add`` and the
 library's decision becomes the world operation (ADD -> WRITE, UPDATE -> UPDATE of the mirrored
@@ -32,7 +37,9 @@ from __future__ import annotations
 
 import copy
 import importlib
+import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,34 +50,98 @@ from agents.base import FORGET, NOOP, QUERY, UPDATE, WRITE, BaseAgent, register_
 class MemorySystem(Protocol):
     def add(self, text: str, metadata: dict) -> Any: ...
 
-    def search(self, query: str, k: int) -> list[dict]: ...
+    def search(self, query: str, k: int) -> list[dict] | dict: ...
 
     def delete(self, id: str) -> bool: ...
 
 
+class MemorySystemError(ValueError):
+    """A :class:`MemorySystem` returned a value of a shape the adapter does not accept (a user error:
+    ``memgym bench`` reports it as ``memgym bench: error: ...`` naming the agent, world and seed)."""
+
+
+_EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")
+ADD_SHAPES = ("a list of {'id': ..., 'event': 'ADD' | 'UPDATE' | 'DELETE' | 'NONE'} dicts (Mem0's shape; a "
+              "missing 'event' means ADD), {'results': [that list]} (what mem0.Memory.add returns), one such "
+              "dict, the new id as a str (an ADD), or None (nothing stored)")
+SEARCH_SHAPES = ("a list of hits {'id': ..., 'text': ..., 'score': ...} (only 'id' is required), best first, or "
+                 "{'results': [that list]} (what mem0.Memory.search returns); [] when nothing matches")
+
+
+def _show(value: Any, n: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _id(value: Any, method: str, item: Any, shapes: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        raise MemorySystemError(f"MemorySystem.{method} returned an item whose 'id' is {_show(value)} (an id is a "
+                                f"non-empty str or an int), in {_show(item)}; allowed: {shapes}")
+    return str(value)
+
+
 def _events(result: Any) -> list[tuple[str, str]]:
-    """Normalise an ``add`` result to [(id, EVENT)]."""
+    """Normalise what ``MemorySystem.add`` returned to [(id, EVENT)]; MemorySystemError for any other shape."""
+    def bad(why: str) -> MemorySystemError:
+        return MemorySystemError(f"MemorySystem.add returned {_show(result)}: {why}; allowed: {ADD_SHAPES}")
+
     if result is None:
         return []
     if isinstance(result, str):
-        return [(result, "ADD")]
+        return [(_id(result, "add", result, ADD_SHAPES), "ADD")]
+    items = result
     if isinstance(result, dict):
         if "results" in result:
-            return _events(result["results"])
-        result = [result]
-    out = []
-    for item in result:
-        if isinstance(item, str):
-            out.append((item, "ADD"))
-        elif isinstance(item, dict) and "id" in item:
-            ev = str(item.get("event", "ADD")).upper()
-            if ev not in ("ADD", "UPDATE", "DELETE", "NONE"):
-                raise ValueError(f"MemorySystem.add returned event {ev!r}; allowed: ADD, UPDATE, DELETE, NONE")
-            out.append((str(item["id"]), ev))
+            items = result["results"]
+            if not isinstance(items, list):
+                raise bad(f"its 'results' is a {type(items).__name__}, not a list")
+        elif "id" in result:
+            items = [result]
         else:
-            raise ValueError(f"MemorySystem.add must return an id, None, or a list of {{'id', 'event'}} dicts; "
-                             f"got {item!r}")
+            raise bad("a dict with neither 'id' nor 'results'")
+    elif isinstance(result, tuple):
+        raise bad("a tuple is ambiguous (one (id, event) pair, or several ids?); return a list of "
+                  "{'id', 'event'} dicts")
+    elif not isinstance(result, list):
+        raise bad(f"type {type(result).__name__} is none of these shapes")
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append((_id(item, "add", item, ADD_SHAPES), "ADD"))
+            continue
+        if not isinstance(item, dict):
+            raise bad(f"an item {_show(item)} is a {type(item).__name__}, not an {{'id', 'event'}} dict or an id")
+        if "id" not in item:
+            raise bad(f"an item {_show(item)} has no 'id'")
+        event = item.get("event", "ADD")
+        if not isinstance(event, str) or event.upper() not in _EVENTS:
+            raise bad(f"an item's 'event' is {_show(event)}, not one of {', '.join(_EVENTS)}")
+        out.append((_id(item["id"], "add", item, ADD_SHAPES), event.upper()))
     return out
+
+
+def _hits(result: Any) -> list[str]:
+    """The ids of what ``MemorySystem.search`` returned, best first; MemorySystemError for any other shape."""
+    def bad(why: str) -> MemorySystemError:
+        return MemorySystemError(f"MemorySystem.search returned {_show(result)}: {why}; allowed: {SEARCH_SHAPES}")
+
+    items = result
+    if isinstance(result, dict):
+        if "results" not in result:
+            raise bad("a dict without 'results'")
+        items = result["results"]
+        if not isinstance(items, list):
+            raise bad(f"its 'results' is a {type(items).__name__}, not a list")
+    elif not isinstance(result, list):
+        raise bad(f"type {type(result).__name__} is not a list of hits")
+    ids = []
+    for hit in items:
+        if not isinstance(hit, dict):
+            raise bad(f"a hit {_show(hit)} is a {type(hit).__name__}, not a dict with an 'id'")
+        if "id" not in hit:
+            raise bad(f"a hit {_show(hit)} has no 'id' (the id that delete() takes)")
+        ids.append(_id(hit["id"], "search", hit, SEARCH_SHAPES))
+    return ids
 
 
 class MemorySystemAgent(BaseAgent):
@@ -129,12 +200,12 @@ class MemorySystemAgent(BaseAgent):
             raise RuntimeError("MemorySystemAgent needs attach(view) (agents.bench does it every episode)")
         ev = self.view.event
         if ev.kind == "question":
-            self.system.search(ev.text, self.k)
+            _hits(self.system.search(ev.text, self.k))  # checked: the world's reader answers from the mirror
             return QUERY, 0
         if ev.kind == "request":
-            for hit in self.system.search(ev.text, 1):
-                if self.system.delete(str(hit["id"])):
-                    self._deletes.append(str(hit["id"]))
+            for sid in _hits(self.system.search(ev.text, 1))[:1]:  # the best hit only, even if k is ignored
+                if self.system.delete(sid):
+                    self._deletes.append(sid)
             return self._flush_delete()
         events = _events(self.system.add(ev.text, {"step": ev.step, "session": ev.session, "kind": ev.kind}))
         for sid, e in events:
@@ -229,16 +300,43 @@ def tiny_memory_agent(**kwargs: Any) -> MemorySystemAgent:
     return MemorySystemAgent(TinyMemorySystem(**kwargs), name="tiny_memory")
 
 
+def _import_user_module(spec: str, mod_name: str) -> Any:
+    """Import the module of a ``memsys:`` spec with the current folder on ``sys.path``.
+
+    ``python -m agents.cli`` has the current folder on ``sys.path`` but the ``memgym`` console script
+    has its ``bin/`` folder there instead; like uvicorn and pytest, the current folder is put first on
+    ``sys.path`` (once) so that ``memsys:mypkg.adapter:make_system`` imports ``./mypkg/adapter.py``
+    either way. Bench workers build their agents through here too, so they import it the same way.
+    """
+    cwd = os.getcwd()
+    on_path = {os.path.realpath(p or os.curdir) for p in sys.path}
+    if os.path.realpath(cwd) not in on_path:
+        sys.path.insert(0, cwd)
+        importlib.invalidate_caches()
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (mod_name == exc.name or mod_name.startswith(exc.name + ".")):
+            raise ValueError(f"agent {spec!r}: cannot import module {mod_name!r} ({exc}); it must be importable "
+                             f"from the current folder ({cwd}) or PYTHONPATH") from exc
+        raise ValueError(f"agent {spec!r}: importing module {mod_name!r} failed: {exc} (a module it imports "
+                         "is missing)") from exc
+    except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while it is imported
+        raise ValueError(f"agent {spec!r}: importing module {mod_name!r} raised {exc!r}") from exc
+
+
 def memory_system_agent(spec: str, **kwargs: Any) -> MemorySystemAgent:
     """``memsys:package.module:factory`` -> MemorySystemAgent(factory(**kwargs))."""
     target = spec.split(":", 1)[1]
     if ":" not in target:
         raise ValueError(f"agent {spec!r}: expected memsys:package.module:factory")
     mod_name, attr = target.split(":", 1)
+    module = _import_user_module(spec, mod_name)
     try:
-        factory = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"agent {spec!r}: cannot import {mod_name}:{attr} ({exc})") from exc
+        factory = getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"agent {spec!r}: module {mod_name} ({getattr(module, '__file__', '?')}) has no "
+                         f"attribute {attr!r}") from None
     if not callable(factory):
         raise ValueError(f"agent {spec!r}: {mod_name}:{attr} is a {type(factory).__name__}, not a factory "
                          "(a callable returning a MemorySystem)")

@@ -2,8 +2,10 @@
 
 - :class:`FlattenAction`: ``Discrete(7 * K)`` actions (``a = op * K + slot``) with an exact
   per-pair mask, for DQN-style agents and MaskablePPO with a flat action;
-- :class:`MaskInObservation`: adds ``action_mask`` to the observation dict, the form RLlib's
-  action-masking modules read;
+- :class:`MaskInObservation`: puts the action mask into the observation. ``layout="rllib"`` (the
+  default) is the form RLlib's action-masking modules read,
+  ``{"action_mask": ..., "observations": <the original observation>}``; ``layout="flat"`` adds
+  ``action_mask`` next to the original keys, the flat Dict SB3's ``MultiInputPolicy`` takes;
 - :class:`TextInterface`: observation is the event and the candidates as text, the action a command
   string such as ``"WRITE"`` or ``"LINK 3"``, for LLM agents and external memory systems.
 """
@@ -98,28 +100,52 @@ class FlattenAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
 
 
 class MaskInObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
-    """Adds ``observation["action_mask"]`` (float32 0/1, ``Box(0, 1)``) to the observation dict.
+    """Puts the action mask (float32 0/1, ``Box(0, 1, (n,))``) into the observation.
+
+    Two layouts:
+
+    - ``layout="rllib"`` (default): ``Dict({"action_mask": Box(0, 1, (n,)), "observations": <the
+      wrapped env's observation space, unchanged>})``, the layout RLlib's action-masking modules read
+      (the new stack's ``ActionMaskingRLModule`` example and the old stack's ``ActionMaskModel`` take
+      ``observation_space["observations"]`` and ``obs["action_mask"]``). Those modules mask one
+      ``Discrete`` action: wrap a :class:`FlattenAction` (``n = 7 * K``).
+    - ``layout="flat"``: the wrapped env's Dict with ``action_mask`` added next to its keys. No
+      nesting, so SB3's ``MultiInputPolicy`` (which takes no nested Dict) and SB3's checker accept it.
 
     The mask is whatever ``action_masks()`` of the wrapped env returns: ``7 + K`` entries on a
-    ``MemoryEnv``, ``7 * K`` on a :class:`FlattenAction`.
+    ``MemoryEnv`` (operation mask, then slot mask), ``7 * K`` on a :class:`FlattenAction`.
     """
 
-    def __init__(self, env: gym.Env) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self)
+    LAYOUTS = ("rllib", "flat")
+
+    def __init__(self, env: gym.Env, layout: str = "rllib") -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, layout=layout)
         gym.ObservationWrapper.__init__(self, env)
-        if not isinstance(env.observation_space, spaces.Dict):
-            raise TypeError("MaskInObservation needs a Dict observation space")
+        if layout not in self.LAYOUTS:
+            raise ValueError(f"MaskInObservation: layout must be one of {', '.join(map(repr, self.LAYOUTS))}, "
+                             f"got {layout!r}")
+        self.layout = layout
         n = len(self._mask())
-        self.observation_space = spaces.Dict(
-            {**env.observation_space.spaces, "action_mask": spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)}
-        )
+        mask_space = spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)
+        if layout == "rllib":
+            self.observation_space = spaces.Dict({"action_mask": mask_space, "observations": env.observation_space})
+            return
+        if not isinstance(env.observation_space, spaces.Dict):
+            raise TypeError(f"MaskInObservation(layout='flat') needs a Dict observation space, got "
+                            f"{type(env.observation_space).__name__} (layout='rllib' takes any space)")
+        if "action_mask" in env.observation_space.spaces:
+            raise ValueError("MaskInObservation(layout='flat'): the observation already has a key 'action_mask'")
+        self.observation_space = spaces.Dict({**env.observation_space.spaces, "action_mask": mask_space})
 
     def _mask(self) -> np.ndarray:
         return np.asarray(self.env.get_wrapper_attr("action_masks")(), dtype=bool)
 
-    def observation(self, observation: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def observation(self, observation: Any) -> dict[str, Any]:
+        mask = self._mask().astype(np.float32)
+        if self.layout == "rllib":
+            return {"action_mask": mask, "observations": observation}
         out = dict(observation)
-        out["action_mask"] = self._mask().astype(np.float32)
+        out["action_mask"] = mask
         return out
 
 
@@ -142,6 +168,8 @@ class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
     ``REFLECT n``, ``FORGET n`` where ``n`` is a slot number shown in the frame or the memory id
     itself. A malformed command raises ``ValueError`` naming the allowed commands; with
     ``on_error="noop"`` it is instead an invalid action (no-op, penalty) with ``info["parse_error"]``.
+    Gymnasium's ``check_env`` steps with a sampled ``Text`` action (a random string, so a malformed
+    command): it passes with ``on_error="noop"`` and raises that ``ValueError`` with the default.
     """
 
     def __init__(self, env: gym.Env, max_length: int = 8192, on_error: str = "raise") -> None:

@@ -153,7 +153,7 @@ class Fine:
 @pytest.mark.parametrize("spec, needle", [
     ("memsys:builtins:dict", "returned a dict, not a MemorySystem: missing method(s) ['add', 'search', 'delete']"),
     ("memsys:json:dumps", "the factory json:dumps() raised TypeError"),
-    ("memsys:nope_module_x:make", "cannot import nope_module_x:make"),
+    ("memsys:nope_module_x:make", "cannot import module 'nope_module_x'"),
     ("memsys:json", "expected memsys:package.module:factory"),
     ("random[-LINK]", "brackets (an ablation) apply only to oracle"),
     ("oracle[-FLY]", "unknown operation(s) ['FLY']"),

@@ -50,6 +50,62 @@ def test_every_subcommand_has_help(sub, capsys):
     assert f"memgym {sub}" in text and len(text) > 200
 
 
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    """Every subcommand's real parser (train's is built from agents.train, as `memgym train` does)."""
+    parser = cli.build_parser(["train"])
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def _doc_section(doc: str, heading: str) -> str:
+    """The text under ``heading`` (a Markdown heading line) up to the next heading of the same or a higher level."""
+    lines = doc.splitlines()
+    start = lines.index(heading)
+    level = len(heading) - len(heading.lstrip("#"))
+    end = next((i for i in range(start + 1, len(lines))
+                if lines[i].startswith("#") and len(lines[i]) - len(lines[i].lstrip("#")) <= level), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def test_every_option_of_every_subcommand_is_documented():
+    """docs/bench.md lists the options of bench, play, replay, plot and info (one section each), docs/train.md
+    those of train: every option string and positional of each parser, in backticks, in its own section."""
+    bench_doc = (ROOT / "docs" / "bench.md").read_text()
+    train_doc = (ROOT / "docs" / "train.md").read_text()
+    parsers = _subparsers()
+    assert set(parsers) == set(SUBCOMMANDS)
+    missing = []
+    for name, parser in parsers.items():
+        if name == "train":
+            section = _doc_section(train_doc, "## Command-line options")
+        else:
+            section = _doc_section(_doc_section(bench_doc, "## Command-line options"), f"### memgym {name}")
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            names = action.option_strings or [action.dest]
+            missing += [(name, opt) for opt in names if f"`{opt}`" not in section and f"`{opt} " not in section]
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_help_states_each_default_once_and_never_none(sub):
+    parser = _subparsers()[sub]
+    text = parser.format_help()
+    assert "(default: None)" not in text
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if action.help:
+            helped = " ".join(formatter._expand_help(action).split())
+            assert helped.count("(default") <= 1, helped  # no hand-written default followed by argparse's
+
+
+def test_bench_ablate_help_says_what_runs_without_agents():
+    helped = " ".join(_subparsers()["bench"].format_help().split())
+    assert "without --agents only random, oracle and the ablated oracles run" in helped
+    assert "also run" not in helped
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["bench", "--agents", "random,nosuch", "--no-progress"], ["nosuch", "write_all", "generative_agents", "sb3:PATH"]),
     (["bench", "--families", "recal", "--no-progress"], ["recal", "multi_hop", "consolidation"]),
@@ -132,6 +188,42 @@ def test_replay_reproduces_the_recorded_episode(tiny_results):
     assert "+ ep_" in out          # the store's evolution
     code, out = run(["replay", str(tiny_results), "--episode", "999"])
     assert code == 2
+
+
+@pytest.mark.parametrize("agent, needles", [
+    ("memsys:gone_memsys_module_x:make", ["cannot import module 'gone_memsys_module_x'", "current folder"]),
+    ("sb3:/nonexistent/moved/model.zip", ["model file not found"]),
+    ("no_such_agent", ["unknown agent 'no_such_agent'", "write_all"]),
+])
+def test_replay_of_an_agent_that_cannot_be_rebuilt_is_a_clean_error(agent, needles, tiny_results, tmp_path, capsys):
+    data = json.loads((tiny_results / "results.json").read_text())
+    data["episodes"][0]["agent"] = agent
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    code, out = run(["replay", str(path), "--episode", "0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"memgym replay: error: episode 0 of {path} cannot be replayed: ") and repr(agent) in err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+def test_replay_reports_a_memory_system_that_returns_a_wrong_shape(tiny_results, tmp_path, monkeypatch, capsys):
+    (tmp_path / "replay_bad_memsys.py").write_text(
+        "from agents.memory_system import TinyMemorySystem\n\n"
+        "class Bad(TinyMemorySystem):\n"
+        "    def add(self, text, metadata):\n"
+        "        return 5\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = json.loads((tiny_results / "results.json").read_text())
+    data["episodes"][0]["agent"] = "memsys:replay_bad_memsys:Bad"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    code, _ = run(["replay", str(path), "--episode", "0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("memgym replay: error: episode 0") and "MemorySystem.add returned 5" in err, err
 
 
 def test_plot_redraws_the_figure(tiny_results, tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import pickle
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -202,6 +203,8 @@ def test_flatten_action_masked_out_means_invalid_when_taken():
 # ---------------------------------------------------------------------- wrappers and the ecosystem
 @pytest.mark.parametrize("wrap", [FlattenAction, MaskInObservation,
                                   lambda e: MaskInObservation(FlattenAction(e)),
+                                  lambda e: MaskInObservation(e, layout="flat"),
+                                  lambda e: MaskInObservation(FlattenAction(e), layout="flat"),
                                   lambda e: TextInterface(e, on_error="noop")])
 def test_wrapped_made_envs_pass_the_checker_and_remake_from_their_spec(wrap):
     env = wrap(gym.make("MemGym/Recall-Easy-v0"))
@@ -212,9 +215,24 @@ def test_wrapped_made_envs_pass_the_checker_and_remake_from_their_spec(wrap):
         check_env(env, skip_render_check=True)
         remade = gym.make(env.spec)
     assert type(remade) is type(env) and remade.spec == env.spec
+    assert remade.observation_space == env.observation_space  # e.g. MaskInObservation's layout too
     o1, _ = env.reset(seed=4)
     o2, _ = remade.reset(seed=4)
     assert pickle.dumps(o1) == pickle.dumps(o2)
+
+
+def test_text_interface_default_raise_fails_the_checker_with_the_allowed_commands():
+    """docs/env.md: the checker passes with on_error="noop" (the test above); with the default "raise" the
+    checker's sampled Text action is a malformed command, and the ValueError names the allowed commands."""
+    env = TextInterface(gym.make("MemGym/Recall-Easy-v0"))
+    assert env.on_error == "raise"
+    env.action_space.seed(0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is different from the unwrapped version")
+        with pytest.raises(ValueError, match=r"allowed: NOOP, WRITE, QUERY, UPDATE <slot\|id>"):
+            check_env(env, skip_render_check=True)
+    doc = " ".join((Path(__file__).resolve().parents[1] / "docs" / "env.md").read_text().split())
+    assert '`TextInterface(env, on_error="noop")`)' in doc and 'default `on_error="raise"` does not' in doc
 
 
 def test_text_interface_bad_commands_pass_through_inner_wrappers():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -52,8 +54,9 @@ def test_flatten_action_mask_is_exact_for_pairs():
 
 
 # ---------------------------------------------------------------------- MaskInObservation
-def test_mask_in_observation_matches_action_masks():
-    env = MaskInObservation(MemoryEnv("life-easy"))
+@pytest.mark.parametrize("layout", ["rllib", "flat"])
+def test_mask_in_observation_matches_action_masks(layout):
+    env = MaskInObservation(MemoryEnv("life-easy"), layout=layout)
     obs, _ = env.reset(seed=0)
     assert env.observation_space.contains(obs)
     rng = np.random.default_rng(1)
@@ -61,9 +64,54 @@ def test_mask_in_observation_matches_action_masks():
         np.testing.assert_array_equal(obs["action_mask"], env.unwrapped.action_masks().astype(np.float32))
         obs, *_ = env.step(np.array([rng.integers(7), rng.integers(8)]))
         assert env.observation_space.contains(obs)
-    flat = MaskInObservation(FlattenAction(MemoryEnv("life-easy")))
+    flat = MaskInObservation(FlattenAction(MemoryEnv("life-easy")), layout=layout)
     obs, _ = flat.reset(seed=0)
     assert obs["action_mask"].shape == (7 * 8,) and flat.observation_space.contains(obs)
+
+
+def test_mask_in_observation_rllib_layout_nests_the_original_observation_unchanged():
+    """The layout RLlib's ActionMaskingRLModule / ActionMaskModel read: exactly the keys "action_mask"
+    and "observations", the latter the wrapped env's space and observation as they are."""
+    inner = FlattenAction(MemoryEnv("life-easy"))
+    env = MaskInObservation(inner)  # the default layout
+    assert env.layout == "rllib"
+    space = env.observation_space
+    assert set(space.spaces) == {"action_mask", "observations"}
+    assert space["observations"] == inner.observation_space
+    assert space["action_mask"] == spaces.Box(0.0, 1.0, shape=(inner.action_space.n,), dtype=np.float32)
+    ref = FlattenAction(MemoryEnv("life-easy"))
+    obs, _ = env.reset(seed=5)
+    raw, _ = ref.reset(seed=5)
+    for a in [0, 8, 0, 8, 0]:
+        assert set(obs) == {"action_mask", "observations"}
+        assert set(obs["observations"]) == set(raw)
+        for key in raw:
+            np.testing.assert_array_equal(obs["observations"][key], raw[key])
+        np.testing.assert_array_equal(obs["action_mask"], ref.action_masks().astype(np.float32))
+        obs, *_ = env.step(a)
+        raw, *_ = ref.step(a)
+
+
+def test_mask_in_observation_flat_layout_adds_the_mask_next_to_the_keys():
+    inner = MemoryEnv("life-easy")
+    env = MaskInObservation(inner, layout="flat")
+    assert set(env.observation_space.spaces) == set(inner.observation_space.spaces) | {"action_mask"}
+    assert not any(isinstance(s, spaces.Dict) for s in env.observation_space.spaces.values())
+
+
+def test_mask_in_observation_flat_layout_passes_sb3_checker():
+    from stable_baselines3.common.env_checker import check_env
+
+    for env in (MaskInObservation(MemoryEnv("recall-easy", horizon=20), layout="flat"),
+                MaskInObservation(FlattenAction(MemoryEnv("recall-easy", horizon=20)), layout="flat")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            check_env(env, warn=True)
+
+
+def test_mask_in_observation_bad_layout_names_the_allowed_values():
+    with pytest.raises(ValueError, match=r"layout must be one of 'rllib', 'flat', got 'nested'"):
+        MaskInObservation(MemoryEnv("life-easy"), layout="nested")
 
 
 # ---------------------------------------------------------------------- TextInterface

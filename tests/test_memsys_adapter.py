@@ -1,0 +1,215 @@
+"""The ``memsys:`` adapter as a user meets it: a module in the current folder imports through the
+``memgym`` console script too, and a MemorySystem returning the wrong shapes gets an error naming the
+method, what it returned and the shapes allowed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agents.memory_system import TinyMemorySystem
+
+REPO = Path(__file__).resolve().parents[1]
+
+ADAPTER = '''
+from agents.memory_system import TinyMemorySystem
+
+
+def make_system():
+    return TinyMemorySystem()
+'''
+
+# What pip writes for `[project.scripts] memgym = "agents.cli:main"`, plus (when SPAWN is set) the bench's
+# worker pool switched to spawn, whose workers import the user's module afresh.
+CONSOLE_SCRIPT = '''
+import os
+import sys
+
+from agents.cli import main
+
+if __name__ == "__main__":
+    if os.environ.get("SPAWN"):
+        import multiprocessing as mp
+
+        from agents import bench
+
+        bench._pool_context = lambda: mp.get_context("spawn")
+    sys.exit(main())
+'''
+
+
+def _console_script(tmp_path: Path, cwd: Path, *args: str, spawn: bool = False) -> subprocess.CompletedProcess:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "memgym"
+    script.write_text(CONSOLE_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPAWN")}
+    env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", **({"SPAWN": "1"} if spawn else {}))
+    return subprocess.run([sys.executable, str(script), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+BENCH = ["bench", "--agents", "memsys:mypkg.adapter:make_system", "--families", "recall", "--difficulties", "easy",
+         "--seeds", "2", "--set", "horizon=20", "--no-plot", "--no-progress"]
+
+
+@pytest.mark.parametrize("spawn", [False, True], ids=["fork-or-inline", "spawned-workers"])
+def test_console_script_imports_a_memsys_module_from_the_current_folder(tmp_path, spawn):
+    work = tmp_path / "work"
+    (work / "mypkg").mkdir(parents=True)
+    (work / "mypkg" / "__init__.py").write_text("")
+    (work / "mypkg" / "adapter.py").write_text(ADAPTER)
+    proc = _console_script(tmp_path, work, *BENCH, "--workers", "2", "--out", "out", spawn=spawn)
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((work / "out" / "results.json").read_text())["episodes"]
+    mine = [r for r in rows if r["agent"] == "memsys:mypkg.adapter:make_system"]
+    assert len(mine) == 2 and all(r["ops"]["WRITE"] > 0 for r in mine)
+
+
+def test_console_script_names_the_module_that_cannot_be_imported(tmp_path):
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    proc = _console_script(tmp_path, empty, *BENCH, "--workers", "1", "--out", "out")
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr
+    assert err.startswith("memgym bench: error: ") and "Traceback" not in err, err
+    assert "cannot import module 'mypkg.adapter'" in err and "No module named 'mypkg'" in err, err
+    assert f"importable from the current folder ({empty})" in err and "PYTHONPATH" in err, err
+    assert not (empty / "out").exists()
+
+
+def test_a_module_whose_own_import_fails_is_not_blamed_on_the_path(tmp_path, monkeypatch):
+    from agents.base import make_agent
+
+    (tmp_path / "needs_missing_lib.py").write_text("import surely_not_installed_lib_x\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError) as exc:
+        make_agent("memsys:needs_missing_lib:make")
+    msg = str(exc.value)
+    assert "importing module 'needs_missing_lib' failed" in msg and "surely_not_installed_lib_x" in msg, msg
+    assert "current folder" not in msg
+
+
+def test_a_missing_factory_names_the_module_and_the_attribute(tmp_path, monkeypatch):
+    from agents.base import make_agent
+
+    (tmp_path / "has_no_factory.py").write_text(textwrap.dedent("x = 1\n"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"module has_no_factory \(.*has_no_factory.py\) has no attribute 'make'"):
+        make_agent("memsys:has_no_factory:make")
+
+
+# ------------------------------------------------------------------ what add / search may return
+ENV = {"id": "MemGym/Erasure-Easy-v0", "overrides": {}}
+
+
+class Shaped(TinyMemorySystem):
+    """TinyMemorySystem's decisions, returned through ``add_as`` / ``search_as``."""
+
+    def __init__(self, add_as=lambda r: r, search_as=lambda r: r):
+        super().__init__()
+        self.add_as, self.search_as = add_as, search_as
+        self.deleted: list[str] = []
+
+    def add(self, text, metadata):
+        return self.add_as(super().add(text, metadata))
+
+    def search(self, query, k):
+        return self.search_as(super().search(query, k))
+
+    def delete(self, id):
+        self.deleted.append(id)
+        return super().delete(id)
+
+
+def _play(system, seeds=(10_000,)):
+    from agents.bench import evaluate
+    from agents.memory_system import MemorySystemAgent
+
+    return [{k: v for k, v in r.items() if k not in ("timing", "agent")}
+            for r in evaluate(MemorySystemAgent(system, name="shaped"), ENV, list(seeds))]
+
+
+@pytest.mark.parametrize("method, convert, needle", [
+    ("add", lambda r: 5, "MemorySystem.add returned 5: type int is none of these shapes"),
+    ("add", lambda r: True, "MemorySystem.add returned True: type bool"),
+    ("add", lambda r: (r[0]["id"], r[0]["event"]), "a tuple is ambiguous"),
+    ("add", lambda r: iter(r), "type list_iterator is none of these shapes"),
+    ("add", lambda r: {"memory": "x", "event": "ADD"}, "a dict with neither 'id' nor 'results'"),
+    ("add", lambda r: [{"memory": "x", "event": "ADD"}], "has no 'id'"),
+    ("add", lambda r: [{"id": None, "event": "ADD"}], "whose 'id' is None"),
+    ("add", lambda r: [{"id": "x", "event": "INSERT"}], "'event' is 'INSERT', not one of ADD, UPDATE, DELETE, NONE"),
+    ("add", lambda r: {"results": tuple(r)}, "its 'results' is a tuple, not a list"),
+    ("search", lambda r: None, "MemorySystem.search returned None: type NoneType is not a list of hits"),
+    ("search", lambda r: ["a", "b"], "a hit 'a' is a str, not a dict with an 'id'"),
+    ("search", lambda r: [{"text": "x", "score": 1.0}], "has no 'id'"),
+    ("search", lambda r: {"hits": r}, "a dict without 'results'"),
+])
+def test_wrong_return_shapes_name_the_method_the_value_and_the_allowed_shapes(method, convert, needle):
+    from agents.memory_system import MemorySystemError
+
+    system = Shaped(**{f"{method}_as": convert})
+    with pytest.raises(MemorySystemError) as exc:
+        _play(system)
+    msg = str(exc.value)
+    assert isinstance(exc.value, ValueError)
+    assert msg.startswith(f"MemorySystem.{method} returned ") and needle in msg, msg
+    allowed = "{'results': [that list]}" if method == "search" else "the new id as a str (an ADD), or None"
+    assert "; allowed: " in msg and allowed in msg, msg
+
+
+def test_mem0_shapes_and_single_dicts_are_read_like_plain_lists():
+    """{"results": [...]} from add and search (Mem0's own shape), a single dict from add and int ids
+    give exactly the episodes of the plain list form."""
+    plain = _play(Shaped(), seeds=(10_000, 10_001))
+    assert plain[0]["ops"]["WRITE"] > 0 and plain[0]["ops"]["FORGET"] + plain[1]["ops"]["FORGET"] > 0
+    wrapped = _play(Shaped(add_as=lambda r: {"results": r}, search_as=lambda r: {"results": r}),
+                    seeds=(10_000, 10_001))
+    assert wrapped == plain
+    assert _play(Shaped(add_as=lambda r: r[0]), seeds=(10_000, 10_001)) == plain  # one dict
+
+    def int_ids(r):  # "m12" -> 12, and back in delete()
+        return [{**h, "id": int(h["id"][1:])} for h in r]
+
+    class IntIds(Shaped):
+        def delete(self, id):
+            return super().delete(f"m{id}")
+
+    assert _play(IntIds(add_as=int_ids, search_as=int_ids), seeds=(10_000, 10_001)) == plain
+
+
+def test_an_erasure_request_deletes_only_the_best_hit_even_if_search_ignores_k():
+    everything = Shaped()
+    everything.search = lambda query, k: TinyMemorySystem.search(everything, query, 10**6)  # all, best first
+    best = Shaped()
+    _play(everything)
+    _play(best)
+    assert best.deleted and everything.deleted == best.deleted  # one delete per request, the first hit
+
+
+def test_bench_reports_a_wrong_shape_as_a_clean_error(tmp_path, monkeypatch, capsys):
+    from agents import cli
+
+    (tmp_path / "shaped_bad.py").write_text(textwrap.dedent('''
+        from agents.memory_system import TinyMemorySystem
+
+        class Bad(TinyMemorySystem):
+            def add(self, text, metadata):
+                return ("m1", "UPDATE")
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "o"
+    code = cli.main(["bench", "--agents", "memsys:shaped_bad:Bad", "--families", "recall", "--seeds", "1",
+                     "--workers", "1", "--set", "horizon=20", "--no-progress", "--no-plot", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("memgym bench: error: agent 'memsys:shaped_bad:Bad' on recall/easy, seed 10000: "
+                          "MemorySystem.add returned ('m1', 'UPDATE'): a tuple is ambiguous"), err
+    assert "Traceback" not in err
