@@ -652,9 +652,9 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     }
     timing_payload = {"workers": workers, "wall_s": elapsed, "episodes": len(rows),
                       "steps": int(sum(r["events"] for r in rows)), "per_episode": timings}
-    if out_dir is not None:
-        report.write_all(payload, out_dir, timings=timing_payload, plot=plot)
+    written = report.write_all(payload, out_dir, timings=timing_payload, plot=plot) if out_dir is not None else {}
     payload["_timings"] = timing_payload  # not written to results.json
+    payload["_written"] = written  # (the files really written: no PNG without matplotlib)
     return payload
 
 

@@ -151,8 +151,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     if args.ablate:
         print("\nAblation: the oracle's normalised score with one operation removed:\n", file=out)
         print(report.ablation_md(payload), file=out)
-    print(f"\nwrote {out_dir}/results.json, results.csv, leaderboard.md"
-          f"{'' if args.no_plot else ', leaderboard.png'}, timings.json", file=out)
+    names = ", ".join(os.path.basename(str(path)) for path in payload.get("_written", {}).values())
+    print(f"\nwrote {out_dir}/{names}", file=out)
     return 0
 
 
@@ -502,6 +502,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             return 2
         return int(args.func(args, out) or 0)
     except CliError as exc:
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        if "memgym[" not in str(exc):  # a missing optional extra says which; anything else is a bug
+            raise
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

