@@ -1565,6 +1565,14 @@ class MemoryStore:
         row_of = {m: i for i, m in enumerate(ids)}
         layout = meta.get("layout", {})
         actr = state["actr"]
+        # the spaces first, in the saved order: namespaces(), sweeps, erasures across namespaces and
+        # the next export all walk the spaces in this order, which the records' order need not give
+        # (the first record of a namespace may be gone while a later namespace's is still there)
+        for name, lay in layout.items():
+            space = _Space(name, dim, store.actr_k, store.embed_window)
+            while space.capacity < lay["capacity"]:
+                space._grow()
+            store._spaces[name] = space
         for d in state["records"]:
             d = dict(d)
             kind = d.pop("kind")
@@ -1581,12 +1589,8 @@ class MemoryStore:
             if mid not in row_of:
                 raise ValueError(f"record {mid!r} has no embedding row")
             space = store._spaces.get(rec.namespace)
-            if space is None:
+            if space is None:  # (a state without a layout: rows are allocated afresh)
                 space = _Space(rec.namespace, dim, store.actr_k, store.embed_window)
-                lay = layout.get(rec.namespace)
-                if lay is not None:
-                    while space.capacity < lay["capacity"]:
-                        space._grow()
                 store._spaces[rec.namespace] = space
             a = actr[mid]
             lay = layout.get(rec.namespace)
@@ -1594,12 +1598,7 @@ class MemoryStore:
             store._insert(space, rec, emb[row_of[mid]], signature(rec.content),
                           actr=(float(a["created"]), int(a["n"]), [float(t) for t in a["recent"]]), slot=slot)
         for name, lay in layout.items():
-            space = store._spaces.get(name)
-            if space is None:
-                space = _Space(name, dim, store.actr_k, store.embed_window)
-                store._spaces[name] = space
-            while space.capacity < lay["capacity"]:
-                space._grow()
+            space = store._spaces[name]
             space.hi = int(lay["hi"])
             space.free = [int(s) for s in lay["free"]]
             space.recent_slots.clear()
