@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -471,6 +472,74 @@ def test_state_the_store_rejects(tmp_path, monkeypatch):
     save_store(store, path)
     monkeypatch.undo()
     expect_error(path, "inconsistent store contents")
+
+
+def rewrite_meta(path: Path, change) -> None:
+    """Change the saved store meta with ``change(meta)`` and recompute the meta checksum, as a crafted
+    (or buggy-writer) file would: every checksum is valid, only the contents are inconsistent."""
+    import json
+
+    from world.persistence import _text_crc
+
+    conn = sqlite3.connect(path)
+    meta = json.loads(conn.execute("SELECT value FROM meta WHERE name = 'meta'").fetchone()[0])
+    change(meta)
+    conn.execute("UPDATE meta SET value = ? WHERE name = 'meta'", (_dumps(meta),))
+    rows = conn.execute("SELECT name, value FROM meta WHERE name != 'crc32' ORDER BY rowid").fetchall()
+    crc = json.loads(conn.execute("SELECT value FROM meta WHERE name = 'crc32'").fetchone()[0])
+    crc["meta"] = _text_crc(rows)
+    conn.execute("UPDATE meta SET value = ? WHERE name = 'crc32'", (_dumps(crc),))
+    conn.commit()
+    conn.close()
+
+
+def _set(field, value):
+    return lambda lay: lay.__setitem__(field, value)
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    (lambda lay: lay["free"].append(0), "row 0 is in the free list but holds 'ep_000001'"),
+    (lambda lay: lay["slots"].__setitem__("ep_000002", 0), "row 0 is the slot of both"),
+    (lambda lay: lay["slots"].__setitem__("ep_000002", 3), r"slots\['ep_000002'\] must be an int in \[0, 3\)"),
+    (lambda lay: lay["slots"].__setitem__("ep_000002", -1), r"slots\['ep_000002'\] must be an int"),
+    (lambda lay: lay["slots"].__setitem__("ep_000002", 1.0), r"slots\['ep_000002'\] must be an int"),
+    (lambda lay: lay["free"].append(7), r"free must be an int in \[0, 3\), got 7"),
+    (lambda lay: lay["free"].append(lay["free"][0]), "names a row twice"),
+    (lambda lay: lay["recent_slots"].append(99), "recent_slots must be an int"),
+    (_set("capacity", 2**40), "capacity must be an int in"),
+    (_set("hi", 1), r"must be an int in \[0, 1\)"),
+    (lambda lay: lay["slots"].pop("ep_000002"), "'ep_000002': no row in the layout"),
+    (lambda lay: (lay["free"].remove(2), lay["slots"].__setitem__("ep_000099", 2)),
+     "rows for ids that are no records of it"),
+    (lambda lay: lay.pop("free"), "lacks free"),
+], ids=["live-row-free", "shared-row", "slot-beyond-hi", "negative-slot", "float-slot", "free-beyond-hi",
+        "free-twice", "recent-beyond-hi", "huge-capacity", "hi-below-slots", "id-without-row", "row-without-id",
+        "no-free-list"])
+def test_inconsistent_row_layout_is_refused(tmp_path, change, match):
+    """A file whose checksums are valid but whose row layout puts a live row in the free list, two
+    memories in one row, or a row beyond the high-water mark: StoreFileError, not a store whose next
+    write overwrites a live memory's vector."""
+    store = MemoryStore(embedder=embedder())
+    store.write_episode(1, "Alice likes tea")
+    store.write_episode(2, "Bob likes chess")
+    store.forget(store.write_episode(3, "Carol likes jazz").memory_id)  # rows 0, 1 live, row 2 free
+    path = tmp_path / "m.sqlite"
+    save_store(store, path)
+    assert load_store(path, embedder=embedder()).namespaces() == ["default"]  # the untouched file loads
+    rewrite_meta(path, lambda meta: change(meta["layout"]["default"]))
+    err = expect_error(path, "inconsistent store contents")
+    assert "namespace 'default'" in str(err)
+    assert re.search(match, str(err)), str(err)
+
+
+def test_layout_of_a_namespace_without_one_is_refused(tmp_path):
+    store = MemoryStore(embedder=embedder())
+    store.write_episode(1, "Alice likes tea")
+    store.write_episode(2, "Bob likes chess", namespace="bob")
+    path = tmp_path / "m.sqlite"
+    save_store(store, path)
+    rewrite_meta(path, lambda meta: meta["layout"].pop("bob"))
+    expect_error(path, "namespace 'bob' has no row layout")
 
 
 # ------------------------------------------------------------------------------------------ #
