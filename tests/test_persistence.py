@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from world import StoreFileError
-from world.embedding import HashingEmbedder
+from world.embedding import CachedEmbedder, HashingEmbedder
 from world.memory import MemoryStore, RelationType
 from world.persistence import APPLICATION_ID, FORMAT_VERSION, _dumps, load_store, save_store
 from world.summary import summaries
@@ -579,3 +579,57 @@ def test_non_hashing_store_needs_its_embedder(tmp_path):
     with pytest.raises(ValueError, match="embedder: the store was built with 'minilm-test'"):
         load_store(tmp_path / "m.sqlite")
     assert len(load_store(tmp_path / "m.sqlite", embedder=Named())) == 1
+
+
+def test_other_embedder_of_the_same_dimension_is_refused(tmp_path):
+    """A store built with a custom 64-d model does not load with a 64-d hashing embedder (its queries
+    would score against vectors of another model, and a re-save would record the wrong model)."""
+    class Reversed:
+        name, dim = "my-sentence-model", 64
+
+        def encode(self, text):
+            return HashingEmbedder(dim=64).encode(text[::-1])
+
+    store = MemoryStore(embedder=Reversed())
+    store.write_episode(1, "Alice drinks green tea")
+    store.write_episode(2, "Bob plays chess")
+    path = tmp_path / "m.sqlite"
+    save_store(store, path)
+    for wrong in (HashingEmbedder(dim=64), CachedEmbedder(HashingEmbedder(dim=64))):
+        with pytest.raises(ValueError, match=r"embedder: the store was built with 'my-sentence-model', the "
+                                             r"embedder given is 'hashing-64' \(\w+Embedder\); pass the "
+                                             r"embedder the store was built with") as exc:
+            load_store(path, embedder=wrong)
+        assert str(path) in str(exc.value)
+        with pytest.raises(ValueError, match="built with 'my-sentence-model'"):
+            MemoryStore._from_state(store._export_state(), wrong)
+    # the model itself, also behind a cache or a wrapper of another name, loads and scores alike
+    expected = [(m.memory_id, x) for m, x in store.query_scored("green tea", bump=False)]
+
+    class Wrapper:
+        name = "wrapper"
+
+        def __init__(self, inner):
+            self.inner, self.dim = inner, inner.dim
+
+        def encode(self, text):
+            return self.inner.encode(text)
+
+    for right in (Reversed(), CachedEmbedder(Reversed()), Wrapper(Reversed())):
+        loaded = load_store(path, embedder=right)
+        assert [(m.memory_id, x) for m, x in loaded.query_scored("green tea", bump=False)] == expected
+
+
+def test_hashing_store_refuses_a_model_named_otherwise(saved):
+    """A hashing store given a non-hashing model of the same width: refused, and the message says that
+    passing no embedder rebuilds the saved one."""
+    _, path, _ = saved
+
+    class Model:
+        name, dim = "st-something", 64
+
+        def encode(self, text):
+            return HashingEmbedder(dim=64).encode(text)
+
+    with pytest.raises(ValueError, match=r"built with 'hashing-64'.*or none"):
+        load_store(path, embedder=Model())

@@ -34,6 +34,7 @@ __all__ = [
     "embedder_config",
     "embedder_from_config",
     "check_embedder_config",
+    "embedder_name",
     "tokenize",
     "EMBEDDERS",
 ]
@@ -497,17 +498,28 @@ def make_embedder(name: str = "hashing", dim: int = 256, cache_path: str | None 
     raise ValueError(f"embedder must be one of {EMBEDDERS}, got {name!r}")
 
 
+def _wrapped(embedder) -> list:
+    """``embedder`` and what it wraps, outermost first (through ``inner`` / ``shared``: a cache, the
+    world's store embedder), at most 4 levels."""
+    chain, e = [], embedder
+    while e is not None and len(chain) < 4:
+        chain.append(e)
+        e = getattr(e, "inner", None) or getattr(e, "shared", None)
+    return chain
+
+
+def embedder_name(embedder) -> str:
+    """The name a store records for ``embedder`` (``meta["embedder"]``): its ``name``, else its type's."""
+    return str(getattr(embedder, "name", type(embedder).__name__))
+
+
 def embedder_config(embedder) -> dict | None:
     """The config of the hashing embedder inside ``embedder`` (itself, or reached through ``inner`` /
     ``shared``: a cache, the world's store embedder), or None for any other embedder. A store saves it
     so that loading without an embedder rebuilds the very same one (``bigram_weight`` included)."""
-    e = embedder
-    for _ in range(4):
+    for e in _wrapped(embedder):
         if isinstance(e, HashingEmbedder):
             return e.config()
-        e = getattr(e, "inner", None) or getattr(e, "shared", None)
-        if e is None:
-            break
     return None
 
 
@@ -523,9 +535,19 @@ def _describe(config: dict) -> str:
     return "HashingEmbedder(" + ", ".join(f"{k}={v!r}" for k, v in config.items() if k != "name") + ")"
 
 
-def check_embedder_config(saved: dict | None, embedder) -> None:
-    """ValueError naming ``embedder`` when ``embedder`` is a hashing embedder (or wraps one) whose
-    config differs from the saved one: its vectors would not match the stored ones."""
+def check_embedder_config(saved: dict | None, embedder, saved_name: str | None = None) -> None:
+    """ValueError naming ``embedder`` when ``embedder`` would not make the stored vectors: when
+    ``saved_name`` (the store's ``meta["embedder"]``) is given and neither ``embedder`` nor anything
+    it wraps carries that name, or when ``embedder`` is a hashing embedder (or wraps one) whose
+    config differs from the saved one."""
+    if saved_name is not None:
+        names = [embedder_name(e) for e in _wrapped(embedder)]
+        if str(saved_name) not in names:
+            rebuilt = (" (or none: a hashing store rebuilds its embedder from the saved settings)"
+                       if isinstance(saved, dict) and saved.get("name") == "hashing" else "")
+            raise ValueError(f"embedder: the store was built with {str(saved_name)!r}, the embedder given is "
+                             f"{names[0]!r} ({type(embedder).__name__}); pass the embedder the store was built "
+                             f"with, load_store(path, embedder=...){rebuilt}")
     if not isinstance(saved, dict):
         return
     have = embedder_config(embedder)

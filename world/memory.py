@@ -1587,7 +1587,7 @@ class MemoryStore:
             else:
                 raise ValueError(f"embedder: the store was built with {name!r}; pass that embedder to load it")
         else:
-            check_embedder_config(saved_config, embedder)
+            check_embedder_config(saved_config, embedder, saved_name=meta.get("embedder"))
         dedup = DedupConfig(**cfg["dedup"]) if cfg.get("dedup") is not None else False
         store = cls(
             embedder, cfg["forget_threshold"], decay=cfg["decay"], actr_k=cfg["actr_k"], dedup=dedup,
