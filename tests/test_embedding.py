@@ -181,3 +181,15 @@ def test_sentence_transformer_vector_does_not_depend_on_its_batch():
     assert np.array_equal(mixed[1], alone) and np.array_equal(mixed[4], alone)
     for i, other in zip((0, 2, 3, 5), others):
         assert np.array_equal(mixed[i], e.encode_batch([other])[0])
+
+
+def test_cache_file_in_a_missing_directory_is_a_clear_error(tmp_path):
+    """Not sqlite3's bare "unable to open database file": a ValueError naming the path and saying the
+    directory does not exist (as save_store does); nothing is created."""
+    path = tmp_path / "no" / "such" / "dir" / "cache.sqlite"
+    with pytest.raises(ValueError, match=r"CachedEmbedder: path .*cache\.sqlite.*directory .*dir' does not exist"):
+        CachedEmbedder(HashingEmbedder(16), path=path)
+    assert not (tmp_path / "no").exists()
+    emb = CachedEmbedder(HashingEmbedder(16), path=tmp_path / "cache.sqlite")  # an existing directory: fine
+    assert emb.encode("hello").shape == (16,)
+    emb.close()

@@ -303,7 +303,14 @@ class CachedEmbedder:
         path = self.path
         if os.path.isdir(path):
             raise ValueError(f"CachedEmbedder: path {path!r} is a directory, not an embedding cache file")
-        db = sqlite3.connect(path)
+        directory = os.path.dirname(path) or "."
+        if not os.path.isdir(directory):  # (sqlite3 would only say "unable to open database file")
+            raise ValueError(f"CachedEmbedder: path {path!r}: directory {directory!r} does not exist; create it "
+                             f"first or pass another path")
+        try:
+            db = sqlite3.connect(path)
+        except sqlite3.Error as exc:
+            raise ValueError(f"CachedEmbedder: path {path!r} cannot be opened: {exc}") from exc
         try:
             # a dropped (erased) entry's bytes are overwritten, whatever the SQLite build's default
             db.execute("PRAGMA secure_delete=ON")
