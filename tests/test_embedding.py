@@ -1,7 +1,9 @@
 """Embedders: hashing is deterministic and lexical, the cache never embeds a text twice."""
 
+import sqlite3
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from world.embedding import (
     make_embedder,
     tokenize,
 )
+from world.memory import MemoryStore
 
 
 def test_hashing_unit_float32_and_lexical():
@@ -193,3 +196,73 @@ def test_cache_file_in_a_missing_directory_is_a_clear_error(tmp_path):
     emb = CachedEmbedder(HashingEmbedder(16), path=tmp_path / "cache.sqlite")  # an existing directory: fine
     assert emb.encode("hello").shape == (16,)
     emb.close()
+
+
+
+def _with(value):
+    def make(vec):
+        vec = vec.copy()
+        vec[3] = value
+        return vec.astype("<f4").tobytes()
+    return make
+
+
+@pytest.mark.parametrize(("bad", "problem"), [
+    (_with(np.nan), "1 value\\(s\\) not finite"),
+    (_with(-np.inf), "1 value\\(s\\) not finite"),
+    (lambda v: v.tobytes()[:-4], "60 bytes, expected 64"),
+    (lambda v: v.tobytes() + bytes(4), "68 bytes, expected 64"),
+    (lambda v: "text instead of a blob", "a str, not bytes"),
+], ids=["nan", "inf", "short", "long", "not-bytes"])
+def test_corrupted_cache_row_is_dropped_and_re_embedded(tmp_path, bad, problem):
+    """A vector read from the cache file is checked (4 * dim bytes, every value finite): a bad row is
+    dropped with a warning and its text embedded again, instead of NaN scores or a wrong-width vector."""
+    path = tmp_path / "cache.sqlite"
+    text = "Alice likes green tea"
+    good = HashingEmbedder(16).encode(text)
+    first = CachedEmbedder(HashingEmbedder(16), path=path)
+    first.encode(text)
+    first.encode("Bob likes chess")
+    first.close()
+    key = first.key(text)
+    conn = sqlite3.connect(path)
+    assert conn.execute("UPDATE emb SET vec = ? WHERE key = ?", (bad(good), key)).rowcount == 1
+    conn.commit()
+    conn.close()
+
+    again = CachedEmbedder(HashingEmbedder(16), path=path)
+    with pytest.warns(UserWarning, match=f"cache.sqlite'.*corrupted \\({problem}.*dropped.*embedded again"):
+        assert again.lookup(text) is None  # (lookup never embeds: the caller does)
+    assert again._db.execute("SELECT COUNT(*) FROM emb WHERE key = ?", (key,)).fetchone()[0] == 0
+    assert again.encode(text).tobytes() == good.tobytes() and again.misses == 1
+    assert again.encode("Bob likes chess").shape == (16,) and again.hits == 1  # the good row is kept
+    again.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reread = CachedEmbedder(HashingEmbedder(16), path=path)
+        assert reread.encode(text).tobytes() == good.tobytes() and reread.hits == 1  # the fresh row
+    reread.close()
+
+
+def test_corrupted_cache_row_gives_no_nan_score(tmp_path):
+    """The audit's case: one float32 of a cached vector turned into NaN made every score of a store
+    using the cache NaN, without an error."""
+    path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(HashingEmbedder(64), path=path)
+    first.encode("Alice likes green tea")
+    first.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE emb SET vec = ?", (_with(np.nan)(HashingEmbedder(64).encode("Alice likes green tea")),))
+    conn.commit()
+    conn.close()
+    store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64), path=path))
+    with pytest.warns(UserWarning, match="corrupted"):
+        store.write_episode(1, "Alice likes green tea")
+    store.write_episode(2, "Bob likes chess")
+    scores = [x for _, x in store.query_scored("Alice likes green tea", bump=False)]
+    assert len(scores) == 2 and all(np.isfinite(scores))
+    reference = MemoryStore(embedder=HashingEmbedder(64))
+    reference.write_episode(1, "Alice likes green tea")
+    reference.write_episode(2, "Bob likes chess")
+    assert scores == [x for _, x in reference.query_scored("Alice likes green tea", bump=False)]
+    store.embedder.close()

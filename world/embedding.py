@@ -360,12 +360,35 @@ class CachedEmbedder:
         elif self._db is not None:
             row = self._db.execute("SELECT vec, text FROM emb WHERE key = ?", (key,)).fetchone()
             if row is not None:
-                vec = np.frombuffer(row[0], dtype=np.float32).copy()
-                vec.setflags(write=False)
-                mem[key] = vec
-                self._texts[key] = row[1]  # (so that drop_matching finds it)
-                self._evict()
+                vec = self._checked(key, row[0])
+                if vec is not None:
+                    mem[key] = vec
+                    self._texts[key] = row[1]  # (so that drop_matching finds it)
+                    self._evict()
         return vec
+
+    def _checked(self, key: str, blob: object) -> np.ndarray | None:
+        """The vector of a row read from the cache file, or None (the row deleted, a warning given) if
+        the row cannot be one of the inner embedder's vectors: not 4 * dim bytes of float32, or a value
+        that is not finite (a NaN would make every score NaN, silently). The text is then embedded again."""
+        dim = self.dim
+        problem = None
+        if not isinstance(blob, bytes):
+            problem = f"a {type(blob).__name__}, not bytes"
+        elif (len(blob) != 4 * dim) if isinstance(dim, int) else (not blob or len(blob) % 4):
+            expected = f"{4 * dim}" if isinstance(dim, int) else "a positive multiple of 4"
+            problem = f"{len(blob)} bytes, expected {expected}"
+        else:
+            vec = np.frombuffer(blob, dtype=np.float32).copy()
+            if np.isfinite(vec).all():
+                vec.setflags(write=False)
+                return vec
+            problem = f"{int((~np.isfinite(vec)).sum())} value(s) not finite"
+        self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
+        self._db.commit()
+        warnings.warn(f"CachedEmbedder: {self.path!r}: a cached vector is corrupted ({problem}, key {key[:12]}...); "
+                      f"the row was dropped and its text is embedded again", UserWarning, stacklevel=4)
+        return None
 
     def lookup(self, text: str) -> np.ndarray | None:
         """The cached vector of `text` (read-only), or None; never embeds nor adds an entry."""
