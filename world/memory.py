@@ -365,6 +365,48 @@ def _check_step(step: object, name: str = "step") -> int:
     return int(step)
 
 
+def _check_layout(name: str, lay: object) -> dict[str, Any]:
+    """A saved namespace row layout (``_export_state()["meta"]["layout"][name]``), checked: a file can
+    pass its checksums and still put two memories in one row, or list a live row as free (the next
+    write would then overwrite a live memory's vector). Returns it with plain ints; ValueError naming
+    the namespace and the field otherwise."""
+    where = f"layout of namespace {name!r}"
+    if not isinstance(lay, Mapping):
+        raise ValueError(f"{where}: must be an object, got {type(lay).__name__}")
+    missing = [k for k in ("capacity", "hi", "free", "slots", "recent_slots") if k not in lay]
+    if missing:
+        raise ValueError(f"{where}: lacks {', '.join(missing)}")
+
+    def whole(field: str, value: object, low: int, high: int) -> int:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not low <= value < high:
+            raise ValueError(f"{where}: {field} must be an int in [{low}, {high}), got {value!r}")
+        return int(value)
+
+    hi = whole("hi", lay["hi"], 0, 2**40)
+    # rows grow from 16 by doubling when full, so the capacity is the smallest such size >= hi
+    cap = whole("capacity", lay["capacity"], max(hi, 1), max(16, 2 * hi) + 1)
+    slots, free, recent = lay["slots"], lay["free"], lay["recent_slots"]
+    if not isinstance(slots, Mapping):
+        raise ValueError(f"{where}: slots must be an object (id -> row), got {type(slots).__name__}")
+    if not isinstance(free, list) or not isinstance(recent, list):
+        raise ValueError(f"{where}: free and recent_slots must be lists")
+    owner: dict[int, str] = {}
+    for mid, slot in slots.items():
+        slot = whole(f"slots[{mid!r}]", slot, 0, hi)
+        if slot in owner:
+            raise ValueError(f"{where}: row {slot} is the slot of both {owner[slot]!r} and {mid!r}")
+        owner[slot] = mid
+    free = [whole("free", f, 0, hi) for f in free]
+    if len(set(free)) != len(free):
+        raise ValueError(f"{where}: the free list names a row twice")
+    for f in free:
+        if f in owner:
+            raise ValueError(f"{where}: row {f} is in the free list but holds {owner[f]!r}")
+    recent = [whole("recent_slots", r, 0, hi) for r in recent]
+    return {**lay, "capacity": cap, "hi": hi, "free": free, "recent_slots": recent,
+            "slots": {m: int(v) for m, v in slots.items()}}
+
+
 def _check_tier(tier: str, confidence: float) -> None:
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
@@ -1546,7 +1588,7 @@ class MemoryStore:
             else:
                 raise ValueError(f"embedder: the store was built with {name!r}; pass that embedder to load it")
         else:
-            check_embedder_config(saved_config, embedder)
+            check_embedder_config(saved_config, embedder, saved_name=meta.get("embedder"))
         dedup = DedupConfig(**cfg["dedup"]) if cfg.get("dedup") is not None else False
         store = cls(
             embedder, cfg["forget_threshold"], decay=cfg["decay"], actr_k=cfg["actr_k"], dedup=dedup,
@@ -1565,7 +1607,18 @@ class MemoryStore:
             raise ValueError(f"embeddings: shape {emb.shape} does not match {len(ids)} ids of dimension {dim}")
         row_of = {m: i for i, m in enumerate(ids)}
         layout = meta.get("layout", {})
+        if not isinstance(layout, Mapping):
+            raise ValueError(f"layout must be an object (namespace -> row layout), got {type(layout).__name__}")
+        layout = {name: _check_layout(name, lay) for name, lay in layout.items()}
         actr = state["actr"]
+        # the spaces first, in the saved order: namespaces(), sweeps, erasures across namespaces and
+        # the next export all walk the spaces in this order, which the records' order need not give
+        # (the first record of a namespace may be gone while a later namespace's is still there)
+        for name, lay in layout.items():
+            space = _Space(name, dim, store.actr_k, store.embed_window)
+            while space.capacity < lay["capacity"]:
+                space._grow()
+            store._spaces[name] = space
         for d in state["records"]:
             d = dict(d)
             kind = d.pop("kind")
@@ -1582,29 +1635,28 @@ class MemoryStore:
             if mid not in row_of:
                 raise ValueError(f"record {mid!r} has no embedding row")
             space = store._spaces.get(rec.namespace)
-            if space is None:
+            if space is None:  # (a state without a layout: rows are allocated afresh)
                 space = _Space(rec.namespace, dim, store.actr_k, store.embed_window)
-                lay = layout.get(rec.namespace)
-                if lay is not None:
-                    while space.capacity < lay["capacity"]:
-                        space._grow()
                 store._spaces[rec.namespace] = space
             a = actr[mid]
             lay = layout.get(rec.namespace)
+            if lay is None and layout:
+                raise ValueError(f"record {mid!r}: namespace {rec.namespace!r} has no row layout")
+            if lay is not None and mid not in lay["slots"]:
+                raise ValueError(f"record {mid!r}: no row in the layout of namespace {rec.namespace!r}")
             slot = lay["slots"][mid] if lay is not None else None
             store._insert(space, rec, emb[row_of[mid]], signature(rec.content),
                           actr=(float(a["created"]), int(a["n"]), [float(t) for t in a["recent"]]), slot=slot)
         for name, lay in layout.items():
-            space = store._spaces.get(name)
-            if space is None:
-                space = _Space(name, dim, store.actr_k, store.embed_window)
-                store._spaces[name] = space
-            while space.capacity < lay["capacity"]:
-                space._grow()
-            space.hi = int(lay["hi"])
-            space.free = [int(s) for s in lay["free"]]
+            space = store._spaces[name]
+            if len(space.order) != len(lay["slots"]):
+                ghosts = sorted(set(lay["slots"]) - set(space.order))[:3]
+                raise ValueError(f"layout of namespace {name!r}: rows for ids that are no records of it "
+                                 f"({', '.join(map(repr, ghosts))})")
+            space.hi = lay["hi"]
+            space.free = list(lay["free"])
             space.recent_slots.clear()
-            space.recent_slots.extend(int(s) for s in lay["recent_slots"])
+            space.recent_slots.extend(lay["recent_slots"])
             space.gone = {str(k): [str(m) for m in v] for k, v in (lay.get("gone") or {}).items()}
             space.gone_key = {m: k for k, v in space.gone.items() for m in v}
         for src, dst, rel, w in state["edges"]:

@@ -290,8 +290,8 @@ def _check_embedder(path: Path, meta: Any, embedder: Any) -> None:
     if dim and isinstance(have, int) and have != dim:
         raise ValueError(f"{os.fspath(path)}: embedder: the store holds {dim}-d embeddings ({name!r}), "
                          f"the embedder given makes {have}-d ones")
-    try:  # a hashing embedder of other settings (bigram_weight) would make other vectors
-        check_embedder_config(meta.get("embedder_config"), embedder)
+    try:  # another model of the same width, or a hashing embedder of other settings (bigram_weight)
+        check_embedder_config(meta.get("embedder_config"), embedder, saved_name=name)
     except ValueError as exc:
         raise ValueError(f"{os.fspath(path)}: {exc}") from None
 
