@@ -324,7 +324,9 @@ def run_episode(agent: Agent, env: Any, seed: int, *, trace: Callable[[dict], No
         "hallucination_rate": verdicts["hallucinated"] / n_q if n_q else math.nan,
         "leak_rate": verdicts["leaked"] / n_q if n_q else math.nan,
         "evidence_recall": float(np.mean(evidence)) if evidence else math.nan,
-        "live_memories_mean": live_sum / events if events else 0.0,
+        # the world's count (each event's store before the next event's sweep, where storage is charged);
+        # counting after env.step would see the next event's sweep already done
+        "live_memories_mean": float(final_metrics.get("mean_live_memories", live_sum / events if events else 0.0)),
         "live_memories_final": len(base.world.store),
         "ops": ops,
         "ops_per_event": (events - ops["NOOP"]) / events if events else 0.0,

@@ -275,3 +275,13 @@ def test_invalid_actions_count_as_noop_in_the_ops_columns():
     counted = {op: sum(s["op"] == op for s in steps) for op in bench.OP_NAMES}
     assert row["ops"] == counted and row["ops"]["WRITE"] > 0
     assert row["ops_per_event"] == pytest.approx(1 - counted["NOOP"] / row["events"])
+
+
+def test_live_memories_mean_is_the_worlds_count():
+    """The row's live_memories_mean counted the store after env.step, i.e. after the next event's sweep:
+    27.56 next to its own world_metrics' 27.64 (Erasure-Easy, write_all, seed 10000: 8 memories swept)."""
+    from agents.bench import evaluate
+
+    row = evaluate("write_all", "MemGym/Erasure-Easy-v0", [10_000])[0]
+    assert row["world_metrics"]["swept"] > 0
+    assert row["live_memories_mean"] == row["world_metrics"]["mean_live_memories"]

@@ -215,3 +215,48 @@ def test_a_run_ends_on_a_checkpoint_of_its_final_policy_and_resume_keeps_model_z
     with pytest.raises(TrainConfigError, match="model.zip holds 256 steps but the last checkpoint only 200"):
         T.train(None, out_dir=out, resume=True, total_steps=600, test_eval=False)
     assert _same_weights(out / "model.zip", final)
+
+
+# ------------------------------------------------------------------------ 8. headline statistics (audit)
+def _fake_headline(monkeypatch, runs: int, baselines: list[str]):
+    """headline() with synthetic returns: every agent's return on a seed is its level plus that seed's
+    difficulty (shared by all agents); every learned run plays exactly alike."""
+    from agents.sb3_agent import SB3Agent
+
+    rng = np.random.default_rng(0)
+    base = {s: rng.normal(0, 3) for s in range(10_000, 10_050)}
+    level = {"random": -2.0, "oracle": 12.0, "versioned": 5.0, "oracle[-LINK]": 11.5}
+
+    def fake_eval(bench, name, env, seeds, bar):
+        lvl = 6.0 if name.startswith("sb3:") else level[name]
+        return [{"return": lvl + base[s], "accuracy": 0.5, "seed": s} for s in seeds]
+
+    monkeypatch.setattr(T, "_evaluate_with_bar", fake_eval)
+    monkeypatch.setattr(T, "_finished_run", lambda r: {"env": {"id": "MemGym/Life-Easy-v0"},
+                                                      "seed": int(str(r)[-1]), "train_wall_time_s": 1})
+    monkeypatch.setattr(T, "_run_config", lambda r: {"eval": {"baselines": ["versioned"]}})
+    monkeypatch.setattr(SB3Agent, "__init__", lambda self, p: None)
+    monkeypatch.setattr(SB3Agent, "check_env", lambda self, env: None)
+    return T.headline([f"/x/r{i}" for i in range(runs)], episodes=50, progress=False, baselines=baselines), fake_eval
+
+
+def test_pooled_ci_of_identical_runs_is_one_runs_ci(monkeypatch):
+    """Three runs that play alike hold no more information than one: the pooled CI was ~sqrt(3) narrower
+    than each run's (it bootstrapped the 150 replays of 50 seeds as independent episodes)."""
+    (_, data), _ = _fake_headline(monkeypatch, 3, ["versioned"])
+    table = data["table"]
+    pooled, one = table["learned (pooled, 3 runs)"], table["learned s0"]
+    assert pooled["normalised"] == pytest.approx(one["normalised"])
+    assert pooled["normalised_ci"] == pytest.approx(one["normalised_ci"])
+    assert pooled["episodes"] == 150
+
+
+def test_the_best_heuristic_is_never_a_privileged_or_learned_agent(monkeypatch):
+    """An ablated oracle among the baselines (allowed) was called the best heuristic, and the learned
+    policy was paired against it."""
+    (text, data), fake_eval = _fake_headline(monkeypatch, 1, ["versioned", "oracle[-LINK]"])
+    assert data["best_heuristic"] == "versioned" and "Best heuristic: versioned" in text
+    eps = {n: fake_eval(None, n, None, list(range(10_000, 10_050)), None)
+           for n in ["sb3:m.zip", "random", "oracle", "versioned", "oracle[-LINK]"]}
+    assert T.best_heuristic(T.summarise(eps)) == "versioned"
+    assert not T.is_heuristic("memsys:pkg.mod:make") and not T.is_heuristic("sb3:x.zip")
