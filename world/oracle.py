@@ -12,7 +12,7 @@ Policy (targets are always chosen among ``world.candidates()``, as an agent's wo
   version of the attribute (without UPDATE: WRITE, and FORGET the stale version later); a
   referring statement -> LINK to its antecedent (without LINK: WRITE); otherwise WRITE;
 - anything else is a free slot, used for the first pending chore: REFLECT a habit cluster whose
-  episodes have all been seen, FORGET a stale version or an erased value not yet reachable, FORGET
+  episodes have all been seen and whose majority is the answer of its question, FORGET a stale version or an erased value not yet reachable, FORGET
   a memory no question needs any more (a lean store), QUERY a repeat of a needed fact (rehearsal
   against decay), else NOOP.
 """
@@ -105,11 +105,10 @@ class Oracle:
             e = script[i].payload
             if e.get("thread") == p.get("thread") and e.get("kind") == "episode":
                 return None  # more episodes to come
-        gold = script[p["last_use"]].payload.get("gold") if 0 <= p.get("last_use", -1) < len(script) else None
-        cluster = acc.find(p["subject"], p["relation"], kinds={"episode"})
         if any(acc.payload(m).get("kind") == "rule" for m in acc.find(p["subject"], p["relation"])):
             return None
-        if len(cluster) < 2 or _majority([acc.payload(m) for m in cluster]) != gold:
+        cluster = self._gold_cluster(world, p)
+        if cluster is None:
             return None
         for m in cands:
             if m in cluster and world.is_valid(Op.REFLECT, m)[0]:
@@ -130,6 +129,8 @@ class Oracle:
                 key = (q["subject"], q["relation"])
                 if key in rules or not self._cluster_complete(world, q, now):
                     continue
+                if self._gold_cluster(world, q) is None:
+                    continue  # the rule would say something else than the question's answer
                 if world.is_valid(Op.REFLECT, mid)[0]:
                     return Op.REFLECT, mid
         # 2. forget stale versions (no UPDATE) and erased values not yet reachable
@@ -171,6 +172,16 @@ class Oracle:
         return Op.NOOP, None
 
     @staticmethod
+    def _gold_cluster(world: World, q: dict) -> list[str] | None:
+        """The live episodes of ``q``'s habit when REFLECT on them gives the answer of the habit's
+        question (their majority is the gold), else None."""
+        acc = world.privileged
+        cluster = acc.find(q["subject"], q["relation"], kinds={"episode"})
+        if len(cluster) < 2 or _majority([acc.payload(m) for m in cluster]) != _gold(world, q):
+            return None
+        return cluster
+
+    @staticmethod
     def _cluster_complete(world: World, q: dict, now: int) -> bool:
         """All episodes of the habit thread are in the past (the majority is final)."""
         script = world.privileged.script
@@ -195,6 +206,15 @@ class Oracle:
             if q is not None and q.get("last_use", -1) >= now:
                 return True
         return False
+
+
+def _gold(world: World, q: dict) -> str | None:
+    """The gold of the question that last uses the statement ``q`` (None: no question uses it)."""
+    script = world.privileged.script
+    i = q.get("last_use", -1)
+    if not 0 <= i < len(script) or script[i] is None:
+        return None
+    return script[i].payload.get("gold")
 
 
 def _majority(payloads: list[dict]) -> str | None:
