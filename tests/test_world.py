@@ -417,3 +417,26 @@ def test_endless_script_states_each_fact_once():
         seen = len(g.events)
     assert len(g.cast.used_names) > 250 and any(s == "user" for s, _ in threads)
     assert {key: t for key, t in threads.items() if len(t) > 1} == {}
+
+
+def test_storage_is_charged_on_events_without_apply():
+    """Storage cost is per live memory per event: a driver that skips apply on idle events used to
+    pay it only where it applied (Recall-Easy seed 0: -1.157 instead of -2.447)."""
+
+    def run(skip):
+        w = World(WorldConfig.preset("recall", "easy"), seed=0)
+        while not w.done:
+            if w.event.kind == "statement" and len(w.store) < 30:
+                w.apply(Op.WRITE)
+            elif w.event.kind == "question":
+                w.apply(Op.QUERY)
+            elif not skip:
+                w.apply(Op.NOOP)
+            w.advance()
+        return w.metrics()
+
+    applied, skipped = run(False), run(True)
+    assert skipped["reward_terms"] == applied["reward_terms"]
+    assert skipped["return"] == applied["return"]
+    assert applied["reward_terms"]["storage_cost"] == pytest.approx(
+        WorldConfig.preset("recall", "easy").rewards["storage"] * applied["mean_live_memories"] * applied["events"])

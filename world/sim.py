@@ -306,6 +306,10 @@ class World:
         if self._se.kind == QUESTION and not self._graded:
             self._grade_unanswered()
         st = self._stats
+        if not self._applied:
+            # storage is paid per live memory per event, whether or not an operation was applied
+            # (apply charges it itself); a driver that skips apply on idle events pays the same
+            st.terms["storage_cost"] += self.config.rewards["storage"] * len(self.store)
         st.events += 1
         st.live_sum += len(self.store)
         nxt = self._i + 1
