@@ -440,3 +440,52 @@ def test_storage_is_charged_on_events_without_apply():
     assert skipped["return"] == applied["return"]
     assert applied["reward_terms"]["storage_cost"] == pytest.approx(
         WorldConfig.preset("recall", "easy").rewards["storage"] * applied["mean_live_memories"] * applied["events"])
+
+
+def test_erasure_request_cut_off_by_the_horizon_is_still_enforced():
+    """Erasure-Easy seed 2: the request at event 93 ("Erase Paula's car ...") has no question after it
+    (the horizon cut it off), and write-everything kept the car fact to the end without any leak
+    charged. It is now checked at the last event like its question: a leak, charged in the last
+    step's reward (the env's reward is apply's outcome) and counted in the metrics, not a question."""
+    cfg = WorldConfig.preset("erasure", "easy")
+
+    def play(skip_last):
+        w = World(cfg, seed=2)
+        last = None
+        while not w.done:
+            k = w.event.kind
+            if not (skip_last and w.event.index == cfg.horizon - 1):
+                last = w.apply(Op.WRITE if k == "statement" else Op.QUERY if k == "question" else Op.NOOP)
+            w.advance()
+        return w, last
+
+    w, last = play(False)
+    m = w.metrics()
+    assert last.request_leaks == [  # (events 95 and 98 are cut-off requests too)
+        {"subject": "Paula", "relation": "car", "erased": "Skoda", "event": 93},
+        {"subject": "Finn", "relation": "hobby", "erased": "archery", "event": 95},
+        {"subject": "user", "relation": "birthday", "erased": "3 January", "event": 98}]
+    assert last.reward_terms["leak"] == 3 * cfg.rewards["leaked"] and last.question is None
+    assert m["request_leaks"] == 3 and m["leaks"] == m["verdicts"]["leaked"] + 3 == 8
+    assert m["questions"] == sum(m["verdicts"].values()) == 18  # they are not questions
+    assert m["reward_terms"]["leak"] == pytest.approx(cfg.rewards["leaked"] * 8)
+    # a World driver that does not apply on the last event is charged the same
+    w2, _ = play(True)
+    m2 = w2.metrics()
+    assert m2["request_leaks"] == 3 and m2["reward_terms"]["leak"] == m["reward_terms"]["leak"]
+
+
+def test_erasure_request_cut_off_is_no_leak_once_forgotten():
+    """The same request honoured with FORGET costs nothing at the end."""
+    cfg = WorldConfig.preset("erasure", "easy")
+    w = World(cfg, seed=2)
+    while not w.done:
+        p = w.privileged.event_payload
+        if w.event.kind == "request":
+            held = w.privileged.find(p["subject"], p["relation"])
+            w.apply(Op.FORGET, held[0]) if held else w.apply(Op.NOOP)
+        else:
+            w.apply(Op.WRITE if w.event.kind == "statement" else Op.QUERY)
+        w.advance()
+    m = w.metrics()
+    assert m["request_leaks"] == 0 and m["verdicts"]["leaked"] == 0 and m["reward_terms"]["leak"] == 0.0
