@@ -489,3 +489,38 @@ def test_erasure_request_cut_off_is_no_leak_once_forgotten():
         w.advance()
     m = w.metrics()
     assert m["request_leaks"] == 0 and m["verdicts"]["leaked"] == 0 and m["reward_terms"]["leak"] == 0.0
+
+
+def test_reflect_refuses_clusters_of_referring_statements():
+    """Multi_Hop-Easy seed 0: "That employer sits in Salford." and "That employer sits in Falwick."
+    (two different companies) made a cluster by their hidden subject "ref:that employer", and REFLECT
+    wrote the rule "ref:that employer's headquarters is usually Salford." (an internal marker shown to
+    agents). A referring statement has no cluster now; the env's mask agrees with the world."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from envs.memory_env import valid_rows
+
+    env = gym.make("MemGym/MultiHop-Easy-v0").unwrapped
+    env.reset(seed=0)
+    w = env.world
+    checked = 0
+    while not w.done:
+        refs = w.privileged.find(kinds={"ref"})
+        by_desc = {}
+        for m in refs:
+            p = w.privileged.payload(m)
+            by_desc.setdefault((p["subject"], p["relation"]), []).append(m)
+        pairs = [ms for ms in by_desc.values() if len(ms) >= 2]
+        for ms in pairs:
+            assert all(w.is_valid(Op.REFLECT, m) == (False, "REFLECT target has no cluster (needs >= 2 live "
+                                                     "episodes on its subject and relation)") for m in ms)
+            checked += 1
+        ids = env.candidate_ids
+        if ids:
+            reflect = valid_rows(w, ids)[3]
+            assert list(reflect) == [w.is_valid(Op.REFLECT, m)[0] for m in ids]
+            assert bool(w.op_mask()[Op.REFLECT]) == any(w.is_valid(Op.REFLECT, m)[0] for m in w.view().ids())
+        p = w.privileged.event_payload
+        env.step([int(Op.WRITE) if p.get("kind") == "ref" else int(Op.NOOP), 0])
+    assert checked > 0

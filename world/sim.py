@@ -231,7 +231,9 @@ def _event(se: ScriptEvent) -> Event:
 _new_event = object.__new__
 
 #: Payload kinds of the memories a REFLECT consolidates (and of the events whose rules it can write).
-CLUSTER_KINDS = FACT_KINDS | {"episode", "ref"}
+#: Not "ref": a referring statement's subject is its description ("That employer ..."), and two
+#: of them with the same description are about different entities.
+CLUSTER_KINDS = FACT_KINDS | {"episode"}
 
 
 class World:
