@@ -230,6 +230,23 @@ def test_noise_repeats_copy_earlier_facts(seed):
             assert r.text != src.text and r.payload["object"] in r.text
 
 
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_noise_has_more_chitchat_and_more_repeats_than_recall(difficulty):
+    """The noise family is recall in heavy chit-chat and repeats; its preset used to lower noise_ratio
+    (0.5) and draw repeats first, so it had less chit-chat than recall (easy: 0.221 vs 0.394 of the
+    events)."""
+    share = {}
+    for fam in ("recall", "noise"):
+        kinds = Counter(e.payload["kind"] for seed in range(6) for e in script(fam, seed, difficulty))
+        n = sum(kinds.values())
+        share[fam] = (kinds["chitchat"] / n, kinds["repeat"] / n)
+        cfg = WorldConfig.preset(fam, difficulty)
+        share[fam + " filler"] = ((1 - cfg.repeat_ratio) * cfg.noise_ratio, cfg.repeat_ratio)
+    for i in (0, 1):
+        assert share["noise"][i] > share["recall"][i] + 0.04, share
+        assert share["noise filler"][i] > share["recall filler"][i], share
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_facts_never_contradict_outside_change_threads(seed):
     ev = script("life", seed, "medium")
