@@ -21,6 +21,11 @@ their structured payloads:
 Nothing found -> ``"unknown"``. A :class:`Reader` protocol lets an LLM reader replace it: it gets
 the question text and the retrieved records' contents through the same context object.
 
+With this reader ``hallucinated`` never happens: it answers only from memories about the exact
+(subject, relation), and the generator never states the pair an unanswerable question asks about,
+so it answers those "unknown" (correct). Unanswerable questions then test only that the agent
+QUERYs; hallucination needs a reader that guesses (an LLM reader through :class:`Reader`).
+
 Verdicts (:func:`grade`): ``correct``, ``wrong``, ``stale`` (an outdated value of the attribute),
 ``hallucinated`` (an answer where the right answer is unknown), ``leaked`` (the answer reveals an
 erased value, or the store still holds the erased fact: worse than wrong; the world also charges a
