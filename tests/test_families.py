@@ -91,6 +91,28 @@ def test_temporal_questions_follow_the_order_of_statements(seed):
             assert a in q.text and b in q.text
 
 
+def test_before_questions_ask_for_the_value_before_the_last_change():
+    """The gold of a "before" question is the value just before the current one; when the value
+    changed more than once, "What was Cora's home town before?" (history Brydale, Halmoor, Lunwell;
+    gold Halmoor) had two right answers (142 of 310 at medium, 355 of 633 at hard). Every wording
+    now says "before the last ..."; two templates per relation, as before (the RNG draws stay)."""
+    from world.entities import CHANGE_RELATIONS, RELATIONS
+
+    for r in CHANGE_RELATIONS:
+        assert len(RELATIONS[r].before) == 2
+        assert all("before the last" in t for t in RELATIONS[r].before), RELATIONS[r].before
+    several = 0
+    for seed in range(6):
+        ev = script("temporal", seed, "hard")
+        for q in questions(ev, "before"):
+            p = q.payload
+            values = [s.payload["object"] for s in statements_about(ev, p["subject"], p["relation"], before=q.index)
+                      if s.payload["kind"] in ("fact", "change")]
+            several += len(values) >= 3
+            assert "before the last" in q.text and p["gold"] == values[-2]
+    assert several > 20
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_multi_hop_refers_without_naming_and_soon_after(seed):
     ev = script("multi_hop", seed, "medium")
@@ -114,6 +136,37 @@ def test_multi_hop_refers_without_naming_and_soon_after(seed):
             assert e.payload.get("resolves", e.payload["subject"]) == ent
             ent = e.payload["object"]
         assert ent == p["gold"]
+
+
+@pytest.mark.parametrize("family", ["multi_hop", "life"])
+def test_referring_statements_have_one_antecedent(family):
+    """No statement between a referring statement and its antecedent is another antecedent of the
+    same type: "Carl has a sibling called Mina." "Jules's sibling is Elsa." "His sibling has a flat in
+    Eldfield." (multi_hop easy seed 0) could mean either sibling; so could "That company" after two
+    employers (10-11% of multi_hop references, up to 5% of life's). The slots between them get
+    chit-chat."""
+    rivals = gaps = 0
+    for difficulty in ("easy", "hard"):
+        for seed in range(4):
+            gen = ScriptGenerator(WorldConfig.preset(family, difficulty), np.random.default_rng(seed))
+            ev, gender = gen.events, gen.cast.gender
+            for r in ev:
+                p = r.payload
+                if p["kind"] != "ref":
+                    continue
+                a = ev[p["antecedent"]].payload
+                gaps += r.index - a["event"] > 1
+                for q in (e.payload for e in ev[a["event"] + 1: r.index]):
+                    if q["kind"] not in ("fact", "change", "distractor", "repeat", "ref"):
+                        continue
+                    if a["relation"] == "sibling":
+                        rivals += (q.get("relation") == "sibling" and q["subject"] != a["subject"]
+                                   and gender.get(q["subject"]) == gender.get(a["subject"]))
+                        rivals += q["kind"] == "ref" and q["subject"] == p["subject"] and q["resolves"] != p["resolves"]
+                    else:
+                        rivals += q.get("relation") == a["relation"] and q["object"] != a["object"]
+    assert rivals == 0
+    assert gaps > 20  # (references still come a few events after their antecedent)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -175,6 +228,23 @@ def test_noise_repeats_copy_earlier_facts(seed):
             assert r.text == src.text
         else:
             assert r.text != src.text and r.payload["object"] in r.text
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_noise_has_more_chitchat_and_more_repeats_than_recall(difficulty):
+    """The noise family is recall in heavy chit-chat and repeats; its preset used to lower noise_ratio
+    (0.5) and draw repeats first, so it had less chit-chat than recall (easy: 0.221 vs 0.394 of the
+    events)."""
+    share = {}
+    for fam in ("recall", "noise"):
+        kinds = Counter(e.payload["kind"] for seed in range(6) for e in script(fam, seed, difficulty))
+        n = sum(kinds.values())
+        share[fam] = (kinds["chitchat"] / n, kinds["repeat"] / n)
+        cfg = WorldConfig.preset(fam, difficulty)
+        share[fam + " filler"] = ((1 - cfg.repeat_ratio) * cfg.noise_ratio, cfg.repeat_ratio)
+    for i in (0, 1):
+        assert share["noise"][i] > share["recall"][i] + 0.04, share
+        assert share["noise filler"][i] > share["recall filler"][i], share
 
 
 @pytest.mark.parametrize("seed", SEEDS)

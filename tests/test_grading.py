@@ -155,3 +155,36 @@ def test_evidence_recall():
     assert evidence_recall({"evidence": [5, 6]}, ["r", "zz"], p.get) == 1.0
     assert evidence_recall({"evidence": []}, ["a"], p.get) is None
     assert evidence_recall({"evidence": [3]}, [], p.get) == 0.0
+
+
+def test_default_reader_never_hallucinates_a_guessing_reader_does():
+    """As docs/world.md states: DefaultReader answers only from memories about the exact (subject,
+    relation), and nothing ever states the pair an unanswerable question asks about, so it answers
+    "unknown" to every unanswerable question it reads; a reader that guesses from near matches (as an
+    LLM reader may) hallucinates on the same episodes."""
+    from world import Op, World, WorldConfig
+    from world.grading import ReaderAnswer
+
+    class Guesser:
+        """Answers with the value of the first retrieved fact about the subject, or any fact."""
+
+        def answer(self, q, retrieved, ctx):
+            facts = [ctx.payload(m) for m in retrieved if (ctx.payload(m) or {}).get("object") is not None]
+            for p in sorted(facts, key=lambda p: p.get("subject") != q.subject):
+                return ReaderAnswer(p["object"], [])
+            return ReaderAnswer(UNKNOWN)
+
+    def verdicts(reader):
+        out = []
+        for seed in range(4):
+            w = World(WorldConfig.preset("abstention", "medium"), seed=seed, reader=reader)
+            while not w.done:
+                o = w.apply(Op.QUERY if w.event.kind == "question" else Op.WRITE)
+                if o.question and w.privileged.event_payload["qtype"] == "unanswerable":
+                    out.append(o.question["verdict"])
+                w.advance()
+        return out
+
+    default = verdicts(DefaultReader())
+    assert len(default) > 20 and set(default) == {"correct"}
+    assert verdicts(Guesser()).count("hallucinated") > len(default) // 2

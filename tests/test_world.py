@@ -417,3 +417,110 @@ def test_endless_script_states_each_fact_once():
         seen = len(g.events)
     assert len(g.cast.used_names) > 250 and any(s == "user" for s, _ in threads)
     assert {key: t for key, t in threads.items() if len(t) > 1} == {}
+
+
+def test_storage_is_charged_on_events_without_apply():
+    """Storage cost is per live memory per event: a driver that skips apply on idle events used to
+    pay it only where it applied (Recall-Easy seed 0: -1.157 instead of -2.447)."""
+
+    def run(skip):
+        w = World(WorldConfig.preset("recall", "easy"), seed=0)
+        while not w.done:
+            if w.event.kind == "statement" and len(w.store) < 30:
+                w.apply(Op.WRITE)
+            elif w.event.kind == "question":
+                w.apply(Op.QUERY)
+            elif not skip:
+                w.apply(Op.NOOP)
+            w.advance()
+        return w.metrics()
+
+    applied, skipped = run(False), run(True)
+    assert skipped["reward_terms"] == applied["reward_terms"]
+    assert skipped["return"] == applied["return"]
+    assert applied["reward_terms"]["storage_cost"] == pytest.approx(
+        WorldConfig.preset("recall", "easy").rewards["storage"] * applied["mean_live_memories"] * applied["events"])
+
+
+def test_erasure_request_cut_off_by_the_horizon_is_still_enforced():
+    """Erasure-Easy seed 2: the request at event 93 ("Erase Paula's car ...") has no question after it
+    (the horizon cut it off), and write-everything kept the car fact to the end without any leak
+    charged. It is now checked at the last event like its question: a leak, charged in the last
+    step's reward (the env's reward is apply's outcome) and counted in the metrics, not a question."""
+    cfg = WorldConfig.preset("erasure", "easy")
+
+    def play(skip_last):
+        w = World(cfg, seed=2)
+        last = None
+        while not w.done:
+            k = w.event.kind
+            if not (skip_last and w.event.index == cfg.horizon - 1):
+                last = w.apply(Op.WRITE if k == "statement" else Op.QUERY if k == "question" else Op.NOOP)
+            w.advance()
+        return w, last
+
+    w, last = play(False)
+    m = w.metrics()
+    assert last.request_leaks == [  # (events 95 and 98 are cut-off requests too)
+        {"subject": "Paula", "relation": "car", "erased": "Skoda", "event": 93},
+        {"subject": "Finn", "relation": "hobby", "erased": "archery", "event": 95},
+        {"subject": "user", "relation": "birthday", "erased": "3 January", "event": 98}]
+    assert last.reward_terms["leak"] == 3 * cfg.rewards["leaked"] and last.question is None
+    assert m["request_leaks"] == 3 and m["leaks"] == m["verdicts"]["leaked"] + 3 == 8
+    assert m["questions"] == sum(m["verdicts"].values()) == 18  # they are not questions
+    assert m["reward_terms"]["leak"] == pytest.approx(cfg.rewards["leaked"] * 8)
+    # a World driver that does not apply on the last event is charged the same
+    w2, _ = play(True)
+    m2 = w2.metrics()
+    assert m2["request_leaks"] == 3 and m2["reward_terms"]["leak"] == m["reward_terms"]["leak"]
+
+
+def test_erasure_request_cut_off_is_no_leak_once_forgotten():
+    """The same request honoured with FORGET costs nothing at the end."""
+    cfg = WorldConfig.preset("erasure", "easy")
+    w = World(cfg, seed=2)
+    while not w.done:
+        p = w.privileged.event_payload
+        if w.event.kind == "request":
+            held = w.privileged.find(p["subject"], p["relation"])
+            w.apply(Op.FORGET, held[0]) if held else w.apply(Op.NOOP)
+        else:
+            w.apply(Op.WRITE if w.event.kind == "statement" else Op.QUERY)
+        w.advance()
+    m = w.metrics()
+    assert m["request_leaks"] == 0 and m["verdicts"]["leaked"] == 0 and m["reward_terms"]["leak"] == 0.0
+
+
+def test_reflect_refuses_clusters_of_referring_statements():
+    """Multi_Hop-Easy seed 0: "That employer sits in Salford." and "That employer sits in Falwick."
+    (two different companies) made a cluster by their hidden subject "ref:that employer", and REFLECT
+    wrote the rule "ref:that employer's headquarters is usually Salford." (an internal marker shown to
+    agents). A referring statement has no cluster now; the env's mask agrees with the world."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from envs.memory_env import valid_rows
+
+    env = gym.make("MemGym/MultiHop-Easy-v0").unwrapped
+    env.reset(seed=0)
+    w = env.world
+    checked = 0
+    while not w.done:
+        refs = w.privileged.find(kinds={"ref"})
+        by_desc = {}
+        for m in refs:
+            p = w.privileged.payload(m)
+            by_desc.setdefault((p["subject"], p["relation"]), []).append(m)
+        pairs = [ms for ms in by_desc.values() if len(ms) >= 2]
+        for ms in pairs:
+            assert all(w.is_valid(Op.REFLECT, m) == (False, "REFLECT target has no cluster (needs >= 2 live "
+                                                     "episodes on its subject and relation)") for m in ms)
+            checked += 1
+        ids = env.candidate_ids
+        if ids:
+            reflect = valid_rows(w, ids)[3]
+            assert list(reflect) == [w.is_valid(Op.REFLECT, m)[0] for m in ids]
+            assert bool(w.op_mask()[Op.REFLECT]) == any(w.is_valid(Op.REFLECT, m)[0] for m in w.view().ids())
+        p = w.privileged.event_payload
+        env.step([int(Op.WRITE) if p.get("kind") == "ref" else int(Op.NOOP), 0])
+    assert checked > 0

@@ -125,8 +125,11 @@ class WorldConfig:
     - ``embedder``, ``embed_dim``: ``"hashing"`` (dimension ``embed_dim``) or ``"minilm"`` (384).
     - ``thread_rate``: expected new task threads per event; the rest of the timeline is filler.
     - ``delay_min`` / ``delay_max``: events between a fact and its question (uniform).
-    - ``noise_ratio``: share of filler that is chit-chat (the rest are distractor facts);
-      ``repeat_ratio``: share of filler that repeats an earlier fact (verbatim or paraphrased).
+    - ``repeat_ratio``, ``noise_ratio``: each filler slot is a repeat of an earlier fact (verbatim or
+      paraphrased) with probability ``repeat_ratio`` (once a fact can be repeated), else chit-chat
+      with probability ``noise_ratio`` (+0.05 per endless level), else a distractor fact. So
+      chit-chat is ``(1 - repeat_ratio) * noise_ratio`` of the filler and distractors
+      ``(1 - repeat_ratio) * (1 - noise_ratio)``.
     - ``max_hops`` (multi-hop chains, 2-3), ``max_changes`` (changes per updated attribute),
       ``episodes`` (habit episodes per consolidation cluster).
     - ``chunk``, ``level_up``: endless worlds generate ``chunk`` events at a time and raise the level
@@ -331,7 +334,9 @@ _FAMILY: dict[str, dict[str, Any]] = {
     "consolidation": {},
     "abstention": {},
     "erasure": {},
-    "noise": {"noise_ratio": 0.5, "repeat_ratio": 0.45, "thread_rate": 0.1},
+    # heavy chit-chat and repeats: 0.6 * 0.95 = 57% of the filler is chit-chat and 40% repeats
+    # (recall: 45-51% and 15-30%), 3% distractor facts
+    "noise": {"noise_ratio": 0.95, "repeat_ratio": 0.4, "thread_rate": 0.1},
     "life": {"mix": _LIFE_MIX},
 }
 

@@ -97,7 +97,8 @@ class Relation:
 
     Templates use ``{s}`` (subject), ``{o}`` (object), ``{p}`` (possessive pronoun of the subject).
     ``fact``: first statement; ``change``: a later change of value; ``ask``: current-value question;
-    ``before``: value before the last change; ``order``: which of ``{a}`` / ``{b}`` came first.
+    ``before``: value before the last change (the wording says "last": a value may have
+    changed more than once); ``order``: which of ``{a}`` / ``{b}`` came first.
     ``subject_kind``: person | company | user.
     """
 
@@ -122,7 +123,7 @@ RELATIONS: dict[str, Relation] = {
             change=("{s} moved to the town of {o}.", "{s}'s new home town is {o}.",
                     "{s} packed up and went to live in the town of {o}."),
             ask=("Which town does {s} live in?", "What is {s}'s home town?", "In which town is {s} living now?"),
-            before=("Which town did {s} live in before the last move?", "What was {s}'s home town before?"),
+            before=("Which town did {s} live in before the last move?", "What was {s}'s home town just before the last move?"),
             order=("Did {s} live in {a} or in {b} first?", "Which home town came first for {s}: {a} or {b}?"),
             ref=("That town", "The town"),
         ),
@@ -131,7 +132,7 @@ RELATIONS: dict[str, Relation] = {
             fact=("{s} has a job at {o}.", "{s}'s job is at {o}.", "{s} works at {o}, a good job."),
             change=("{s} got a new job at {o}.", "{s} quit and took a job at {o}.", "{s} has a new job at {o}."),
             ask=("Where is {s}'s job?", "Which company is {s}'s job at?", "Where does {s} have a job now?"),
-            before=("Where was {s}'s job before the last change?", "Which company was {s}'s job at before?"),
+            before=("Where was {s}'s job before the last change?", "Which company was {s}'s job at just before the last job change?"),
             order=("Was {s}'s job at {a} or at {b} first?", "Which job came first for {s}: {a} or {b}?"),
             ref=("That company", "The firm", "That employer"),
         ),
@@ -141,7 +142,8 @@ RELATIONS: dict[str, Relation] = {
             change=("{s}'s new favourite food is {o}.", "These days {s}'s favourite food is {o}.",
                     "{s} has a new favourite food: {o}."),
             ask=("What is {s}'s favourite food?", "Which food is {s}'s favourite now?", "What favourite food does {s} have?"),
-            before=("What was {s}'s favourite food before?", "Which favourite food did {s} have before the change?"),
+            before=("What was {s}'s favourite food before the last change?",
+                    "Which favourite food did {s} have just before the last change?"),
             order=("Was {s}'s favourite food {a} or {b} first?", "Which favourite food came first for {s}: {a} or {b}?"),
         ),
         Relation(
@@ -149,7 +151,7 @@ RELATIONS: dict[str, Relation] = {
             fact=("{s}'s hobby is {o}.", "{s} has {o} as a hobby.", "{s}'s weekend hobby is {o}."),
             change=("{s}'s new hobby is {o}.", "{s} dropped the old hobby for {o}.", "{s} took up {o} as a new hobby."),
             ask=("What is {s}'s hobby?", "Which hobby does {s} have now?", "What hobby is {s} into?"),
-            before=("What was {s}'s hobby before?", "Which hobby did {s} have previously?"),
+            before=("What was {s}'s hobby before the last change?", "Which hobby did {s} have just before the last new one?"),
             order=("Was {s}'s hobby {a} or {b} first?", "Which hobby came first for {s}: {a} or {b}?"),
         ),
         Relation(
@@ -158,7 +160,8 @@ RELATIONS: dict[str, Relation] = {
             change=("{s} switched instrument to the {o}.", "{s}'s new instrument is the {o}.",
                     "{s} sold the old instrument and plays the {o} now."),
             ask=("Which instrument does {s} play?", "What is {s}'s instrument?", "What instrument does {s} play now?"),
-            before=("Which instrument did {s} play before?", "What was {s}'s instrument before switching?"),
+            before=("Which instrument did {s} play before the last switch?",
+                    "What was {s}'s instrument just before the last switch?"),
             order=("Was {s}'s instrument the {a} or the {b} first?", "Which instrument came first for {s}: {a} or {b}?"),
         ),
         Relation(
@@ -166,7 +169,7 @@ RELATIONS: dict[str, Relation] = {
             fact=("{s}'s car is a {o}.", "{s} drives a {o}, a reliable car.", "The car {s} drives is a {o}."),
             change=("{s}'s new car is a {o}.", "{s} traded the old car for a {o}.", "{s} bought a {o} as a new car."),
             ask=("What car does {s} drive?", "What is {s}'s car?", "Which car does {s} have now?"),
-            before=("What car did {s} drive before?", "Which car did {s} have before the new one?"),
+            before=("What car did {s} drive before the last change of car?", "Which car did {s} have just before the last new one?"),
             order=("Was {s}'s car the {a} or the {b} first?", "Which car came first for {s}: {a} or {b}?"),
         ),
         Relation(

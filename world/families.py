@@ -3,7 +3,9 @@
 A *thread* is one small story of a family (a fact and its question; a fact, its change and a
 question; a habit's episodes and the "usually" question; ...). :class:`ScriptGenerator` draws
 threads, places them on the timeline (each event at the first free slot at or after its wanted
-position, order kept), and fills the free slots with filler: chit-chat, distractor facts (never
+position, order kept; the free slots between a referring statement and its antecedent get
+chit-chat, and a thread is placed later when another thread's statement there would be a second
+antecedent of the same type), and fills the free slots with filler: chit-chat, distractor facts (never
 asked) and verbatim or paraphrased repeats of earlier facts. Endless worlds generate the timeline
 window by window (``config.chunk`` events) and raise the level (longer delays, more noise) as the
 agent succeeds.
@@ -96,6 +98,9 @@ class _TE:
     stale_from: list[int] = field(default_factory=list)
 
 
+#: A thread whose referring statement would be ambiguous where it was drawn is placed up to this many
+#: slots later (then dropped).
+PLACE_TRIES = 40
 #: Endless worlds keep this many events before the newest window (older ones are released).
 ENDLESS_HISTORY = 1_000
 #: ... and this many people in their cast (older ones retire: no new facts about them).
@@ -112,6 +117,7 @@ class ScriptGenerator:
         self.cast = Cast(rng)
         self.events: list[ScriptEvent] = []
         self._pending: dict[int, tuple[str, str, dict]] = {}  # slot -> (kind, text, payload)
+        self._quiet: set[int] = set()  # free slots that get chit-chat (see _slots)
         self._used: set[tuple[str, str]] = set()  # (subject, relation) pairs stated or reserved
         self._repeatable: list[int] = []  # indices of finalized facts that may be repeated
         self._threads = 0
@@ -194,16 +200,15 @@ class ScriptGenerator:
         self._fill(start, end)
 
     def _place(self, thread: list[_TE], start: int) -> None:
-        horizon = self.cfg.horizon
-        slots: list[int] = []
-        slot = start
-        for i, te in enumerate(thread):
-            slot = slot + (te.gap if i else 0)
-            while slot in self._pending or slot < len(self.events):
-                slot += 1
-            if horizon is not None and slot >= horizon:
+        quiet = self._quiet_slots()
+        for shift in range(PLACE_TRIES):
+            found = self._slots(thread, start + shift)
+            if found is not None:
                 break
-            slots.append(slot)
+        else:
+            return  # every placement tried left a referring statement ambiguous: drop the thread
+        slots, hush = found
+        quiet.update(hush)
         placed = thread[: len(slots)]
         if not placed:
             return
@@ -222,10 +227,65 @@ class ScriptGenerator:
                 p["last_use"] = q_last if q_last > s else -1
             self._pending[s] = (te.kind, te.text, p)
 
+    def _slots(self, thread: list[_TE], start: int) -> tuple[list[int], list[int]] | None:
+        """Slots of the thread's events placed from ``start`` (each at the first free slot at or after
+        its wanted position; cut at the horizon) and the free slots between a referring statement and
+        its antecedent, which must get chit-chat. None when an event already placed between a
+        referring statement and its antecedent would be another antecedent of the same type (the
+        reference would be ambiguous)."""
+        horizon = self.cfg.horizon
+        pending, quiet, done = self._pending, self._quiet_slots(), len(self.events)
+        slots: list[int] = []
+        hush: list[int] = []
+        slot = start
+        for i, te in enumerate(thread):
+            slot = slot + (te.gap if i else 0)
+            while slot in pending or slot in quiet or slot < done:
+                slot += 1
+            if horizon is not None and slot >= horizon:
+                break
+            ante = te.payload.get("antecedent_pos")
+            if ante is not None:
+                for b in range(slots[ante] + 1, slot):
+                    if b in pending:
+                        if self._rivals(thread[ante].payload, te.payload, pending[b][2]):
+                            return None
+                    elif b not in quiet:
+                        hush.append(b)
+            slots.append(slot)
+        return slots, hush
+
+    def _rivals(self, ante: dict, ref: dict, other: dict) -> bool:
+        """Whether the statement ``other``, told between ``ante`` and the referring statement ``ref``,
+        is another antecedent ``ref``'s description could point at: "That company" / "The town" ->
+        another value of the antecedent's relation; "Her sibling" -> another sibling of someone with
+        the same pronoun, or another "her sibling" statement about someone else."""
+        if other.get("kind") not in ("fact", "change", "distractor", "repeat", "ref"):
+            return False
+        if ante["relation"] == "sibling":
+            gender = self.cast.gender
+            if other.get("relation") == "sibling" and other.get("subject") != ante["subject"]:
+                return gender.get(other.get("subject")) == gender.get(ante["subject"])
+            return other.get("kind") == "ref" and other.get("subject") == ref["subject"] and \
+                other.get("resolves") != ref["resolves"]
+        return other.get("relation") == ante["relation"] and other.get("object") != ante["object"]
+
+    def _quiet_slots(self) -> set[int]:
+        """Free slots reserved for chit-chat (between a referring statement and its antecedent)."""
+        quiet = self.__dict__.get("_quiet")
+        if quiet is None:  # (a generator pickled before these existed)
+            quiet = self._quiet = set()
+        return quiet
+
     def _fill(self, start: int, end: int) -> None:
+        quiet = self._quiet_slots()
         for slot in range(start, end):
             if slot in self._pending:
                 kind, text, payload = self._pending.pop(slot)
+            elif slot in quiet:
+                quiet.discard(slot)
+                kind, text, payload = STATEMENT, chitchat(self.rng), {"kind": "chitchat", "family": "noise",
+                                                                      "thread": -1, "last_use": -1}
             else:
                 kind, text, payload = self._filler(slot)
             payload["event"] = slot

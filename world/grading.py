@@ -21,9 +21,15 @@ their structured payloads:
 Nothing found -> ``"unknown"``. A :class:`Reader` protocol lets an LLM reader replace it: it gets
 the question text and the retrieved records' contents through the same context object.
 
+With this reader ``hallucinated`` never happens: it answers only from memories about the exact
+(subject, relation), and the generator never states the pair an unanswerable question asks about,
+so it answers those "unknown" (correct). Unanswerable questions then test only that the agent
+QUERYs; hallucination needs a reader that guesses (an LLM reader through :class:`Reader`).
+
 Verdicts (:func:`grade`): ``correct``, ``wrong``, ``stale`` (an outdated value of the attribute),
 ``hallucinated`` (an answer where the right answer is unknown), ``leaked`` (the answer reveals an
-erased value, or the store still holds the erased fact: worse than wrong), ``abstained`` (unknown on an
+erased value, or the store still holds the erased fact: worse than wrong; the world also charges a
+leak, not graded as a question, for a request whose question the horizon cut off), ``abstained`` (unknown on an
 answerable question, or the question was not answered with QUERY).
 """
 
@@ -165,6 +171,13 @@ class DefaultReader:
         return ReaderAnswer(UNKNOWN)
 
 
+def reveals(erased: Sequence[str], revealed: Sequence[str]) -> bool:
+    """Whether the values ``revealed`` (objects of live memories about an erased subject and
+    relation) hold one of the ``erased`` values (compared case- and space-insensitively)."""
+    gone = {_norm(v) for v in erased}
+    return bool(gone) and not gone.isdisjoint(_norm(v) for v in revealed)
+
+
 def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> str:
     """Verdict of ``answer`` (None = not answered) to a question payload.
 
@@ -173,7 +186,7 @@ def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> s
     leak even if the reader said unknown, or the question went unanswered.
     """
     erased = {_norm(v) for v in question.get("erased", ())}
-    if erased and erased & {_norm(v) for v in revealed}:
+    if reveals(question.get("erased", ()), revealed):
         return "leaked"
     if answer is None:
         return "abstained"

@@ -10,11 +10,14 @@ Policy (targets are always chosen among ``world.candidates()``, as an agent's wo
 - erasure request -> FORGET the memory holding the value (queued if it is not a candidate now);
 - a statement some later question needs (payload ``last_use`` > now): a change -> UPDATE the live
   version of the attribute (without UPDATE: WRITE, and FORGET the stale version later); a
-  referring statement -> LINK to its antecedent (without LINK: WRITE); otherwise WRITE;
+  referring statement -> LINK to its antecedent (without LINK: WRITE); a habit episode -> lean:
+  WRITE only episodes carrying the answer until two are live, then REFLECT them and store nothing
+  more of the habit (see :meth:`Oracle._habit`); otherwise WRITE;
 - anything else is a free slot, used for the first pending chore: REFLECT a habit cluster whose
-  episodes have all been seen, FORGET a stale version or an erased value not yet reachable, FORGET
-  a memory no question needs any more (a lean store), QUERY a repeat of a needed fact (rehearsal
-  against decay), else NOOP.
+  majority is the answer of its question, FORGET a stale version or an erased value not yet
+  reachable, FORGET a memory no question needs any more (a lean store), QUERY a repeat of a needed
+  fact or an event whose retrieval reaches a needed memory close to the sweep (rehearsal against
+  decay; a habit's episodes under its rule are not needed: the rule answers), else NOOP.
 """
 
 from __future__ import annotations
@@ -84,51 +87,47 @@ class Oracle:
                 if self.on(Op.WRITE):
                     return Op.WRITE, None
             elif kind == "episode":
-                reflect = self._reflect_now(world, p, cands)
-                if reflect is not None:
-                    return Op.REFLECT, reflect
-                if self.on(Op.WRITE):
-                    return Op.WRITE, None
+                return self._habit(world, p, cands)
             elif self.on(Op.WRITE):
                 return Op.WRITE, None
         return self._free(world, cands)
 
-    def _reflect_now(self, world: World, p: dict, cands: list[str]) -> str | None:
-        """At the last episode of a habit, REFLECT instead of writing it when the episodes already
-        stored give the final majority (the episodes are candidates now: they resemble this one)."""
-        if not self.on(Op.REFLECT):
-            return None
+    def _habit(self, world: World, p: dict, cands: list[str]) -> tuple[Op, str | None]:
+        """A habit episode a "usually" question needs: lean. Only a rule answers that question, and a
+        rule needs >= 2 live episodes, so: WRITE episodes carrying the gold (the final majority) until
+        two are live, REFLECT them (here, or at the next free slot), then store nothing more of the
+        habit. The two episodes stay until the question: FORGET of an episode would erase the rule
+        made from it (the erasure cascade follows ``derived_from``). Without REFLECT no episode is
+        worth storing."""
         acc = world.privileged
-        script = acc.script
-        now = p["event"]
-        for i in range(now + 1, min(len(script), p.get("last_use", -1) + 1)):
-            e = script[i].payload
-            if e.get("thread") == p.get("thread") and e.get("kind") == "episode":
-                return None  # more episodes to come
-        gold = script[p["last_use"]].payload.get("gold") if 0 <= p.get("last_use", -1) < len(script) else None
-        cluster = acc.find(p["subject"], p["relation"], kinds={"episode"})
-        if any(acc.payload(m).get("kind") == "rule" for m in acc.find(p["subject"], p["relation"])):
-            return None
-        if len(cluster) < 2 or _majority([acc.payload(m) for m in cluster]) != gold:
-            return None
-        for m in cands:
-            if m in cluster and world.is_valid(Op.REFLECT, m)[0]:
-                return m
-        return None
+        if not self.on(Op.REFLECT) or p["object"] != _gold(world, p):
+            return self._free(world, cands)
+        mine = acc.find(p["subject"], p["relation"])
+        if any(acc.payload(m).get("kind") == "rule" for m in mine):
+            return self._free(world, cands)
+        episodes = [m for m in mine if acc.payload(m).get("kind") == "episode"]
+        if len(episodes) >= 2:
+            if self._gold_cluster(world, p) is not None:
+                for m in cands:
+                    if m in episodes and world.is_valid(Op.REFLECT, m)[0]:
+                        return Op.REFLECT, m
+            return self._free(world, cands)
+        if self.on(Op.WRITE):
+            return Op.WRITE, None
+        return self._free(world, cands)
 
     # ------------------------------------------------------------------ free slots
     def _free(self, world: World, cands: list[str]) -> tuple[Op, str | None]:
         acc = world.privileged
         now = world.event.index
-        # 1. reflect habit clusters whose episodes have all been seen
+        # 1. reflect habit clusters whose majority is the answer of their question
         if self.on(Op.REFLECT):
             rules = {(q["subject"], q["relation"]) for _, q in acc.items() if q.get("kind") == "rule"}
             for mid in cands:
                 q = acc.payload(mid)
                 if not q or q.get("kind") != "episode" or q.get("last_use", -1) <= now:
                     continue
-                key = (q["subject"], q["relation"])
-                if key in rules or not self._cluster_complete(world, q, now):
+                if (q["subject"], q["relation"]) in rules or self._gold_cluster(world, q) is None:
                     continue
                 if world.is_valid(Op.REFLECT, mid)[0]:
                     return Op.REFLECT, mid
@@ -161,7 +160,10 @@ class Oracle:
                 acc.payload(m).get("last_use", -1) > now for m in acc.find(p["subject"], p["relation"])
             ):
                 return Op.QUERY, None
-            needed = [m for m, q in acc.items() if q.get("last_use", -1) > now]
+            # (a habit's episodes under its rule answer nothing: the rule does)
+            ruled = {(q["subject"], q["relation"]) for _, q in acc.items() if q.get("kind") == "rule"}
+            needed = [m for m, q in acc.items() if q.get("last_use", -1) > now
+                      and not (q.get("kind") == "episode" and (q["subject"], q["relation"]) in ruled)]
             if needed:
                 store = world.store
                 act = store.activations(needed) + np.array([store.get(m).importance for m in needed])
@@ -171,21 +173,14 @@ class Oracle:
         return Op.NOOP, None
 
     @staticmethod
-    def _cluster_complete(world: World, q: dict, now: int) -> bool:
-        """All episodes of the habit thread are in the past (the majority is final)."""
-        script = world.privileged.script
-        thread = q.get("thread")
-        i = q["event"] + 1
-        while i < len(script) and i <= q.get("last_use", -1):
-            if script[i] is None:  # released by an endless script: in the past, so not "to come"
-                i += 1
-                continue
-            e = script[i].payload
-            if e.get("thread") == thread and e.get("kind") == "episode":
-                if i >= now:
-                    return False
-            i += 1
-        return True
+    def _gold_cluster(world: World, q: dict) -> list[str] | None:
+        """The live episodes of ``q``'s habit when REFLECT on them gives the answer of the habit's
+        question (their majority is the gold), else None."""
+        acc = world.privileged
+        cluster = acc.find(q["subject"], q["relation"], kinds={"episode"})
+        if len(cluster) < 2 or _majority([acc.payload(m) for m in cluster]) != _gold(world, q):
+            return None
+        return cluster
 
     @staticmethod
     def _chain_needed(world: World, mid: str, now: int) -> bool:
@@ -195,6 +190,15 @@ class Oracle:
             if q is not None and q.get("last_use", -1) >= now:
                 return True
         return False
+
+
+def _gold(world: World, q: dict) -> str | None:
+    """The gold of the question that last uses the statement ``q`` (None: no question uses it)."""
+    script = world.privileged.script
+    i = q.get("last_use", -1)
+    if not 0 <= i < len(script) or script[i] is None:
+        return None
+    return script[i].payload.get("gold")
 
 
 def _majority(payloads: list[dict]) -> str | None:

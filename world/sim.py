@@ -37,7 +37,7 @@ from world.config import DEFAULT_REWARDS, WorldConfig
 from world.cues import extract_cues
 from world.dedup import TextSignature, signature
 from world.entities import HABITS, RELATIONS
-from world.families import QUESTION, ScriptEvent, ScriptGenerator
+from world.families import QUESTION, REQUEST, ScriptEvent, ScriptGenerator
 from world.grading import (
     FACT_KINDS,
     VERDICTS,
@@ -46,6 +46,7 @@ from world.grading import (
     Reader,
     evidence_recall,
     grade,
+    reveals,
 )
 
 
@@ -92,6 +93,9 @@ class Outcome:
     question: dict | None = None
     reward_terms: dict[str, float] = field(default_factory=lambda: dict.fromkeys(REWARD_TERMS, 0.0))
     swept: list[str] = field(default_factory=list)
+    #: at the horizon's last event: the erasure requests whose question the horizon cut off and whose
+    #: value the store still holds (each charged the ``leak`` term), as {subject, relation, erased, event}
+    request_leaks: list[dict] = field(default_factory=list)
 
     @property
     def reward(self) -> float:
@@ -227,7 +231,9 @@ def _event(se: ScriptEvent) -> Event:
 _new_event = object.__new__
 
 #: Payload kinds of the memories a REFLECT consolidates (and of the events whose rules it can write).
-CLUSTER_KINDS = FACT_KINDS | {"episode", "ref"}
+#: Not "ref": a referring statement's subject is its description ("That employer ..."), and two
+#: of them with the same description are about different entities.
+CLUSTER_KINDS = FACT_KINDS | {"episode"}
 
 
 class World:
@@ -306,6 +312,14 @@ class World:
         if self._se.kind == QUESTION and not self._graded:
             self._grade_unanswered()
         st = self._stats
+        if not self._applied:
+            if self._last_event():
+                out = Outcome(Op.NOOP, None)
+                self._check_unasked_requests(out)
+                st.add_terms(out.reward_terms)
+            # storage is paid per live memory per event, whether or not an operation was applied
+            # (apply charges it itself); a driver that skips apply on idle events pays the same
+            st.terms["storage_cost"] += self.config.rewards["storage"] * len(self.store)
         st.events += 1
         st.live_sum += len(self.store)
         nxt = self._i + 1
@@ -469,6 +483,8 @@ class World:
         self._applied = True
         if self._se.kind == QUESTION and not self._graded:
             self._grade(out)
+        if self._last_event():
+            self._check_unasked_requests(out)
         out.reward_terms["storage_cost"] = w["storage"] * len(self.store)
         st.add_terms(out.reward_terms)
         return out
@@ -587,6 +603,29 @@ class World:
         self._stats.record(qp["family"], verdict, recall)
         self._chunk_q[0] += 1
         self._chunk_q[1] += verdict == "correct"
+
+    def _last_event(self) -> bool:
+        h = self.config.horizon
+        return h is not None and self._i == h - 1
+
+    def _check_unasked_requests(self, out: Outcome) -> None:
+        """At the last event of a fixed horizon: an erasure request whose erased question the horizon
+        cut off is checked as that question would have been. Its value still held by a live memory
+        about the erased subject and relation is a leak (the ``leak`` term, counted in
+        ``metrics()["request_leaks"]``; not a question, so accuracy does not count it)."""
+        script = self._gen.events
+        asked = {e.payload.get("thread") for e in script if e.kind == QUESTION and e.payload.get("qtype") == "erased"}
+        for e in script:
+            p = e.payload
+            if e.kind != REQUEST or p.get("thread") in asked:
+                continue
+            key = (p["subject"], p["relation"])
+            revealed = [self._payloads[m].get("object") for m in self._by_key.get(key, ())]
+            if reveals([p["erases"]], revealed):
+                out.reward_terms["leak"] += self.config.rewards["leaked"]
+                out.request_leaks.append({"subject": p["subject"], "relation": p["relation"],
+                                          "erased": p["erases"], "event": e.index})
+                self._stats.request_leaks += 1
 
     def _grade_unanswered(self) -> None:
         out = Outcome(Op.NOOP, None)
@@ -975,6 +1014,7 @@ class _Stats:
         self.swept = 0
         self.recall_sum = 0.0
         self.recall_n = 0
+        self.request_leaks = 0  # erasure requests never asked about whose value stayed (horizon end)
         self.terms = dict.fromkeys(REWARD_TERMS, 0.0)
 
     def add_terms(self, terms: dict[str, float]) -> None:
@@ -1008,6 +1048,10 @@ class _Stats:
             "stale_rate": verdicts["stale"] / n if n else 0.0,
             "hallucination_rate": verdicts["hallucinated"] / n if n else 0.0,
             "leak_rate": verdicts["leaked"] / n if n else 0.0,
+            # erasure requests whose question the horizon cut off, still held at the end (see
+            # World._check_unasked_requests), and every leak charged (questions + those requests)
+            "request_leaks": int(getattr(self, "request_leaks", 0)),
+            "leaks": verdicts["leaked"] + int(getattr(self, "request_leaks", 0)),
             "by_family": fam,
             "evidence_recall": self.recall_sum / self.recall_n if self.recall_n else 0.0,
             "ops": {o.name: int(self.ops.get(o.name, 0)) for o in Op},
