@@ -102,3 +102,21 @@ def test_shipped_yamls_match_the_presets(tmp_path):
     written = write_preset_yamls(tmp_path)
     for p in written:
         assert p.read_text() == (shipped / p.name).read_text()
+
+
+def test_the_preset_command_runs_without_a_warning(tmp_path):
+    """`python -m world.config --write DIR` printed a RuntimeWarning ('world.config' found in sys.modules):
+    the documented command is now `python -m world`, which the package import does not run twice."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from world.config import WorldConfig
+
+    root = str(Path(__file__).resolve().parents[1])
+    run = subprocess.run([sys.executable, "-W", "error", "-m", "world", "--show", "life-easy", "--write", str(tmp_path)],
+                         capture_output=True, text=True, cwd=root, check=True)
+    assert run.stderr == ""
+    assert WorldConfig.preset("life", "easy").to_yaml() in run.stdout
+    assert (tmp_path / "life-easy.yaml").read_text().startswith("# memgym world preset life-easy (written by "
+                                                                "`python -m world --write`)")

@@ -3,7 +3,7 @@
 Every field is checked on construction (and on :meth:`WorldConfig.replace`): an unknown key, a
 wrong type or an out-of-range value raises :class:`ConfigError` naming the key and what is allowed.
 ``WorldConfig.preset(family, difficulty)`` is the single source of the shipped presets; the YAML
-files in ``configs/world/`` are written from it (``python -m world.config --write configs/world``)
+files in ``configs/world/`` are written from it (``python -m world --write configs/world``)
 and a test checks that they agree.
 """
 
@@ -372,14 +372,14 @@ def write_preset_yamls(directory: str | Path) -> list[Path]:
     for name in preset_names():
         fam, _, diff = name.rpartition("-")
         path = directory / f"{name}.yaml"
-        header = f"# memgym world preset {name} (written by `python -m world.config --write`)\n"
+        header = f"# memgym world preset {name} (written by `python -m world --write`)\n"
         path.write_text(header + WorldConfig.preset(fam, diff).to_yaml())
         out.append(path)
     return out
 
 
-def _main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write or show memgym world presets.")
+def _main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=prog, description="Write or show memgym world presets.")
     parser.add_argument("--write", metavar="DIR", help="write one YAML per preset into DIR")
     parser.add_argument("--show", metavar="FAMILY-DIFFICULTY", help="print one preset as YAML")
     args = parser.parse_args(argv)
