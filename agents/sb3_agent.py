@@ -172,13 +172,13 @@ class SB3Agent:
         self._checked = True
 
     def reset(self, seed: int | None) -> None:
-        """A stochastic policy (``deterministic=False``) samples with torch's generator: seeded from the
-        episode's seed, so that an episode is a function of its seed (as the benchmark promises), not of
-        how many episodes this process played before."""
+        """A stochastic policy (``deterministic=False``) samples with SB3's generators: torch's (policy
+        gradient methods' distributions), and NumPy's global one and the action space's (DQN's epsilon-greedy
+        exploration). All are seeded from the episode's seed (SB3's ``set_random_seed``), so that an episode
+        is a function of its seed, as the benchmark promises, not of how many episodes this process played
+        before. (memgym itself draws from no global generator.)"""
         if not self.deterministic and seed is not None:
-            import torch  # (SB3's sampling draws from torch's global generator; nothing else is reseeded)
-
-            torch.manual_seed(int(seed))
+            self.model.set_random_seed(int(seed))
 
     def attach(self, view: Any) -> None:
         """Check the model against the env it is about to play (before the first act), and keep the view

@@ -1109,7 +1109,7 @@ def plot_learning_curve(run_dir: str | Path, out: str | Path | None = None) -> P
 # ----------------------------------------------------------------------------------------- train
 #: what `memgym train` imports (lazily, deep inside): the `train` extra, with matplotlib for the curve
 TRAIN_MODULES = {"torch": "torch", "stable_baselines3": "stable-baselines3", "sb3_contrib": "sb3-contrib",
-                 "tqdm": "tqdm", "matplotlib": "matplotlib"}
+                 "tqdm": "tqdm", "rich": "rich", "tensorboard": "tensorboard", "matplotlib": "matplotlib"}
 
 
 def require_train_extra() -> None:

@@ -142,7 +142,7 @@ class MaskInObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs)
 
     def observation(self, observation: Any) -> dict[str, Any]:
         mask = self._mask().astype(np.float32)
-        if self.layout == "rllib":
+        if getattr(self, "layout", "flat") == "rllib":  # (pickled before layouts existed: the flat form)
             return {"action_mask": mask, "observations": observation}
         out = dict(observation)
         out["action_mask"] = mask

@@ -377,17 +377,26 @@ def test_a_flat_model_plays_in_the_bench_as_it_trained_through_flatten_action(tm
     assert row["return"] == pytest.approx(total, abs=0)
 
 
-def test_a_stochastic_sb3_policy_plays_an_episode_as_a_function_of_its_seed(tmp_path):
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_a_stochastic_sb3_policy_plays_an_episode_as_a_function_of_its_seed(tmp_path, algo):
     """SB3Agent(deterministic=False) sampled from torch's global generator and never seeded it: the same
-    seeds gave other returns on a second evaluate() in the same process."""
+    seeds gave other returns on a second evaluate() in the same process. (DQN explores with NumPy's global
+    generator and its action space, which seeding torch alone left unseeded.)"""
     pytest.importorskip("stable_baselines3")
-    from stable_baselines3 import PPO
+    from stable_baselines3 import DQN, PPO
 
     from agents.sb3_agent import SB3Agent
+    from envs.wrappers import FlattenAction
 
     env = make_env("life", "easy", {"horizon": 40})
-    model = PPO("MultiInputPolicy", env, seed=0, device="cpu", n_steps=32, batch_size=32, n_epochs=1)
-    path = tmp_path / "ppo.zip"
+    if algo == "ppo":
+        model = PPO("MultiInputPolicy", env, seed=0, device="cpu", n_steps=32, batch_size=32, n_epochs=1)
+    else:
+        model = DQN("MultiInputPolicy", FlattenAction(env), seed=0, device="cpu", learning_starts=10,
+                    buffer_size=64, exploration_final_eps=0.5)
+        model.learn(60)
+        assert model.exploration_rate >= 0.5  # (predict explores: the test is about its generators)
+    path = tmp_path / f"{algo}.zip"
     model.save(path)
     agent = SB3Agent(path, deterministic=False)
     first = [r["return"] for r in evaluate(agent, "MemGym/Life-Easy-v0", [10_000, 10_001], overrides={"horizon": 40})]

@@ -287,3 +287,31 @@ def test_a_config_switch_keeps_the_seeded_spaces():
     plain = [expected.sample().tolist() for _ in range(8)]
     assert samples(by_options) == plain
     assert samples(by_snapshot) == plain
+
+
+def test_state_pickled_before_new_counters_plays_to_the_end():
+    """Snapshots and pickles taken before a field existed: the world's stats without `request_leaks`
+    (added with the end-of-episode check of erasure requests) crashed at the last event with an
+    AttributeError; a MaskInObservation without `layout` crashed at its first step."""
+    from envs.wrappers import MaskInObservation
+
+    env = MemoryEnv(config="erasure-easy")
+    env.reset(seed=0)
+    for _ in range(50):
+        env.step(np.array([1, 0]))
+    state = env.get_state()
+    del state["world"]["_stats"].__dict__["request_leaks"]  # (what an older snapshot holds)
+    env2 = MemoryEnv(config="erasure-easy")
+    env2.reset(seed=5)
+    env2.set_state(state)
+    truncated = False
+    while not truncated:
+        _, _, _, truncated, info = env2.step(np.array([1, 0]))
+    assert info["metrics"]["request_leaks"] >= 0
+
+    wrapped = MaskInObservation(gym.make("MemGym/Recall-Easy-v0"), layout="flat")
+    wrapped.reset(seed=0)
+    del wrapped.__dict__["layout"]  # (pickled before layouts existed: the flat form)
+    old = pickle.loads(pickle.dumps(wrapped))
+    obs, *_ = old.step(np.array([0, 0]))
+    assert "action_mask" in obs and "event" in obs

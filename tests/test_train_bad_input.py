@@ -260,7 +260,7 @@ def test_stop_after_is_a_planned_stop_with_exit_code_0(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------ the train extra
-@pytest.mark.parametrize("module", ["torch", "sb3_contrib", "matplotlib"])
+@pytest.mark.parametrize("module", ["torch", "sb3_contrib", "matplotlib", "tensorboard", "rich"])
 def test_train_without_the_train_extra_names_it_and_writes_nothing(tmp_path, monkeypatch, capsys, module):
     """Without torch (or SB3, or matplotlib for the curve) `memgym train` died deep inside with a raw
     ModuleNotFoundError traceback and left an empty run folder (or, without matplotlib, after training)."""

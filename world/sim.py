@@ -1002,6 +1002,8 @@ class OracleAccess:
 
 # ---------------------------------------------------------------------- statistics
 class _Stats:
+    request_leaks = 0  # (class default: stats pickled before the count existed go on counting from 0)
+
     def __init__(self) -> None:
         self.events = 0
         self.live_sum = 0
