@@ -369,6 +369,26 @@ def test_endless_world_releases_old_events_and_keeps_playing():
     assert all(i >= kept[0] for i in w._gen._repeatable)
     assert w.metrics()["accuracy"] > 0.5
     assert sizes[4000] < 1.25 * sizes[2000]  # (before: the pickle grew by ~0.2 KB per event)
+    # the released events hold no slot (a list with None in their places grew by 8 bytes per event)
+    assert len(w._gen.events._items) == len(kept) and w._gen.events.released == kept[0]
+
+
+def test_event_log_reads_like_a_list_with_released_items_none():
+    from world.families import EventLog, release_before
+
+    log, plain = EventLog(), []
+    for i in range(10):
+        log.append(f"e{i}")
+        plain.append(f"e{i}")
+    log.release(4)
+    release_before(plain, 4)
+    assert len(log) == len(plain) == 10 and list(log) == plain
+    assert [log[i] for i in range(-10, 10)] == [plain[i] for i in range(-10, 10)]
+    assert log[2:7] == plain[2:7] and log[8:] == plain[8:]
+    log.release(2)  # (never un-releases)
+    assert log.released == 4 and len(log._items) == 6
+    with pytest.raises(IndexError):
+        log[10]
 
 
 def test_endless_world_bookkeeping_stays_bounded():

@@ -107,6 +107,63 @@ ENDLESS_HISTORY = 1_000
 ENDLESS_CAST = 200
 
 
+class EventLog:
+    """A list of items by index whose oldest ones can be released (an endless world's script, and its
+    prefetched embeddings). ``len`` counts every item ever appended and ``log[i]`` is None for a released
+    one, as a list with None in those places was, without keeping a slot per released item (that grew
+    by 8 bytes per event however long the world ran). Slices give lists."""
+
+    def __init__(self, items=()) -> None:
+        self._items = list(items)
+        self._start = 0  # index of self._items[0]
+
+    def __len__(self) -> int:
+        return self._start + len(self._items)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"event index {i} out of range (0..{n - 1})")
+        j = i - self._start
+        return self._items[j] if j >= 0 else None
+
+    def __iter__(self):
+        for _ in range(self._start):
+            yield None
+        yield from self._items
+
+    def append(self, item) -> None:
+        self._items.append(item)
+
+    def extend(self, items) -> None:
+        self._items.extend(items)
+
+    @property
+    def released(self) -> int:
+        return self._start
+
+    def release(self, upto: int) -> None:
+        """Release every item before index ``upto``."""
+        drop = min(upto, len(self)) - self._start
+        if drop > 0:
+            del self._items[:drop]
+            self._start += drop
+
+
+def release_before(items, upto: int, start: int = 0) -> None:
+    """Release the items of ``items`` before index ``upto``: an :class:`EventLog` drops them; a plain
+    list (a world pickled before EventLog existed) gets None in their places, from ``start`` on."""
+    if isinstance(items, EventLog):
+        items.release(upto)
+    else:
+        for i in range(start, min(upto, len(items))):
+            items[i] = None
+
+
 class ScriptGenerator:
     """Generates the script of one episode. Fixed-horizon worlds generate everything at
     construction; endless ones call :meth:`extend` as the clock approaches the end."""
@@ -115,7 +172,8 @@ class ScriptGenerator:
         self.cfg = config
         self.rng = rng
         self.cast = Cast(rng)
-        self.events: list[ScriptEvent] = []
+        # endless: old events are released (an EventLog keeps no slot for them); fixed horizon: a list
+        self.events: list[ScriptEvent] | EventLog = EventLog() if config.horizon is None else []
         self._pending: dict[int, tuple[str, str, dict]] = {}  # slot -> (kind, text, payload)
         self._quiet: set[int] = set()  # free slots that get chit-chat (see _slots)
         self._used: set[tuple[str, str]] = set()  # (subject, relation) pairs stated or reserved
@@ -173,9 +231,7 @@ class ScriptGenerator:
         keep_from = len(self.events) - self.cfg.chunk - ENDLESS_HISTORY
         if keep_from <= self._released:
             return
-        events = self.events
-        for i in range(self._released, keep_from):
-            events[i] = None
+        release_before(self.events, keep_from, self._released)
         self._released = keep_from
         self._repeatable = [i for i in self._repeatable if i >= keep_from]
 

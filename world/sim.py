@@ -37,7 +37,7 @@ from world.config import DEFAULT_REWARDS, WorldConfig
 from world.cues import extract_cues
 from world.dedup import TextSignature, signature
 from world.entities import HABITS, RELATIONS
-from world.families import QUESTION, REQUEST, ScriptEvent, ScriptGenerator
+from world.families import QUESTION, REQUEST, EventLog, ScriptEvent, ScriptGenerator, release_before
 from world.grading import (
     FACT_KINDS,
     VERDICTS,
@@ -359,8 +359,7 @@ class World:
         self._gen.extend(level=level)
         vecs = self._script_vecs
         if vecs:  # the embeddings of events the script released go with them
-            for i in range(released, min(self._gen._released, len(vecs))):
-                vecs[i] = None
+            release_before(vecs, self._gen._released, released)
         self._prefetch(start)
 
     def _prefetch(self, start: int) -> None:
@@ -378,7 +377,7 @@ class World:
             return
         texts = [e.text for e in self._gen.events[start:]]
         if self._script_vecs is None:
-            self._script_vecs = []
+            self._script_vecs = EventLog() if self.config.horizon is None else []
         if texts:
             # and the rules a REFLECT could write from these events (one per possible majority object)
             kinds = CLUSTER_KINDS
