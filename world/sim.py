@@ -647,7 +647,10 @@ class World:
             if n_rec:
                 out.extend(store.recent_ids(n_rec))
             # most similar first, ties in write order (stable sort); store.similarities(vec) ranked
-            ids, order = store._ranked(self.event_vector(), 2 * k + len(out))
+            # the whole ranking (it is one stable argsort anyway): a window of the top 2k + recent ran out
+            # when superseded versions of a chain filled it, leaving slots empty while active memories
+            # were left out
+            ids, order = store._ranked(self.event_vector(), len(store))
             if len(ids):
                 seen = set(out)
                 get = store.get
