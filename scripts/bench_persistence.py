@@ -138,7 +138,7 @@ def run(n: int, dim: int, seed: int, show: bool) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| episodes written | live memories | save s | load s | file MB | bytes/memory | exact answers "
+    head = ("| episodes written | records (every version) | save s | load s | file MB | bytes/record | exact answers "
             "| pickle save s | pickle load s | pickle MB | save / pickle | load / pickle | size / pickle |")
     sep = "|" + "|".join("---" for _ in range(13)) + "|"
     lines = [head, sep]
@@ -169,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    if any(n < 1 for n in args.n):
+        parser.error(f"--n: sizes must be >= 1, got {args.n}")
+    if args.dim < 8:
+        parser.error(f"--dim: the hashing embedder's dimension must be >= 8, got {args.dim}")
     sizes = [1_000] if args.quick else args.n
     if any(n < 1 for n in sizes):
         parser.error(f"--n: sizes must be >= 1, got {sizes}")
