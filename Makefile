@@ -3,15 +3,21 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # The CPU build of torch must come first: a plain `torch` requirement would pull a multi-GB CUDA build.
+# Here pip finds the CPU wheel in its local wheel folder; elsewhere set
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu (pip's --index-url for the torch step only).
 TORCH_SPEC ?= torch==2.13.0
-STAMP := $(VENV)/.installed
+TORCH_INDEX ?=
+# The stamp's name carries the torch spec and index: changing either reinstalls (a plain stamp ignored them).
+STAMP := $(VENV)/.installed-$(shell printf '%s|%s' '$(TORCH_SPEC)' '$(TORCH_INDEX)' | cksum | cut -d' ' -f1)
 
 .PHONY: demo test lint bench venv clean
 
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@# a .venv left half-built (interrupted before pip was in it) is rebuilt, not reused
+	@$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
+	@rm -f $(VENV)/.installed $(VENV)/.installed-*
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e ".[all,dev]"
 	@touch $(STAMP)
 
@@ -22,6 +28,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n 2 --dist loadfile
+
+bench: $(STAMP)
+	HF_HUB_OFFLINE=1 $(VENV)/bin/memgym bench --suite default
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
