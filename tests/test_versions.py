@@ -122,3 +122,52 @@ def test_exactly_one_active_version_per_key(writes):
                 assert chain[-1].active
                 assert [v.written_at for v in chain] == sorted(v.written_at for v in chain)
     assert s.conflicts() == []
+
+
+def _fresh_store():
+    from world import CachedEmbedder, HashingEmbedder, MemoryStore
+
+    return MemoryStore(CachedEmbedder(HashingEmbedder(64)))
+
+
+def test_supersede_never_joins_a_chain_key_a_caller_took():
+    """supersede() of an unkeyed memory used the key "chain:<id>" even when a keyed write had taken it:
+    the other fact joined the history and stayed active next to the new version (two active versions)."""
+    s = _fresh_store()
+    a = s.write_episode(0, "Alice likes tea")
+    b = s.write_episode(1, "Bob owns a red bicycle", key=f"chain:{a.memory_id}")
+    c = s.supersede(a.memory_id, "Alice likes coffee", 2)
+    assert c.key == f"chain:{a.memory_id}#2"
+    assert [(v.memory_id, v.active) for v in s.versions(c.key)] == [(a.memory_id, False), (c.memory_id, True)]
+    assert [v.memory_id for v in s.versions(b.key)] == [b.memory_id] and s.conflicts() == []
+
+
+def test_a_keyed_write_cannot_start_before_the_history_left_by_a_forgotten_version():
+    s = _fresh_store()
+    s.write_episode(5, "Gus likes rock", key="g")
+    v2 = s.write_episode(10, "Gus likes folk", key="g")
+    s.forget(v2.memory_id)
+    with pytest.raises(ValueError, match="step must be >= 10, where the history of key 'g' ends"):
+        s.write_episode(2, "Gus likes jazz", key="g")
+    v3 = s.write_episode(12, "Gus likes jazz", key="g")
+    assert [v.written_at for v in s.versions("g")] == [5, 12] and s.value_at("g", 7).content == "Gus likes rock"
+    assert s.value_at("g", 12).memory_id == v3.memory_id
+
+
+@pytest.mark.parametrize("kwargs", [{"key": 42}, {"memory_id": 1}, {"key": ""}, {"subject": "  "}, {"subject": 42},
+                                    {"key": ["42/pref"]}])
+def test_erase_of_a_wrong_type_is_an_error_not_a_silent_success(kwargs):
+    s = _fresh_store()
+    s.write_episode(0, "User 42 prefers Markdown", key="42/pref", cues=["42"])
+    name = next(iter(kwargs))
+    with pytest.raises(ValueError, match=f"erase: {name} must be a non-empty string"):
+        s.erase(**kwargs)
+    assert len(s) == 1
+
+
+def test_supersede_refuses_derived_from_on_an_episode():
+    s = _fresh_store()
+    a = s.write_episode(0, "Erin lives in Oslo", key="erin/home")
+    with pytest.raises(TypeError, match="derived_from applies to semantic memories only"):
+        s.supersede(a.memory_id, "Erin lives in Rome", 1, derived_from=["zzz"])
+    assert [v.memory_id for v in s.versions("erin/home")] == [a.memory_id]

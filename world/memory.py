@@ -855,6 +855,14 @@ class MemoryStore:
                         f"step must be >= {current.written_at}, when the active version {current.memory_id!r} of key "
                         f"{key!r} was written (a new version cannot start before it), got {step!r}"
                     )
+            elif existing is not None and existing.chains.get(key):
+                # no active version (it was forgotten), but the history is kept: a new version still cannot
+                # start before the end of the latest one (versions() oldest first, value_at one per step)
+                last = max(max(self._records[m].written_at, self._records[m].superseded_at or 0)
+                           for m in existing.chains[key])
+                if step < last:
+                    raise ValueError(f"step must be >= {last}, where the history of key {key!r} ends (a new version "
+                                     f"cannot start before it), got {step!r}")
         vec = self.embed(content)
         space = self._space(ns, create=True)
         if current is not None:
@@ -1148,7 +1156,7 @@ class MemoryStore:
         """Write a new version of the memory `memory_id` (an agent's UPDATE).
 
         The target's key is reused; a target without a key gets the fresh key "chain:<memory_id>"
-        (shared by the whole chain). Tier, confidence, source, importance and evidence are inherited
+        (shared by the whole chain; "chain:<memory_id>#n" if a caller's keyed write took that key). Tier, confidence, source, importance and evidence are inherited
         unless given. Same content -> duplicate (the target is returned, last_write says so).
         """
         rec = self._records.get(memory_id)
@@ -1164,8 +1172,17 @@ class MemoryStore:
         if not isinstance(new_content, str) or not new_content.strip():
             raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
         semantic = rec.kind == "semantic"
+        if not semantic and "derived_from" in write_kwargs:
+            raise TypeError(f"supersede(): derived_from applies to semantic memories only; {memory_id!r} is an "
+                            "episode (its provenance is evidence=)")
+        key = rec.key
+        if key is None:  # a fresh key for the new chain: "chain:<id>", or "chain:<id>#n" if a caller took it
+            key, n = f"chain:{memory_id}", 1
+            while key in space.chains or key in space.gone:  # (gone: versions that left keep their key)
+                n += 1
+                key = f"chain:{memory_id}#{n}"
         kw = dict(
-            key=rec.key if rec.key is not None else f"chain:{memory_id}",
+            key=key,
             tier=write_kwargs.get("tier", rec.tier),
             confidence=write_kwargs.get("confidence", rec.confidence),
             source=write_kwargs.get("source", rec.source),
@@ -1292,6 +1309,10 @@ class MemoryStore:
         """
         if key is None and memory_id is None and subject is None:
             raise ValueError("erase needs at least one of key=, memory_id=, subject=")
+        for name, value in (("key", key), ("memory_id", memory_id), ("subject", subject)):
+            # a wrong type erased nothing and looked like a success (erase(key=42) of the key "42/...")
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"erase: {name} must be a non-empty string, got {value!r}")
         if namespace == ALL_NAMESPACES:
             spaces = list(self._spaces.values())
         else:
