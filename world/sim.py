@@ -583,8 +583,7 @@ class World:
             # hard deletion: the erased fact still held anywhere in the store (a copy, a repeat, a
             # superseded version kept by a soft delete) is reachable, hence leaked, whether or not
             # the agent asks (else skipping the question would hide the leak)
-            key = (qp["subject"], qp["relation"])
-            revealed = [self._payloads[m].get("object") for m in self._by_key.get(key, ())]
+            revealed = self._held_values(qp["subject"], qp["relation"])
         if out.op is Op.QUERY and out.valid:
             pq = ParsedQuestion.from_payload(se.text, qp)
             ans = self.reader.answer(pq, out.retrieved, _ReaderCtx(self))
@@ -607,6 +606,10 @@ class World:
         h = self.config.horizon
         return h is not None and self._i == h - 1
 
+    def _held_values(self, subject: str, relation: str) -> list:
+        """The values that live memories about (subject, relation) hold: what an erasure checks."""
+        return [self._payloads[m].get("object") for m in self._by_key.get((subject, relation), ())]
+
     def _check_unasked_requests(self, out: Outcome) -> None:
         """At the last event of a fixed horizon: an erasure request whose erased question the horizon
         cut off is checked as that question would have been. Its value still held by a live memory
@@ -618,9 +621,7 @@ class World:
             p = e.payload
             if e.kind != REQUEST or p.get("thread") in asked:
                 continue
-            key = (p["subject"], p["relation"])
-            revealed = [self._payloads[m].get("object") for m in self._by_key.get(key, ())]
-            if reveals([p["erases"]], revealed):
+            if reveals([p["erases"]], self._held_values(p["subject"], p["relation"])):
                 out.reward_terms["leak"] += self.config.rewards["leaked"]
                 out.request_leaks.append({"subject": p["subject"], "relation": p["relation"],
                                           "erased": p["erases"], "event": e.index})
@@ -1054,8 +1055,8 @@ class _Stats:
             "leak_rate": verdicts["leaked"] / n if n else 0.0,
             # erasure requests whose question the horizon cut off, still held at the end (see
             # World._check_unasked_requests), and every leak charged (questions + those requests)
-            "request_leaks": int(getattr(self, "request_leaks", 0)),
-            "leaks": verdicts["leaked"] + int(getattr(self, "request_leaks", 0)),
+            "request_leaks": self.request_leaks,
+            "leaks": verdicts["leaked"] + self.request_leaks,
             "by_family": fam,
             "evidence_recall": self.recall_sum / self.recall_n if self.recall_n else 0.0,
             "ops": {o.name: int(self.ops.get(o.name, 0)) for o in Op},
