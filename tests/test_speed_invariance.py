@@ -4,6 +4,7 @@ so that speed work never changes a seeded trajectory."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from world.ppr import TransitionMatrix, personalized_pagerank, transition_from_edges
@@ -246,6 +247,36 @@ def test_power_iteration_loop_is_bit_identical_to_the_plain_loop():
             assert method == "power" and np.array_equal(x, ref)
             checked += 1
     assert checked > 30
+
+
+def test_batched_stopping_test_stops_at_the_same_iteration_as_the_plain_loop():
+    """The power iteration tests convergence a batch of iterations at a time: for every max_iter
+    (inside a batch, at its end, past convergence) the result is the plain loop's, and a run that
+    the plain loop would not finish raises; with and without dangling nodes."""
+    from world.ppr import PPRConvergenceError
+
+    rng = np.random.default_rng(5)
+    for trial in range(12):
+        n = int(rng.integers(3, 60))
+        src, dst, w = _random_graph(rng, n, int(rng.integers(n, 5 * n)))
+        if trial % 2:  # every node gets an out-edge: no dangling nodes (the Life stores' case)
+            src = np.concatenate((src, np.arange(n)))
+            dst = np.concatenate((dst, (np.arange(n) + 1) % n))
+            pairs = dict.fromkeys(zip(src.tolist(), dst.tolist(), strict=True))
+            src, dst = (np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True))
+            w = rng.choice([1.0, 0.5, 0.3], size=len(src))
+        tm = transition_from_edges(n, src, dst, w)
+        assert not (trial % 2 and tm.dangling.any())
+        p = np.zeros(n)
+        p[rng.integers(0, n, size=2)] = 1.0
+        for max_iter in (1, 2, 7, 8, 9, 15, 16, 17, 30, 45, 61, 100):
+            ref = _ppr_reference(tm, p, max_iter=max_iter)
+            if ref is None:
+                with pytest.raises(PPRConvergenceError):
+                    personalized_pagerank(tm, p, max_iter=max_iter, fallback="raise")
+            else:
+                x, method = personalized_pagerank(tm, p, max_iter=max_iter, fallback="raise")
+                assert method == "power" and np.array_equal(x, ref), (trial, max_iter)
 
 
 def test_world_with_script_embeddings_branches_identically_from_a_snapshot():
