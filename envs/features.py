@@ -357,8 +357,10 @@ class FeatureBuilder:
                     dup = False
                 elif ev_sig.fp == sig.fp:
                     dup = True  # duplicate_rule's first rule
-                elif value_aware and (ev_content - sig.content) and (sig.content - ev_content):
-                    dup = False  # a value change (substituted words): neither rule fires (world.dedup)
+                elif value_aware and not ev_content <= sig.content and not sig.content <= ev_content:
+                    # a value change (words substituted: each side has words the other lacks; two subset
+                    # tests build no set): neither rule fires (world.dedup)
+                    dup = False
                 else:  # embedding_duplicate is False below its threshold: tested first, it saves a call
                     dup = (duplicate_rule(ev_sig, sig, dedup_cfg) is not None
                            or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))

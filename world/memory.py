@@ -736,8 +736,8 @@ class MemoryStore:
         for slot in cand[: cfg.window].tolist():
             mid = slot_id[slot]
             old = self._sig(space, mid)
-            if value_aware and sig.fp != old.fp and (content - old.content) and (old.content - content):
-                continue  # a value change (substituted words): duplicate_rule is None (world.dedup)
+            if value_aware and sig.fp != old.fp and not content <= old.content and not old.content <= content:
+                continue  # a value change (each side has words the other lacks): duplicate_rule is None (world.dedup)
             rule = duplicate_rule(sig, old, cfg)
             if rule is not None:
                 return mid, rule
