@@ -386,9 +386,15 @@ class FeatureBuilder:
             c.reshape(-1)[: len(flat)] = flat  # (a view of the buffer: all rows in one assignment)
             if best_j >= 0:
                 c[best_j, _KEY_BEST] = 1.0
-        c[m:] = 0.0
-        self.mask[:m] = 1
-        self.mask[m:] = 0
+        filled = self.__dict__.get("_filled", self.k)  # rows that may hold an earlier step's features
+        if filled > m:
+            c[m:filled] = 0.0
+        self._filled = m
+        masks = self.__dict__.get("_masks")
+        if masks is None:  # mask of m filled slots, for every m: one assignment per step
+            masks = self._masks = tuple(np.array([1] * i + [0] * (self.k - i), dtype=np.int8)
+                                        for i in range(self.k + 1))
+        self.mask[:] = masks[m]
         # store features
         cap = max(1, int(cfg.capacity))
         every = max(1, int(cfg.sweep_every))

@@ -870,3 +870,20 @@ def test_erasure_cascade_equals_the_plain_fixed_point():
         report = store.erase(memory_id=target)
         assert set(report.episodic) | set(report.semantic) == want, trial
         assert not want & (set(store.episodic) | set(store.semantic))
+
+
+def test_feature_rows_past_the_candidates_and_the_slot_mask_are_rebuilt_exactly():
+    """The builder zeroes only the rows an earlier step filled and copies the slot mask from a table:
+    after every step the buffer past the candidates is all zero and the mask is 1 on exactly the
+    filled slots, as building them from scratch gives (FORGET-heavy play: the candidate count goes
+    up and down, to 0 and back)."""
+    shrank = 0
+    previous = 0
+    for env in _random_actions_play("MemGym/Life-Easy-v0", 11, 400, ops=[1, 1, 3, 6, 6, 6, 0]):
+        fb = env._features
+        m = len(env.candidate_ids)
+        assert not fb.candidates[m:].any()
+        assert fb.mask.tolist() == [1] * m + [0] * (env.K - m)
+        shrank += m < previous
+        previous = m
+    assert shrank > 20
