@@ -175,7 +175,8 @@ class AgentView:
             return None
 
     def valid(self, op: int, slot: int = 0) -> bool:
-        """Would ``[op, slot]`` be a valid action now (the env's exact per-pair mask)?"""
+        """Would ``[op, slot]`` be a valid action now (the env's per-pair mask: visible rules; a REFLECT
+        without a cluster passes it and is refused when made)?"""
         pairs = getattr(self._env, "action_mask_pairs", None)
         if pairs is None:
             return True

@@ -53,6 +53,26 @@ def _store_feature(observation: dict, name: str) -> float:
     return float(observation["store"][F.STORE_FEATURES.index(name)])
 
 
+def consolidatable(target: Candidate, cands: list[Candidate]) -> bool:
+    """A visible guess at whether REFLECT on ``target`` finds a cluster: another visible episode
+    shares a subject word and a topic word with it (``world.keys``, read from the texts only). The
+    world's rule (>= 2 live episodes on one hidden subject and relation) is not shown to agents; a
+    REFLECT without a cluster is a penalised no-op. Over the candidate episodes of Life-Easy under
+    write_all (seeds 0-3) this guess was right for 56% of those it picked and found 61% of those
+    with a cluster."""
+    if target.semantic:
+        return False
+    subject, topic = subject_and_topic(target.text)
+    if not subject:
+        return False
+    for c in cands:
+        if c.memory_id != target.memory_id and not c.semantic:
+            s, t = subject_and_topic(c.text)
+            if not s.isdisjoint(subject) and not t.isdisjoint(topic):
+                return True
+    return False
+
+
 class HeuristicAgent(BaseAgent):
     """Base of the text-reading heuristics: questions are answered with QUERY, the rest by :meth:`on_event`."""
 
@@ -114,7 +134,8 @@ class FifoAgent(HeuristicAgent):
     ``window`` memories are live (default: the store's capacity minus one, the room a summary
     needs). When the window is full, the oldest memory the agent can see (largest age among the
     candidates) is first folded into a summary (REFLECT, which consolidates it into a semantic rule)
-    and on the next statement evicted (FORGET). Erasure requests are ignored: the seed has no
+    when it looks consolidatable (:func:`consolidatable`, a guess from the visible texts) and on the
+    next statement evicted (FORGET). Erasure requests are ignored: the seed has no
     deletion. The event that triggers an eviction is not stored (one operation per event).
     """
 
@@ -137,8 +158,8 @@ class FifoAgent(HeuristicAgent):
         if not cands:
             return NOOP, 0
         oldest = max(cands, key=lambda c: (c.age, -c.slot))
-        if (self.fold and not oldest.semantic and oldest.memory_id not in self._folded
-                and self.view.valid(REFLECT, oldest.slot)):
+        if (self.fold and oldest.memory_id not in self._folded and self.view.valid(REFLECT, oldest.slot)
+                and consolidatable(oldest, cands)):
             self._folded.add(oldest.memory_id)
             return REFLECT, oldest.slot
         return FORGET, oldest.slot
@@ -293,9 +314,9 @@ class GenerativeAgentsAgent(HeuristicAgent):
     scorer mapped from [1, 2.5] to the paper's 1..10 scale) to a running sum, and on the first
     statement at which the sum has reached ``reflect_threshold`` the agent reflects *instead of*
     writing (one operation per event: that statement is not stored) on the most salient visible
-    memory that can be consolidated: retrieval score = 0.5 recency + 3 relevance + 2 importance,
+    memory that looks consolidatable (:func:`consolidatable`): retrieval score = 0.5 recency + 3 relevance + 2 importance,
     each min-max scaled over the candidates (the weights of the released code; recency 0.99 ** age),
-    and the sum restarts. If no visible memory can be reflected on, the statement is written. The
+    and the sum restarts. If no visible memory looks consolidatable, the statement is written. The
     paper's threshold of 150 makes its agents reflect two or three times a day over
     hundreds of LLM-rated observations; memgym's easy episodes have about 85 statements whose
     poignancy is mostly 1-2, so 150 would never fire. The default, 30, keeps the paper's frequency
@@ -338,7 +359,7 @@ class GenerativeAgentsAgent(HeuristicAgent):
             score = wr * rec + wv * rel + wi * imp
             for j in np.argsort(-score, kind="stable"):
                 target = episodes[int(j)]
-                if self.view.valid(REFLECT, target.slot):
+                if self.view.valid(REFLECT, target.slot) and consolidatable(target, cands):
                     self._acc = 0.0
                     return REFLECT, target.slot
         if self.view.valid(WRITE):

@@ -13,7 +13,6 @@ from gymnasium import spaces
 
 from envs import features as F
 from world import Op, World, WorldConfig
-from world.sim import CLUSTER_KINDS
 
 N_OPS = len(Op)
 _OPS: tuple[Op, ...] = tuple(sorted(Op, key=int))
@@ -127,7 +126,10 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     bool array of length 7 + K: entries 0-6 say which operations are valid for at least one target,
     entries 7.. which slots hold a memory (slot 0 stays allowed when there is none, so a masked
     sampler can always pick something; NOOP is always allowed). The two parts are independent, so a
-    masked pair can still be invalid (e.g. REFLECT on a slot where only FORGET is valid).
+    masked pair can still be invalid (e.g. REFLECT on a slot holding a semantic rule);
+    `env.action_mask_pairs()` gives the exact (7, K) pair mask. Masks read only what an agent can
+    see: REFLECT is allowed on any episode, and one whose target turns out to have no cluster
+    (>= 2 live episodes on its hidden subject and relation) is refused after the fact.
     An invalid action is never an error: it is a NOOP with the world's small `invalid` penalty and
     `info["invalid_action"] = True` (with `info["invalid_reason"]`).
 
@@ -205,7 +207,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     ## Version History
 
-    * v0: Initial version.
+    * v0: Initial version. (2026-11-30, before any release: the REFLECT mask no longer reads the
+      hidden clusters; models trained before that date learned from the old masks.)
     """
 
     metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 4}
@@ -582,10 +585,11 @@ def valid_rows(world: World, ids: list[str], cache: dict | None = None) -> tuple
     whether ``world.is_valid(op, ids[slot])`` holds (NOOP and QUERY are always valid).
 
     The same rules as ``World.is_valid`` (capacity for creating ops, a live target, UPDATE only on the
-    newest version, REFLECT only on an episode with a cluster of >= 2 live episodes on its subject and
-    relation), computed once per step instead of once per pair: a REFLECT cluster is counted from the
-    world's (subject, relation) index, once per key and only up to 2. A test compares this with
-    ``World.is_valid`` pair by pair. ``cache``: unused (kept for callers that pass one).
+    newest version, REFLECT only on an episode), computed once per step instead of once per pair. A
+    test compares this with ``World.is_valid`` pair by pair. Like ``is_valid`` it reads nothing
+    hidden: whether a REFLECT target has a cluster is known only after the REFLECT (``World.apply``
+    refuses one without a cluster as an invalid action). ``cache``: unused (kept for callers that
+    pass one).
     """
     store = world.store
     full = len(store) >= world.config.capacity
@@ -597,36 +601,12 @@ def valid_rows(world: World, ids: list[str], cache: dict | None = None) -> tuple
     forget = []
     update = []
     episodic = store.episodic
-    payloads = world._payloads
-    by_key = world._by_key
-    clusters: dict = {}
-    reflect = []
     for mid in ids:
         rec = get(mid)
         forget.append(rec is not None)
         update.append(rec is not None and rec.superseded_at is None)
-        ok = False
-        if mid in episodic:
-            p = payloads.get(mid)
-            if p and p.get("kind") in CLUSTER_KINDS:
-                key = (p.get("subject"), p.get("relation"))
-                ok = clusters.get(key)
-                if ok is None:
-                    ok = clusters[key] = _has_cluster(by_key.get(key, ()), episodic, payloads)
-        reflect.append(ok)
+    reflect = [mid in episodic for mid in ids]
     return True, update, forget, reflect, forget
-
-
-def _has_cluster(members, episodic, payloads) -> bool:
-    """Whether >= 2 of ``members`` (the ids of one (subject, relation)) are live episodes with a
-    fact-like payload: ``len(World._cluster(target)) >= 2``, stopping at the second one."""
-    n = 0
-    for mid in members:
-        if mid in episodic and payloads[mid].get("kind") in CLUSTER_KINDS:
-            n += 1
-            if n == 2:
-                return True
-    return False
 
 
 def pairs_array(rows: tuple | None, out: np.ndarray) -> np.ndarray:

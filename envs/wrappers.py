@@ -55,11 +55,13 @@ def unflatten_action(a: int, k: int) -> np.ndarray | InvalidAction:
 class FlattenAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
     """``Discrete(7 * K)`` action ``a`` means operation ``a // K`` on slot ``a % K``.
 
-    ``action_masks()`` returns the exact ``7 * K`` mask of valid (op, slot) pairs, where untargeted
+    ``action_masks()`` returns the ``7 * K`` mask of the env's per-pair rules, where untargeted
     operations (NOOP, WRITE, QUERY) are only allowed on slot 0 so that each appears once. NOOP on slot
     0 is always allowed. Every masked-out action is invalid when taken: as in the base env it is a
     no-op with the penalty and ``info["invalid_action"] = True``; that includes an untargeted
-    operation on a slot other than 0 (``InvalidAction`` through the wrappers below).
+    operation on a slot other than 0 (``InvalidAction`` through the wrappers below). Every allowed
+    action is valid but one: a REFLECT whose target has no cluster, which is hidden and so refused
+    only when taken (see ``MemoryEnv``).
     """
 
     def __init__(self, env: gym.Env) -> None:

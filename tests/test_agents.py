@@ -101,7 +101,9 @@ def test_mem0_thresholds_decide_add_update_noop_delete():
 
 
 def test_fifo_folds_then_evicts_the_oldest_when_the_window_is_full():
-    cands = [cand(0, "a b c", age=3), cand(1, "d e f", age=30), cand(2, "g h i", age=10)]
+    # the oldest (slot 1) shares a visible subject word and a topic word with slot 2: it looks consolidatable
+    cands = [cand(0, "a b c", age=3), cand(1, "Ann swims on Monday.", age=30),
+             cand(2, "Ann swims at noon.", age=10)]
     agent = make_agent("fifo")
     agent.reset(0)
     agent.attach(StubView("statement", "new fact here", cands, n_live=5, capacity=40))
@@ -112,6 +114,24 @@ def test_fifo_folds_then_evicts_the_oldest_when_the_window_is_full():
     nofold = make_agent("fifo", fold=False)
     nofold.attach(StubView("statement", "x", cands, n_live=39, capacity=40))
     assert nofold.decide({}, {}) == (FORGET, 1)
+    # nothing visible to consolidate it with (another subject; no shared topic word): evicted at once
+    for other in ("Bob swims at noon.", "Ann sings at noon."):
+        lone = make_agent("fifo")
+        lone.attach(StubView("statement", "x", [cands[0], cands[1], cand(2, other, age=10)], n_live=39, capacity=40))
+        assert lone.decide({}, {}) == (FORGET, 1), other
+
+
+def test_consolidatable_reads_visible_subject_and_topic_only():
+    from agents.baselines import consolidatable
+
+    a, b = cand(0, "Ann swims on Monday.", age=3), cand(1, "Ann swims on Friday.", age=3)
+    assert consolidatable(a, [a, b]) and consolidatable(b, [a, b])
+    assert not consolidatable(a, [a])                                          # no other episode
+    assert not consolidatable(a, [a, cand(1, "Ann swims on Friday.", semantic=True)])  # a rule is no member
+    assert not consolidatable(cand(0, "it swims.", age=3), [a, b])              # no visible subject
+    assert not consolidatable(a, [a, cand(1, "Bob swims on Friday.")])         # no shared subject word
+    assert not consolidatable(a, [a, cand(1, "Ann sang on Friday.")])          # no shared topic word
+    assert not consolidatable(cand(0, "Ann swims.", semantic=True), [a, b])    # a rule is not a target
 
 
 def test_importance_skips_low_scores_and_duplicates_and_evicts_lowest_score():
@@ -127,7 +147,8 @@ def test_importance_skips_low_scores_and_duplicates_and_evicts_lowest_score():
 def test_generative_agents_reflects_when_importance_accumulates():
     agent = make_agent("generative_agents", reflect_threshold=5.0)
     agent.reset(0)
-    cands = [cand(0, "Fay ordered pizza on Friday.", sim=0.8, age=1), cand(1, "Gus sings.", sim=0.1, age=40)]
+    cands = [cand(0, "Fay ordered pizza on Friday.", sim=0.8, age=1), cand(1, "Gus sings.", sim=0.1, age=40),
+             cand(2, "Fay ordered pasta on Friday.", sim=0.3, age=60)]
     ops = []
     for _ in range(6):
         agent.attach(StubView("statement", "Fay ordered pizza again on Friday.", cands))

@@ -487,10 +487,13 @@ def test_duplicate_column_equals_the_plain_dedup_rules():
     assert ones > 5 and zeros > 500
 
 
-def test_reflect_validity_from_the_key_index_equals_world_cluster():
+def test_reflect_mask_reads_the_target_kind_not_its_hidden_cluster():
+    """The REFLECT row is "a live episode" (store not full); whether the target has a cluster (hidden)
+    does not enter it: masked-valid targets without a cluster and with one both occur, and every
+    target with a cluster is masked valid."""
     from envs.memory_env import valid_rows
 
-    checked = positive = 0
+    checked = positive = lonely = 0
     for env in _random_actions_play("MemGym/Life-Hard-v0", 4, 500, ops=[1, 1, 1, 3, 4, 6]):
         ids = env.candidate_ids
         if env.world.done or not ids:
@@ -499,11 +502,14 @@ def test_reflect_validity_from_the_key_index_equals_world_cluster():
         rows = valid_rows(world, ids)
         full = len(world.store) >= world.config.capacity
         for j, mid in enumerate(ids):
-            want = (not full and mid in world.store.episodic and len(world._cluster(mid)) >= 2)
+            want = not full and mid in world.store.episodic
             assert rows[3][j] == want, mid
+            cluster = len(world._cluster(mid)) >= 2
+            assert want or not cluster or full
             checked += 1
-            positive += want
-    assert checked > 1000 and positive > 50
+            positive += want and cluster
+            lonely += want and not cluster
+    assert checked > 1000 and positive > 50 and lonely > 50
 
 
 def test_event_records_and_metrics_are_plain_values():
@@ -739,7 +745,7 @@ def test_cached_action_masks_equal_the_masks_built_from_the_rows():
                 want = [True, write_ok, any(update), any(link), any(reflect), True, any(forget)] + slots
             assert env.action_masks().tolist() == want
             seen.add(tuple(want))
-    assert len(seen) > 10
+    assert len(seen) > 6
 
 
 def test_script_generation_shortcuts_draw_and_return_what_the_plain_code_does():

@@ -10,7 +10,7 @@ import pytest
 
 from world import FAMILIES, Op, World, WorldConfig
 from world.oracle import Oracle
-from world.sim import REWARD_TERMS
+from world.sim import NO_CLUSTER, REWARD_TERMS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -515,7 +515,8 @@ def test_reflect_refuses_clusters_of_referring_statements():
     """Multi_Hop-Easy seed 0: "That employer sits in Salford." and "That employer sits in Falwick."
     (two different companies) made a cluster by their hidden subject "ref:that employer", and REFLECT
     wrote the rule "ref:that employer's headquarters is usually Salford." (an internal marker shown to
-    agents). A referring statement has no cluster now; the env's mask agrees with the world."""
+    agents). A referring statement has no cluster now: the world refuses the REFLECT (after the fact:
+    the masks do not read hidden clusters) and writes no rule; the env's mask agrees with the world."""
     import gymnasium as gym
 
     import envs  # noqa: F401
@@ -533,9 +534,17 @@ def test_reflect_refuses_clusters_of_referring_statements():
             by_desc.setdefault((p["subject"], p["relation"]), []).append(m)
         pairs = [ms for ms in by_desc.values() if len(ms) >= 2]
         for ms in pairs:
-            assert all(w.is_valid(Op.REFLECT, m) == (False, "REFLECT target has no cluster (needs >= 2 live "
-                                                     "episodes on its subject and relation)") for m in ms)
-            checked += 1
+            assert not any(w.privileged.can_reflect(m) for m in ms)
+            slots = [j for j, m in enumerate(env.candidate_ids) if m in ms]
+            if slots:
+                state = env.get_state()
+                _, _, _, _, info = env.step([int(Op.REFLECT), slots[0]])
+                assert info["invalid_action"] and info["invalid_reason"] == NO_CLUSTER
+                assert not env.world.store.semantic and not any(
+                    p.get("kind") == "rule" for _, p in env.world.privileged.items())
+                env.set_state(state)
+                w = env.world
+                checked += 1
         ids = env.candidate_ids
         if ids:
             reflect = valid_rows(w, ids)[3]

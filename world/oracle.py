@@ -109,7 +109,7 @@ class Oracle:
         if len(episodes) >= 2:
             if self._gold_cluster(world, p) is not None:
                 for m in cands:
-                    if m in episodes and world.is_valid(Op.REFLECT, m)[0]:
+                    if m in episodes and acc.can_reflect(m):
                         return Op.REFLECT, m
             return self._free(world, cands)
         if self.on(Op.WRITE):
@@ -129,7 +129,7 @@ class Oracle:
                     continue
                 if (q["subject"], q["relation"]) in rules or self._gold_cluster(world, q) is None:
                     continue
-                if world.is_valid(Op.REFLECT, mid)[0]:
+                if acc.can_reflect(mid):
                     return Op.REFLECT, mid
         # 2. forget stale versions (no UPDATE) and erased values not yet reachable
         if self.on(Op.FORGET) and self._to_forget:

@@ -230,6 +230,11 @@ def _event(se: ScriptEvent) -> Event:
 
 _new_event = object.__new__
 
+#: The reason ``World.apply`` gives when it refuses a REFLECT whose target has no cluster (known only
+#: after acting: the masks do not say it, see ``World.is_valid``).
+NO_CLUSTER = ("REFLECT found nothing to consolidate: the target has no cluster (>= 2 live episodes on one "
+              "subject and relation)")
+
 #: Payload kinds of the memories a REFLECT consolidates (and of the events whose rules it can write).
 #: Not "ref": a referring statement's subject is its description ("That employer ..."), and two
 #: of them with the same description are about different entities.
@@ -396,7 +401,16 @@ class World:
 
     # ------------------------------------------------------------------ validity
     def is_valid(self, op: int, target: str | None = None) -> tuple[bool, str | None]:
-        """Whether ``apply(op, target)`` would do something, and why not."""
+        """Whether ``apply(op, target)`` is admissible, and why not, from what an agent can see: the
+        clock, the store's size and capacity, the target's liveness, version and kind (episodic or
+        semantic). The env's action masks are these rules.
+
+        One rule reads hidden data and so is not part of it: REFLECT consolidates the target's
+        *cluster* (the live episodes stating its hidden subject and relation), and a target without
+        one (a lone fact, chit-chat, a reference) is refused by ``apply`` as an invalid action, after
+        the fact. Deciding it here would show agents, before they act, which memories share a hidden
+        (subject, relation) and which are chit-chat. Privileged code asks
+        ``world.privileged.can_reflect(target)``."""
         if type(op) is not Op:
             try:
                 op = Op(int(op))
@@ -417,11 +431,8 @@ class World:
                 return False, f"{op.name} target {target!r} is not a live memory"
             if op is Op.UPDATE and not rec.active:
                 return False, f"UPDATE target {target!r} is a superseded version; update the newest one"
-            if op is Op.REFLECT:
-                if target not in store.episodic:
-                    return False, "REFLECT target must be an episodic memory"
-                if len(self._cluster(target)) < 2:
-                    return False, "REFLECT target has no cluster (needs >= 2 live episodes on its subject and relation)"
+            if op is Op.REFLECT and target not in store.episodic:
+                return False, "REFLECT target must be an episodic memory"
         return True, None
 
     def op_mask(self) -> np.ndarray:
@@ -437,11 +448,8 @@ class World:
             m[op] = not full
         for op in TARGETED_OPS:
             m[op] = m[op] and not empty
-        if m[Op.REFLECT]:  # a target needs a cluster: >= 2 live episodes of one (subject, relation)
-            episodic, payloads, kinds = self.store.episodic, self._payloads, CLUSTER_KINDS
-            m[Op.REFLECT] = any(
-                sum(1 for mid in ids if mid in episodic and payloads[mid].get("kind") in kinds) >= 2
-                for ids in self._by_key.values())
+        if m[Op.REFLECT]:  # a target must be an episode (its cluster is hidden: see is_valid)
+            m[Op.REFLECT] = len(self.store.episodic) > 0
         return m
 
     # ------------------------------------------------------------------ apply
@@ -454,6 +462,8 @@ class World:
         w = self.config.rewards
         if invalid_reason is None:
             ok, reason = self.is_valid(op, target)
+            if ok and target is not None and op == Op.REFLECT and len(self._cluster(target)) < 2:
+                ok, reason = False, NO_CLUSTER
         else:
             ok, reason = False, str(invalid_reason)
         if type(op) is Op:
@@ -966,6 +976,12 @@ class OracleAccess:
     def payload(self, memory_id: str) -> dict | None:
         return self._w._payloads.get(memory_id)
 
+    def can_reflect(self, memory_id: str) -> bool:
+        """Whether ``apply(REFLECT, memory_id)`` would consolidate something now: admissible
+        (``World.is_valid``) and with a hidden cluster of >= 2 live episodes."""
+        w = self._w
+        return w.is_valid(Op.REFLECT, memory_id)[0] and len(w._cluster(memory_id)) >= 2
+
     @property
     def payloads(self) -> dict[str, dict]:
         """A copy of ``memory_id -> payload`` (use :meth:`items` to iterate without copying)."""
@@ -1074,5 +1090,5 @@ class _Stats:
 
 __all__ = [
     "Op", "N_OPS", "TARGETED_OPS", "CREATING_OPS", "EVENT_KINDS", "REWARD_TERMS", "Event", "Outcome", "World",
-    "WorldView", "OracleAccess", "MemoryInfo", "DEFAULT_REWARDS", "shared_embedder",
+    "WorldView", "OracleAccess", "MemoryInfo", "DEFAULT_REWARDS", "shared_embedder", "NO_CLUSTER",
 ]
