@@ -113,18 +113,24 @@ class StorageShaping(gym.Wrapper):
     equals its true return (the terms telescope to Phi(s_T) - Phi(s_0)), so for the undiscounted
     objective the optimal policy is unchanged.
 
-    It is not the policy-invariant form of Ng, Harada & Russell 1999 ("Policy invariance under reward
-    transformations", ICML) for the discounted return PPO optimises (gamma = 0.99): that form adds
-    `gamma * Phi(s') - Phi(s)`. With `Phi(s') - Phi(s)` and gamma < 1 the shaped discounted return is
-    the true one plus `sum_t gamma^t (1 - gamma) Phi(s_{t+1})` minus `Phi(s_0)`, i.e. an extra, mildly discounted
-    penalty on keeping memories (Phi <= 0 when storage costs), which can change the optimal policy. The
-    shipped models were trained with this form; a `gamma * Phi(s') - Phi(s)` variant was not tried.
-    Only training envs are shaped; evaluation always uses the env's own reward.
+    With ``gamma=1`` (``shaping: storage_potential``) it is not the policy-invariant form of Ng,
+    Harada & Russell 1999 ("Policy invariance under reward transformations", ICML) for the discounted
+    return PPO optimises (gamma = 0.99): that form adds `gamma * Phi(s') - Phi(s)`. With
+    `Phi(s') - Phi(s)` and gamma < 1 the shaped discounted return is the true one plus
+    `sum_t gamma^t (1 - gamma) Phi(s_{t+1})` minus `Phi(s_0)`, i.e. an extra, mildly discounted
+    penalty on keeping memories (Phi <= 0 when storage costs), which can change the optimal policy.
+    ``gamma`` set to the algorithm's discount (``shaping: storage_potential_discounted``) gives Ng et
+    al.'s form: the shaped discounted return of every episode is the true one minus `Phi(s_0)`, a
+    constant of the start state, so the optimal policy is the same (the drip then cancels only up to
+    the factor gamma). Only training envs are shaped; evaluation always uses the env's own reward.
     `info["shaping"]` holds the added term. Endless worlds (no horizon) are left unshaped.
     """
 
-    def __init__(self, env: gym.Env):
+    def __init__(self, env: gym.Env, gamma: float = 1.0):
         super().__init__(env)
+        if not 0.0 < float(gamma) <= 1.0:
+            raise ValueError(f"StorageShaping: gamma must be in (0, 1], got {gamma!r}")
+        self.gamma = float(gamma)
         self._phi = 0.0
 
     def _potential(self) -> float:
@@ -142,7 +148,7 @@ class StorageShaping(gym.Wrapper):
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         phi = 0.0 if (terminated or truncated) else self._potential()
-        extra = phi - self._phi
+        extra = self.gamma * phi - self._phi
         self._phi = phi
         info = {**info, "shaping": extra}
         return obs, float(reward) + extra, terminated, truncated, info
@@ -173,8 +179,9 @@ class _EnvFactory:
     """Picklable env constructor for DummyVecEnv / SubprocVecEnv workers."""
 
     def __init__(self, cfg: TrainConfig, seed_for: Callable[[int], int], start_episode: int = 0,
-                 ignore_sigint: bool = False, shaping: bool = False):
+                 ignore_sigint: bool = False, shaping: bool = False, shaping_gamma: float = 1.0):
         self.shaping = shaping
+        self.shaping_gamma = shaping_gamma
         self.env_id = cfg.env_id
         self.overrides = dict(cfg.env_overrides)
         self.flatten = cfg.algo == "dqn"
@@ -191,9 +198,17 @@ class _EnvFactory:
 
         env = make_env(self.env_id, self.overrides, flatten=self.flatten)
         if self.shaping:
-            env = StorageShaping(env)
+            env = StorageShaping(env, getattr(self, "shaping_gamma", 1.0))
         env = SeedSchedule(env, self.seed_for, self.start_episode)
         return Monitor(env)
+
+
+def shaping_gamma(cfg: TrainConfig) -> float:
+    """The gamma of the recipe's storage shaping: 1 for ``storage_potential``, the algorithm's discount
+    (``hyperparams.gamma``, else SB3's default 0.99) for ``storage_potential_discounted``."""
+    if cfg.shaping != "storage_potential_discounted":
+        return 1.0
+    return float(cfg.hyperparams.get("gamma", 0.99))
 
 
 def make_env(env_id: str, overrides: dict[str, Any] | None = None, *, flatten: bool = False):
@@ -1241,7 +1256,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     use_subproc = cfg.n_envs > 1
     factories = [
         _EnvFactory(cfg, _TrainSeeds(seed, w, cfg.n_envs), start_episode=started[w], ignore_sigint=use_subproc,
-                    shaping=cfg.shaping == "storage_potential")
+                    shaping=cfg.shaping != "none", shaping_gamma=shaping_gamma(cfg))
         for w in range(cfg.n_envs)
     ]
     train_env = _vec_env(factories, use_subproc)

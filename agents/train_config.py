@@ -30,7 +30,7 @@ import yaml
 ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn")
 POLICIES = ("MultiInputPolicy", "MlpPolicy")
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu")
-SHAPINGS = ("none", "storage_potential")
+SHAPINGS = ("none", "storage_potential", "storage_potential_discounted")
 
 TRAIN_SEED_LIMIT = 9_000  # training world seeds are in [0, TRAIN_SEED_LIMIT)
 VALIDATION_SEED_START = 9_000  # validation seeds are in [9_000, 10_000)
@@ -107,7 +107,8 @@ class TrainConfig:
     checkpoint_freq: int = 20_000  # environment steps between checkpoints
     eval: EvalSettings = dataclasses.field(default_factory=EvalSettings)
     pretrain: PretrainSettings = dataclasses.field(default_factory=PretrainSettings)
-    shaping: str = "none"  # training-only reward shaping: none | storage_potential (see agents.train.StorageShaping)
+    shaping: str = "none"  # training-only reward shaping: none | storage_potential | storage_potential_discounted
+    # (see agents.train.StorageShaping)
     progress_bar: bool = True
     device: str = "cpu"
     name: str = ""

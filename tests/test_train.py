@@ -79,7 +79,7 @@ def test_shipped_configs_load_full_and_quick():
         ({"policy_kwargs": {"net_arch": [64, -1]}}, "key 'policy_kwargs.net_arch'"),
         ({"env": {"name": "x"}}, "unknown key 'env.name'"),
         ({"quick": 3}, "key 'quick' must be a mapping"),
-        ({"shaping": "potential"}, "key 'shaping' must be one of none, storage_potential"),
+        ({"shaping": "potential"}, "key 'shaping' must be one of none, storage_potential, storage_potential_discounted"),
         ({"pretrain": {"agent": "oracle"}}, "key 'pretrain.agent' must be the name of a non-privileged"),
         ({"pretrain": {"epochs": -1}}, "key 'pretrain.epochs' must be an integer >= 0"),
         ({"pretrain": {"agent": "versioned"}, "algo": "dqn", "hyperparams": {}}, "key 'pretrain'"),
@@ -136,6 +136,42 @@ def test_seed_schedule_wrapper_ignores_caller_seed_and_rewinds():
     for key in obs_a:
         np.testing.assert_array_equal(obs_a[key], obs_b[key])
     env.close()
+
+
+def test_discounted_storage_shaping_keeps_every_discounted_return_up_to_the_start_potential():
+    """Ng, Harada & Russell's form (gamma * Phi(s') - Phi(s)): for any actions, the shaped discounted
+    return is the true discounted return minus Phi(s_0), so the optimal policy is unchanged. The
+    undiscounted form (gamma = 1) does not have this property for gamma < 1 (checked too)."""
+    gamma = 0.9
+    for shaping_gamma, invariant in ((gamma, True), (1.0, False)):
+        env = T.StorageShaping(T.make_env("MemGym/Life-Easy-v0"), gamma=shaping_gamma)
+        rng = np.random.default_rng(0)
+        env.reset(seed=5)
+        phi0 = env._phi
+        true_ret = shaped_ret = 0.0
+        disc, done = 1.0, False
+        while not done:
+            mask = env.unwrapped.action_masks()
+            action = np.array([rng.choice(np.flatnonzero(mask[:7])), rng.choice(np.flatnonzero(mask[7:]))])
+            _, r, term, trunc, info = env.step(action)
+            shaped_ret += disc * r
+            true_ret += disc * (r - info["shaping"])
+            disc *= gamma
+            done = term or trunc
+        assert (shaped_ret == pytest.approx(true_ret - phi0, abs=1e-9)) is invariant
+        env.close()
+    with pytest.raises(ValueError, match="gamma must be in"):
+        T.StorageShaping(T.make_env("MemGym/Life-Easy-v0"), gamma=0.0)
+
+
+def test_shaping_gamma_follows_the_recipe():
+    from agents.train_config import TrainConfig
+
+    base = {"env": {"id": "MemGym/Life-Easy-v0"}, "algo": "maskable_ppo"}
+    assert T.shaping_gamma(TrainConfig.from_dict({**base, "shaping": "storage_potential"})) == 1.0
+    assert T.shaping_gamma(TrainConfig.from_dict({**base, "shaping": "storage_potential_discounted"})) == 0.99
+    cfg = TrainConfig.from_dict({**base, "shaping": "storage_potential_discounted", "hyperparams": {"gamma": 0.95}})
+    assert T.shaping_gamma(cfg) == 0.95
 
 
 def test_storage_shaping_bills_writes_up_front_and_keeps_the_return():
