@@ -582,3 +582,25 @@ def test_candidates_follow_the_documented_rule_when_superseded_versions_rank_hig
         w.apply(*o.act(w))
         w.advance()
     assert checked > 500 and short < checked
+
+
+@pytest.mark.parametrize("op", [Op.REFLECT, 4, "4", np.int64(4)])
+def test_reflect_without_a_cluster_is_refused_whatever_the_op_type(op):
+    """is_valid accepts anything int() reads as REFLECT; the after-the-fact cluster check did not (a
+    "4" wrote a rule from one episode, or crashed on chit-chat after counting the op)."""
+    w = World(WorldConfig.preset("life", "easy"), seed=1)
+    for _ in range(60):
+        w.apply(Op.WRITE if w.event.kind == "statement" else Op.NOOP)
+        w.advance()
+    lone = [m for m in w.store.episodic if not w.privileged.can_reflect(m)]
+    kinds = {w.privileged.payload(m)["kind"] for m in lone}
+    assert {"fact", "chitchat"} <= kinds
+    for kind in ("fact", "chitchat"):
+        target = next(m for m in lone if w.privileged.payload(m)["kind"] == kind)
+        state = pickle.dumps(w)
+        n, version, stats = len(w.store), w._version, w.metrics()["ops"]
+        out = w.apply(op, target)
+        assert (out.valid, out.invalid_reason) == (False, NO_CLUSTER)
+        assert len(w.store) == n and w._version == version and w.metrics()["ops"] == stats
+        assert not w.is_valid(Op.NOOP)[0]  # the event's one operation is spent
+        w = pickle.loads(state)

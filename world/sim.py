@@ -460,12 +460,6 @@ class World:
         command, a masked-out flat action); it is applied as an invalid action (nothing done, the
         ``invalid`` penalty) with this reason."""
         w = self.config.rewards
-        if invalid_reason is None:
-            ok, reason = self.is_valid(op, target)
-            if ok and target is not None and op == Op.REFLECT and len(self._cluster(target)) < 2:
-                ok, reason = False, NO_CLUSTER
-        else:
-            ok, reason = False, str(invalid_reason)
         if type(op) is Op:
             op_e = op
         else:
@@ -473,6 +467,13 @@ class World:
                 op_e = Op(int(op))
             except (ValueError, TypeError):
                 op_e = Op.NOOP
+        if invalid_reason is None:
+            ok, reason = self.is_valid(op, target)
+            # (on the converted op: is_valid accepts "4" for REFLECT, and so must this check)
+            if ok and op_e is Op.REFLECT and len(self._cluster(target)) < 2:
+                ok, reason = False, NO_CLUSTER
+        else:
+            ok, reason = False, str(invalid_reason)
         out = Outcome(op_e, target if op_e in TARGETED_OPS else None)
         st = self._stats
         if self._swept_pending:
