@@ -102,3 +102,13 @@ def test_all_dangling_graph():
     tm = transition_matrix(np.zeros((4, 4)))
     x, method = personalized_pagerank(tm, np.array([1.0, 0, 0, 0]))
     np.testing.assert_allclose(x, [1.0, 0, 0, 0], atol=1e-9)
+
+
+@pytest.mark.parametrize("bad", [100.0, 12.5, np.float64(50), "100", -1, True, None])
+def test_max_iter_must_be_an_integer_whatever_the_graph(bad):
+    """A float max_iter was accepted or refused depending on when the batched power iteration
+    converged; every non-integer (and a negative one) is now refused up front, naming the field."""
+    tm = transition_matrix(np.eye(3))
+    with pytest.raises(ValueError, match=r"max_iter must be an integer >= 0"):
+        personalized_pagerank(tm, np.ones(3), max_iter=bad)
+    assert personalized_pagerank(tm, np.ones(3), max_iter=np.int64(100))[1] == "power"

@@ -135,6 +135,10 @@ def personalized_pagerank(
         raise ValueError(f"fallback must be 'solve' or 'raise', got {fallback!r}")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
+        # (checked up front: the batched loop would otherwise accept or reject a float by convergence)
+        raise ValueError(f"max_iter must be an integer >= 0, got {max_iter!r}")
+    max_iter = int(max_iter)
     n = tm.n
     if n == 0:
         return np.zeros(0), "power"
