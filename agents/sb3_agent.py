@@ -182,7 +182,7 @@ class SB3Agent:
 
     def attach(self, view: Any) -> None:
         """Check the model against the env it is about to play (before the first act), and keep the view
-        for the exact (op, slot) mask of a flat-action (FlattenAction) model."""
+        for the (op, slot) pair mask of a flat-action (FlattenAction) model."""
         self.view = view
         env = getattr(view, "_env", None)  # AgentView wraps the bare MemoryEnv the bench plays
         if env is not None and hasattr(env, "observation_space"):

@@ -127,7 +127,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     entries 7.. which slots hold a memory (slot 0 stays allowed when there is none, so a masked
     sampler can always pick something; NOOP is always allowed). The two parts are independent, so a
     masked pair can still be invalid (e.g. REFLECT on a slot holding a semantic rule);
-    `env.action_mask_pairs()` gives the exact (7, K) pair mask. Masks read only what an agent can
+    `env.action_mask_pairs()` gives the (7, K) pair mask. Masks read only what an agent can
     see: REFLECT is allowed on any episode, and one whose target turns out to have no cluster
     (>= 2 live episodes on its hidden subject and relation) is refused after the fact.
     An invalid action is never an error: it is a NOOP with the world's small `invalid` penalty and
@@ -337,7 +337,9 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._mask.copy()
 
     def action_mask_pairs(self) -> np.ndarray:
-        """(7, K) bool: ``[op, slot]`` valid. Untargeted ops (NOOP, WRITE, QUERY) are valid on slot 0 only."""
+        """(7, K) bool: ``[op, slot]`` admissible by the visible rules (``World.is_valid``; a REFLECT
+        whose target has no cluster passes and is refused when taken). Untargeted ops (NOOP, WRITE,
+        QUERY) are allowed on slot 0 only."""
         return self._pairs().copy()
 
     def render(self):

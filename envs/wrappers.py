@@ -1,6 +1,6 @@
 """Wrappers that adapt :class:`envs.MemoryEnv` to other agent interfaces.
 
-- :class:`FlattenAction`: ``Discrete(7 * K)`` actions (``a = op * K + slot``) with an exact
+- :class:`FlattenAction`: ``Discrete(7 * K)`` actions (``a = op * K + slot``) with the env's
   per-pair mask, for DQN-style agents and MaskablePPO with a flat action;
 - :class:`MaskInObservation`: puts the action mask into the observation. ``layout="rllib"`` (the
   default) is the form RLlib's action-masking modules read,
