@@ -142,7 +142,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     | `event`          | (d,)      | float32 | -1  | 1   | unit embedding of the event text (world's embedder; zeros after the last event) |
     | `event_kind`     | (3,)      | float32 | 0   | 1   | one-hot: statement, question, request |
     | `candidates`     | (K * F,)  | float32 | -1/0| 1   | K rows of F features, row-major: `obs["candidates"].reshape(K, F)` |
-    | `candidate_mask` | (K,)      | int8    | 0   | 1   | 1 where a slot holds a memory (`MultiBinary(K)`) |
+    | `candidate_mask` | (K,)      | int8    | 0   | 1   | 1 where a slot holds a memory (a 0/1 `Box`)   |
     | `store`          | (S,)      | float32 | 0   | 1   | store-level features |
 
     Candidate features (`envs.features.CANDIDATE_FEATURES`, F = 19): similarity to the event
@@ -208,7 +208,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ## Version History
 
     * v0: Initial version. (2026-11-30, before any release: the REFLECT mask no longer reads the
-      hidden clusters; models trained before that date learned from the old masks.)
+      hidden clusters, and `candidate_mask` is a 0/1 int8 `Box` instead of `MultiBinary`; models
+      trained before that date do not load on it.)
     """
 
     metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 4}
@@ -248,7 +249,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 "event_kind": spaces.Box(0.0, 1.0, shape=(len(F.EVENT_KINDS),), dtype=np.float32),
                 "candidates": spaces.Box(np.tile(F.CANDIDATE_LOW, k), np.tile(F.CANDIDATE_HIGH, k),
                                          dtype=np.float32),
-                "candidate_mask": spaces.MultiBinary(k),
+                # a Box, not MultiBinary: SB3's VecNormalize and VecFrameStack take Box (and Dict of Box) only
+                "candidate_mask": spaces.Box(0, 1, shape=(k,), dtype=np.int8),
                 "store": spaces.Box(F.STORE_LOW, F.STORE_HIGH, dtype=np.float32),
             }
         )

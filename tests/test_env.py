@@ -48,7 +48,7 @@ def test_spaces_follow_the_config():
     assert set(obs_space.spaces) == {"event", "event_kind", "candidates", "candidate_mask", "store"}
     assert obs_space["event"].shape == (env.config.embed_dim,)
     assert obs_space["candidates"].shape == (5 * NF,)
-    assert obs_space["candidate_mask"] == spaces.MultiBinary(5)
+    assert obs_space["candidate_mask"] == spaces.Box(0, 1, shape=(5,), dtype=np.int8)
     assert obs_space["store"].shape == (len(STORE_FEATURES),)
     obs, info = env.reset(seed=0)
     _check_obs(env, obs)

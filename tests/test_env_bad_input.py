@@ -319,3 +319,30 @@ def test_state_pickled_before_new_counters_plays_to_the_end():
     old = pickle.loads(pickle.dumps(wrapped))
     obs, *_ = old.step(np.array([0, 0]))
     assert "action_mask" in obs and "event" in obs
+
+
+@pytest.mark.parametrize("kwargs", [{"family": "erasure"}, {"difficulty": "hard"}, {"difficulty": "endless"}])
+def test_family_and_difficulty_are_not_overrides(kwargs):
+    """gym.make("MemGym/Update-Easy-v0", family="erasure") ran update episodes reported as erasure (the
+    preset's horizon, capacity and mix stayed): refused, naming the field and how to get that world."""
+    key, value = next(iter(kwargs.items()))
+    with pytest.raises(ConfigError, match=rf"{key}={value!r}: {key} names the world's preset.*WorldConfig.preset"):
+        gym.make("MemGym/Update-Easy-v0", **kwargs)
+    with pytest.raises(ConfigError, match=f"{key}="):
+        MemoryEnv("update-easy", **kwargs)
+    with pytest.raises(ConfigError, match=f"{key}="):
+        WorldConfig.preset("update", "easy").replace(**kwargs)
+    # the same value is no change; the other world comes from its own preset
+    assert WorldConfig.preset("update", "easy").replace(family="update", difficulty="easy") == \
+        WorldConfig.preset("update", "easy")
+    env = MemoryEnv("update-easy")
+    env.reset(seed=0, options=kwargs)
+    assert env.config == WorldConfig.preset(kwargs.get("family", "update"), kwargs.get("difficulty", "easy"))
+
+
+def test_train_recipe_refuses_family_override():
+    from agents.train_config import TrainConfig, TrainConfigError
+
+    data = {"env": {"id": "MemGym/Life-Easy-v0", "overrides": {"horizon": 50, "family": "erasure"}}}
+    with pytest.raises(TrainConfigError, match="family"):
+        TrainConfig.from_dict(data)

@@ -88,6 +88,26 @@ def test_sb3_vec_envs_and_masks(kind):
         vec.close()
 
 
+def test_sb3_obs_wrappers_take_the_observation_as_is():
+    """VecNormalize (every key by default) and VecFrameStack accept Box and Dict-of-Box only: the
+    candidate mask is a 0/1 Box (MultiBinary made both raise)."""
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack, VecNormalize
+
+    fns = [functools.partial(_make, "MemGym/Life-Easy-v0", 15)]
+    stacked = VecFrameStack(DummyVecEnv(fns), n_stack=3)
+    obs = stacked.reset()
+    k = obs["candidate_mask"].shape[1] // 3
+    assert obs["candidate_mask"].shape == (1, 3 * k) and obs["event"].shape[1] % 3 == 0
+    obs, *_ = stacked.step(np.array([[1, 0]]))
+    assert set(np.unique(obs["candidate_mask"])) <= {0, 1}
+    norm = VecNormalize(DummyVecEnv(fns))
+    norm.reset()
+    obs, *_ = norm.step(np.array([[1, 0]]))
+    assert all(np.all(np.isfinite(v)) for v in obs.values())
+    stacked.close()
+    norm.close()
+
+
 def test_maskable_ppo_learns_a_few_hundred_steps():
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.utils import get_action_masks

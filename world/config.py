@@ -242,8 +242,22 @@ class WorldConfig:
             raise ConfigError(f"{path}: {exc}") from None
 
     def replace(self, **overrides: Any) -> WorldConfig:
-        """A copy with ``overrides`` applied (validated like the constructor)."""
+        """A copy with ``overrides`` applied (validated like the constructor).
+
+        ``family`` and ``difficulty`` may only be given their current values: they name the preset
+        (horizon, capacity, mix, ...), and changing them here would relabel this world without changing
+        it (``gym.make("MemGym/Update-Easy-v0", family="erasure")`` ran update episodes reported as
+        erasure). Another world is ``WorldConfig.preset(family, difficulty)``."""
         _check_keys(overrides)
+        for key in ("family", "difficulty"):
+            if key in overrides and overrides[key] != getattr(self, key):
+                family = overrides.get("family", self.family)
+                difficulty = overrides.get("difficulty", self.difficulty)
+                raise ConfigError(
+                    f"{key}={overrides[key]!r}: {key} names the world's preset, it is not a setting of it "
+                    f"(replace would relabel the {self.name} world without changing it); build that world "
+                    f"with WorldConfig.preset({family!r}, {difficulty!r}) (an env: its own id, "
+                    f"MemoryEnv('{family}-{difficulty}') or reset(options={{'{key}': {overrides[key]!r}}}))")
         return dataclasses.replace(self, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
