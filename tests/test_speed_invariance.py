@@ -249,11 +249,16 @@ def test_power_iteration_loop_is_bit_identical_to_the_plain_loop():
     assert checked > 30
 
 
-def test_batched_stopping_test_stops_at_the_same_iteration_as_the_plain_loop():
-    """The power iteration tests convergence a batch of iterations at a time: for every max_iter
-    (inside a batch, at its end, past convergence) the result is the plain loop's, and a run that
-    the plain loop would not finish raises; with and without dangling nodes."""
+@pytest.mark.parametrize("max_nnz", [0, 16_384])
+def test_batched_stopping_test_stops_at_the_same_iteration_as_the_plain_loop(max_nnz, monkeypatch):
+    """The power iteration tests convergence a batch of iterations at a time on small graphs (every
+    iteration on graphs above _PPR_BATCH_MAX_NNZ edges: max_nnz 0 takes that path here): for every
+    max_iter (inside a batch, at its end, past convergence) the result is the plain loop's, and a run
+    that the plain loop would not finish raises; with and without dangling nodes."""
+    import world.ppr
     from world.ppr import PPRConvergenceError
+
+    monkeypatch.setattr(world.ppr, "_PPR_BATCH_MAX_NNZ", max_nnz)
 
     rng = np.random.default_rng(5)
     for trial in range(12):

@@ -31,8 +31,12 @@ __all__ = ["PPRConvergenceError", "TransitionMatrix", "transition_from_edges", "
 
 
 #: Power iterations per stopping test (see :func:`personalized_pagerank`); a Life store's PPR takes
-#: ~45-75 iterations (measured), so at most 7 are computed in vain.
+#: ~45-75 iterations (measured), so at most 7 are computed in vain. Batching saves per-call overhead,
+#: which only small graphs notice: above ``_PPR_BATCH_MAX_NNZ`` edges an iteration costs more than the
+#: overhead saved, and the up to 7 wasted ones dominate (a 100k-memory store's query: 51 -> 57 ms p50
+#: with batches of 8), so large graphs test after every iteration.
 _PPR_BATCH = 8
+_PPR_BATCH_MAX_NNZ = 16_384
 
 
 class PPRConvergenceError(RuntimeError):
@@ -152,41 +156,10 @@ def personalized_pagerank(
     dangling = tm.dangling.nonzero()[0]
     indptr, indices = tm.indptr, tm.indices
     data_a = tm.scaled_data(alpha)  # alpha folded into the matrix once per graph
-    has_dangling = len(dangling) > 0
-    teleport = 1.0 - alpha
-    stop = n * tol
-    add_reduce, multiply, subtract, absolute = np.add.reduce, np.multiply, np.subtract, np.absolute
-    # The iterates are written as the rows of X, _PPR_BATCH at a time, and the stopping test runs on a
-    # whole batch at once (one subtract, absolute and row-wise add.reduce instead of three calls per
-    # iteration; a row's reduce is the 1-D reduce of that row). The answer is the first iterate whose
-    # step passes the test, exactly as in a loop that tests after every iteration; the iterations
-    # computed after it in its batch are thrown away.
-    X = np.empty((_PPR_BATCH + 1, n))
-    X[0] = 1.0 / n
-    rows = list(X)  # row views (contiguous: the CSR kernel writes into them)
-    cp = p * teleport  # c p without dangling nodes: c = 1 - alpha
-    done = 0
-    while done < max_iter:
-        b = min(_PPR_BATCH, max_iter - done)
-        # y = alpha x P + (alpha (x . dangling) + 1 - alpha) p; c * 0.0 = 0.0 off the seeds, so
-        # y = c p is exactly the seeds' c * p_i with zeros elsewhere
-        if not has_dangling:
-            X[1:b + 1] = cp
-        for i in range(b):
-            x, y = rows[i], rows[i + 1]
-            if has_dangling:
-                multiply(p, alpha * add_reduce(x.take(dangling)) + teleport, out=y)
-            if _csr_matvec is not None:
-                _csr_matvec(n, n, indptr, indices, data_a, x, y)
-            else:  # pragma: no cover - scipy without the private kernel
-                y += sp.csr_matrix((data_a, indices, indptr), shape=(n, n)) @ x
-        diff = subtract(X[1:b + 1], X[:b])
-        absolute(diff, out=diff)
-        passed = (add_reduce(diff, axis=1) < stop).nonzero()[0]
-        if len(passed):
-            return X[passed[0] + 1].copy(), "power"
-        done += b
-        X[0] = X[b]
+    power = _power_batched if len(indices) <= _PPR_BATCH_MAX_NNZ else _power_plain
+    x = power(n, p, alpha, dangling, indptr, indices, data_a, max_iter, n * tol)
+    if x is not None:
+        return x, "power"
     if fallback == "raise":
         raise PPRConvergenceError(f"personalized PageRank did not converge in {max_iter} iterations (tol={tol})")
     # Exact fixed point: x (I - alpha P) = c p  =>  (I - alpha P)^T y = p, x = y / sum(y).
@@ -194,3 +167,68 @@ def personalized_pagerank(
     y = spla.spsolve(system, p)
     y = np.asarray(y, dtype=np.float64)
     return y / y.sum(), "solve"
+
+
+def _power_plain(n, p, alpha, dangling, indptr, indices, data_a, max_iter, stop):
+    """The power iteration, tested after every step: the first iterate whose L1 step is below
+    ``stop``, or None after ``max_iter`` steps."""
+    x = np.full(n, 1.0 / n)
+    y = np.empty(n)
+    diff = np.empty(n)
+    has_dangling = len(dangling) > 0
+    teleport = 1.0 - alpha
+    add_reduce, multiply, subtract, absolute = np.add.reduce, np.multiply, np.subtract, np.absolute
+    matvec = _csr_matvec if _csr_matvec is not None else _matvec_add
+    for _ in range(max_iter):
+        # y = alpha x P + (alpha (x . dangling) + 1 - alpha) p, written in place (hot loop: the
+        # ufuncs are called directly, ndarray.sum is add.reduce behind a Python wrapper; c * 0.0 = 0.0
+        # off the seeds, so y = c p is exactly the seeds' c * p_i with zeros elsewhere)
+        c = alpha * add_reduce(x.take(dangling)) + teleport if has_dangling else teleport
+        multiply(p, c, out=y)
+        matvec(n, n, indptr, indices, data_a, x, y)
+        subtract(y, x, out=diff)
+        absolute(diff, out=diff)
+        x, y = y, x
+        if add_reduce(diff) < stop:
+            return x.copy()
+    return None
+
+
+def _power_batched(n, p, alpha, dangling, indptr, indices, data_a, max_iter, stop):
+    """:func:`_power_plain` with the stopping test run on ``_PPR_BATCH`` iterates at once (one
+    subtract, absolute and row-wise add.reduce instead of three calls per iteration; a row's reduce is
+    the 1-D reduce of that row). The answer is the same first iterate whose step passes the test; the
+    iterations computed after it in its batch are thrown away (small graphs only, where they are
+    cheaper than the calls saved)."""
+    has_dangling = len(dangling) > 0
+    teleport = 1.0 - alpha
+    add_reduce, multiply, subtract, absolute = np.add.reduce, np.multiply, np.subtract, np.absolute
+    matvec = _csr_matvec if _csr_matvec is not None else _matvec_add
+    X = np.empty((_PPR_BATCH + 1, n))
+    X[0] = 1.0 / n
+    rows = list(X)  # row views (contiguous: the CSR kernel writes into them)
+    cp = p * teleport  # c p without dangling nodes: c = 1 - alpha
+    done = 0
+    while done < max_iter:
+        b = min(_PPR_BATCH, max_iter - done)
+        if not has_dangling:
+            X[1:b + 1] = cp
+        for i in range(b):
+            x, y = rows[i], rows[i + 1]
+            if has_dangling:
+                multiply(p, alpha * add_reduce(x.take(dangling)) + teleport, out=y)
+            matvec(n, n, indptr, indices, data_a, x, y)
+        diff = subtract(X[1:b + 1], X[:b])
+        absolute(diff, out=diff)
+        passed = (add_reduce(diff, axis=1) < stop).nonzero()[0]
+        if len(passed):
+            return X[passed[0] + 1].copy()
+        done += b
+        X[0] = X[b]
+    return None
+
+
+def _matvec_add(n_row, n_col, indptr, indices, data, x, y) -> None:  # pragma: no cover
+    """y += A x for the CSR matrix (data, indices, indptr), in place: scipy's private kernel's
+    signature, for a scipy without it."""
+    y += sp.csr_matrix((data, indices, indptr), shape=(n_row, n_col)) @ x
