@@ -198,7 +198,7 @@ class _EnvFactory:
 
         env = make_env(self.env_id, self.overrides, flatten=self.flatten)
         if self.shaping:
-            env = StorageShaping(env, getattr(self, "shaping_gamma", 1.0))
+            env = StorageShaping(env, self.shaping_gamma)
         env = SeedSchedule(env, self.seed_for, self.start_episode)
         return Monitor(env)
 

@@ -470,7 +470,7 @@ class World:
         if invalid_reason is None:
             ok, reason = self.is_valid(op, target)
             # (on the converted op: is_valid accepts "4" for REFLECT, and so must this check)
-            if ok and op_e is Op.REFLECT and len(self._cluster(target)) < 2:
+            if ok and op_e is Op.REFLECT and not self._has_cluster(target):
                 ok, reason = False, NO_CLUSTER
         else:
             ok, reason = False, str(invalid_reason)
@@ -554,6 +554,10 @@ class World:
                 ids.pop(mid, None)
                 if not ids:
                     del self._by_key[key]
+
+    def _has_cluster(self, target: str) -> bool:
+        """Whether REFLECT on ``target`` has something to consolidate (>= 2 members)."""
+        return len(self._cluster(target)) >= 2
 
     def _cluster(self, target: str) -> list[str]:
         p = self._payloads.get(target)
@@ -981,7 +985,7 @@ class OracleAccess:
         """Whether ``apply(REFLECT, memory_id)`` would consolidate something now: admissible
         (``World.is_valid``) and with a hidden cluster of >= 2 live episodes."""
         w = self._w
-        return w.is_valid(Op.REFLECT, memory_id)[0] and len(w._cluster(memory_id)) >= 2
+        return w.is_valid(Op.REFLECT, memory_id)[0] and w._has_cluster(memory_id)
 
     @property
     def payloads(self) -> dict[str, dict]:
