@@ -142,3 +142,51 @@ def test_batch_fast_path_is_bit_identical():
         fast = hybrid_base_level_batch(500.0, created, n, recent, d=d, assume_no_nan=True)
         rows = [hybrid_base_level_batch(500.0, created[i:i + 1], n[i:i + 1], recent[i:i + 1], d=d)[0] for i in range(m)]
         assert fast.tobytes() == np.array(rows).tobytes()
+
+
+def test_actr_record_takes_seed_001s_constructor():
+    """Seed 001: ActRRecord(retrievals, created_step, decay_rate); the retrievals are presentations
+    after creation (creation still counts). Appending to .retrievals was silently lost: it is a tuple."""
+    from world.actr import ActRRecord
+
+    seed_style = ActRRecord([5, 7], 0, 0.5)
+    bumped = ActRRecord(created_step=0)
+    bumped.bump(5)
+    bumped.bump(7)
+    assert seed_style == bumped and seed_style.n == 3 and seed_style.retrievals == (5.0, 7.0)
+    assert seed_style.activation(10) == bumped.activation(10) > ActRRecord(created_step=0).activation(10)
+    with pytest.raises(AttributeError):
+        seed_style.retrievals.append(9)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"decay_rate": 1.0}, "decay"), ({"decay_rate": -0.5}, "decay"), ({"k": 0}, "k"), ({"k": -1}, "k"),
+    ({"k": 2.5}, "k"), ({"created_step": float("nan")}, "created_step"),
+    ({"n": 0, "recent": []}, "n"), ({"n": 1, "recent": [1.0, 2.0]}, "recent"),
+])
+def test_actr_record_refuses_bad_fields(kwargs, field):
+    from world.actr import ActRRecord
+
+    with pytest.raises(ValueError, match=field):
+        ActRRecord(**kwargs)
+
+
+@pytest.mark.parametrize("lags, n, life, k, field", [
+    ([4.0], 0, 4.0, None, "n must be"),              # no presentation at all
+    ([2.0, 5.0, 9.0], 1, 9.0, None, "min\\(n, k\\)"),  # three lags for one presentation
+    ([4.0], 3, 2.0, 1, "life"),                      # a lag older than creation
+    ([float("inf")], 1, 4.0, None, "finite"),
+])
+def test_hybrid_base_level_refuses_inconsistent_input(lags, n, life, k, field):
+    from world.actr import hybrid_base_level
+
+    with pytest.raises(ValueError, match=field):
+        hybrid_base_level(lags, n=n, life=life, k=k)
+
+
+def test_retrieval_probability_refuses_non_finite_parameters():
+    from world.actr import retrieval_probability
+
+    for bad in ({"s": float("nan")}, {"s": float("inf")}, {"tau": float("nan")}):
+        with pytest.raises(ValueError, match="s must|tau must"):
+            retrieval_probability(0.5, **bad)

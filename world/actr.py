@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -92,10 +91,14 @@ def hybrid_base_level(recent_lags: Sequence[float], n: int, life: float, d: floa
     lags = sorted(float(t) for t in recent_lags)
     if k is None:
         k = len(lags)
-    if k < 1 or len(lags) > k or len(lags) < min(n, k):
-        raise ValueError(f"need 1 <= len(recent_lags) = min(n, k); got {len(lags)} lags, n={n}, k={k}")
-    if any(t <= 0 for t in lags) or life <= 0:
-        raise ValueError("lags and L must be > 0")
+    if n < 1:
+        raise ValueError(f"n must be >= 1 (creation counts as a presentation), got {n!r}")
+    if k < 1 or len(lags) != min(n, k):
+        raise ValueError(f"need len(recent_lags) = min(n, k) with k >= 1; got {len(lags)} lags, n={n}, k={k}")
+    if not all(0 < t < math.inf for t in lags) or not 0 < life < math.inf:
+        raise ValueError(f"recent_lags and life (L) must be finite and > 0, got {lags!r}, L={life!r}")
+    if life < lags[-1]:
+        raise ValueError(f"life (L = time since creation) must be >= every lag, got L={life!r} < {lags[-1]!r}")
     total = sum(t ** (-d) for t in lags)
     if n > k:
         total += _tail(n - k, life, lags[-1], d)
@@ -208,8 +211,10 @@ def _tail_rows_sqrt(now: float, created: list, n: list, lags: list, k: int, min_
 
 def retrieval_probability(activation, tau: float = 0.0, s: float = 0.25):
     """P = 1 / (1 + exp(-(A - tau) / s)); works on floats and numpy arrays."""
-    if s <= 0:
-        raise ValueError(f"noise scale s must be > 0, got {s!r}")
+    if not 0 < s < math.inf:
+        raise ValueError(f"noise scale s must be finite and > 0, got {s!r}")
+    if not math.isfinite(tau):
+        raise ValueError(f"threshold tau must be finite, got {tau!r}")
     return 1.0 / (1.0 + np.exp(-(np.asarray(activation, dtype=float) - tau) / s))
 
 
@@ -223,34 +228,68 @@ def failure_latency(tau: float = 0.0, latency_factor: float = 1.0) -> float:
     return latency_factor * math.exp(-tau)
 
 
-@dataclass
 class ActRRecord:
     """ACT-R state of one memory (kept from seed 001's public API).
 
     `created_step` is the first presentation; `n` counts every presentation (creation + each
     retrieval); `recent` holds the times of the k most recent presentations. The store keeps the same
-    numbers in arrays and hands out ActRRecord snapshots.
+    numbers in arrays and hands out ActRRecord snapshots (``n=`` and ``recent=`` given).
+
+    Seed 001's constructor ``ActRRecord(retrievals, created_step, decay_rate)`` works unchanged: the
+    retrieval times are replayed through :meth:`bump`. ``retrievals`` reads back as a tuple (the kept
+    retrieval times, at most k): record a presentation with :meth:`bump`, not by appending to it (a
+    list would take the append and lose it).
     """
 
-    created_step: int = 0
-    decay_rate: float = 0.5
-    k: int = 8
-    n: int = 1
-    recent: list[float] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.recent:
-            self.recent = [float(self.created_step)]
+    def __init__(self, retrievals: Sequence[float] = (), created_step: float = 0, decay_rate: float = 0.5,
+                 k: int = 8, *, n: int | None = None, recent: Sequence[float] | None = None) -> None:
+        _check_d(decay_rate)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be an integer >= 1, got {k!r}")
+        if not math.isfinite(float(created_step)):
+            raise ValueError(f"created_step must be finite, got {created_step!r}")
+        self.created_step = created_step
+        self.decay_rate = float(decay_rate)
+        self.k = int(k)
+        if n is None and recent is None:
+            self.n = 1
+            self.recent = [float(created_step)]
+            for t in retrievals:
+                self.bump(t)
+            return
+        if retrievals:
+            raise ValueError("give either retrievals (seed 001's form) or n and recent (a snapshot), not both")
+        recent = [float(t) for t in (recent if recent is not None else [created_step])]
+        n = len(recent) if n is None else n
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be an integer >= 1 (creation counts), got {n!r}")
+        if len(recent) != min(int(n), self.k):
+            raise ValueError(f"recent must hold min(n, k) = {min(int(n), self.k)} times, got {len(recent)}")
+        self.n = int(n)
+        self.recent = recent or [float(created_step)]
 
     @property
-    def retrievals(self) -> list[float]:
+    def retrievals(self) -> tuple[float, ...]:
         """Kept retrieval times (presentations after creation, at most k)."""
-        return self.recent[1:] if self.n <= self.k else list(self.recent)
+        return tuple(self.recent[1:] if self.n <= self.k else self.recent)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ActRRecord):
+            return NotImplemented
+        return (self.created_step, self.decay_rate, self.k, self.n, self.recent) == \
+            (other.created_step, other.decay_rate, other.k, other.n, other.recent)
+
+    def __repr__(self) -> str:
+        return (f"ActRRecord(created_step={self.created_step!r}, decay_rate={self.decay_rate!r}, k={self.k!r}, "
+                f"n={self.n!r}, recent={self.recent!r})")
 
     def bump(self, step: float) -> None:
         """Record one more presentation at `step`."""
+        step = float(step)
+        if not math.isfinite(step):
+            raise ValueError(f"step must be finite, got {step!r}")
         self.n += 1
-        self.recent.append(float(step))
+        self.recent.append(step)
         if len(self.recent) > self.k:
             self.recent = self.recent[-self.k:]
 
