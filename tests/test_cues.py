@@ -39,3 +39,17 @@ def test_a_chinese_fact_is_found_through_its_shared_word():
     assert "东京" in tokyo.cues
     top = store.query("东京的天气怎么样？", top_k=3, bump=False)
     assert top[0].memory_id == tokyo.memory_id
+
+
+@pytest.mark.parametrize("text", ["我认识Alice。", "我喜欢Alice，她住在东京", "「Alice」は東京に住んでいる", "ฉันรู้จัก Alice…"])
+def test_full_width_punctuation_does_not_stick_to_a_name(text):
+    """In a no-space script a name is followed or wrapped by full-width marks; its cue must be the
+    plain one, which a question "Where is Alice?" seeds (it was "alice。")."""
+    cues = extract_cues(text)
+    assert "alice" in cues and not any("alice" in c and c != "alice" for c in cues)
+
+
+@pytest.mark.parametrize("bad", [None, True, 2.5, 0, "8"])
+def test_max_cues_must_be_a_positive_integer(bad):
+    with pytest.raises((ValueError, TypeError), match="max_cues"):
+        extract_cues("Alice met Bob in Paris", bad)

@@ -17,6 +17,7 @@ token follow the rule above. A text without such letters gives exactly the cues 
 
 from __future__ import annotations
 
+import numbers
 import unicodedata
 
 __all__ = ["extract_cues", "STOP_WORDS", "is_entity_like", "NO_SPACE_RANGES", "is_no_space_letter"]
@@ -66,6 +67,19 @@ def _clean(word: str) -> str:
     return w.strip(_STRIP)
 
 
+def _clean_unicode(word: str) -> str:
+    """:func:`_clean` that also strips any Unicode punctuation (category P*) at both ends: text in a
+    no-space script uses full-width marks ("Alice。", "「Alice」"), which must not stick to a name
+    (its cue would never meet the plain one)."""
+    w = _clean(word)
+    start, end = 0, len(w)
+    while start < end and unicodedata.category(w[start]).startswith("P"):
+        start += 1
+    while end > start and unicodedata.category(w[end - 1]).startswith("P"):
+        end -= 1
+    return _clean(w[start:end]) if (start, end) != (0, len(w)) else w
+
+
 _POSSESSIVE = ("'s", "’s")
 
 
@@ -110,8 +124,8 @@ def _split_no_space(raw: str) -> list[tuple[str, bool]]:
 
 def extract_cues(text: str, max_cues: int = 8) -> list[str]:
     """Up to `max_cues` lower-cased cue words of `text`, entity-like first-come, in text order."""
-    if max_cues < 1:
-        raise ValueError(f"max_cues must be >= 1, got {max_cues!r}")
+    if isinstance(max_cues, bool) or not isinstance(max_cues, numbers.Integral) or max_cues < 1:
+        raise ValueError(f"max_cues must be an integer >= 1, got {max_cues!r}")
     if not text.isascii() and any(is_no_space_letter(c) for c in text):
         return _extract_cues_mixed(text, max_cues)
     cues: list[str] = []
@@ -141,7 +155,7 @@ def _extract_cues_mixed(text: str, max_cues: int) -> list[str]:
     for token in text.split():
         parts = _split_no_space(token) if any(is_no_space_letter(c) for c in token) else [(token, False)]
         for part, bigram in parts:
-            w = part if bigram else _clean(part)
+            w = part if bigram else _clean_unicode(part)
             low = w.lower()
             if (not bigram and len(w) <= 2) or not w or low in STOP_WORDS or low in seen:
                 continue
