@@ -457,3 +457,36 @@ def test_turns_at_earlier_steps_than_the_last_fold_still_fold():
         rs.add_turn(f"Late turn {i}: Bob plays the oboe number {i}.", step=5)
     assert rs.memory is not first and "Bob" in rs.memory.content and rs.memory.written_at == first.written_at
     assert rs.text == rs.memory.content.split("\n", 1)[1]
+
+
+def test_an_empty_fold_is_refused_and_the_summary_stays_as_it_was():
+    """A summarizer returning "" for non-empty turns left the previous version active in the store
+    while the summary object reported none; the fold is refused, as for a non-str result."""
+    s = make_store()
+    answers = iter(["Alice lives in Lisbon.", ""])
+    rs = RollingSummary(s, max_turns=2, keep_recent=1, summarizer=LLMSummarizer(lambda prompt: next(answers)))
+    for i, text in enumerate(TURNS[:4]):  # (the third turn folds: the first answer)
+        rs.add_turn(text, step=i)
+    before = (rs.text, rs.memory_id, [(v.memory_id, v.active) for v in s.versions(rs.key)], len(rs.window))
+    assert before[0] == "Alice lives in Lisbon." and before[1] is not None
+    with pytest.raises(ValueError, match="empty summary"):
+        rs.add_turn(TURNS[4], step=4)  # the second fold
+    assert (rs.text, rs.memory_id, [(v.memory_id, v.active) for v in s.versions(rs.key)], len(rs.window)) == before
+
+
+@pytest.mark.parametrize("namespace", ["*", "", 5])
+def test_a_bad_namespace_is_refused_before_anything_is_registered(namespace):
+    s = make_store()
+    with pytest.raises(ValueError, match="namespace must be a non-empty string"):
+        RollingSummary(s, namespace)
+    with pytest.raises(ValueError, match="namespace must be a non-empty string"):
+        summaries(s, namespace)
+    assert all_summaries(s) == {}
+
+
+def test_summaries_refuses_an_unknown_argument_for_an_existing_summary():
+    s = make_store()
+    summaries(s, "a", max_turns=6)
+    with pytest.raises(TypeError, match="unknown argument 'max_turn'.*max_turns"):
+        summaries(s, "a", max_turn=10)
+    assert summaries(s, "a", max_turns=6).max_turns == 6

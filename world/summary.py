@@ -36,6 +36,7 @@ Full description: docs/lifecycle.md.
 
 from __future__ import annotations
 
+import inspect
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -504,7 +505,12 @@ class RollingSummary:
         if not isinstance(out, str):
             raise TypeError(f"RollingSummary: {type(self.summarizer).__name__}.summarize returned "
                             f"{type(out).__name__}, expected str")
-        return out.strip()
+        out = out.strip()
+        if not out and any(t.text.strip() for t in turns):
+            # (an empty fold would drop the summary while the store kept its previous version active)
+            raise ValueError(f"RollingSummary: {type(self.summarizer).__name__}.summarize returned an empty "
+                             f"summary for {len(turns)} non-empty turn(s); nothing was folded")
+        return out
 
     def _write(self, step: int) -> None:
         """Write the current text as the newest version of the summary memory."""
@@ -664,7 +670,10 @@ def _unwrap(store: Any, namespace: str | None) -> tuple[Any, str]:
         if namespace is not None and namespace != view_name:
             raise ValueError(f"namespace {namespace!r} given for a view of namespace {view_name!r}")
         return inner, view_name
-    return store, namespace if namespace is not None else _default_namespace(store)
+    namespace = namespace if namespace is not None else _default_namespace(store)
+    if not isinstance(namespace, str) or not namespace or namespace == "*":
+        raise ValueError(f"namespace must be a non-empty string other than '*', got {namespace!r}")
+    return store, namespace
 
 
 def _default_namespace(store: Any) -> str:
@@ -712,7 +721,10 @@ def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> Rollin
         RollingSummary(store, ns, **kwargs)
     elif kwargs:
         existing = registry[ns]
+        allowed = [p for p in inspect.signature(RollingSummary).parameters if p not in ("store", "namespace")]
         for name, value in kwargs.items():
+            if name not in allowed:
+                raise TypeError(f"summaries: unknown argument {name!r}; allowed: {', '.join(allowed)}")
             if name != "summarizer" and getattr(existing, name, value) != value:
                 raise ValueError(f"summaries: namespace {ns!r} already has a rolling summary with "
                                  f"{name}={getattr(existing, name)!r}, asked for {value!r}")
