@@ -490,3 +490,19 @@ def test_summaries_refuses_an_unknown_argument_for_an_existing_summary():
     with pytest.raises(TypeError, match="unknown argument 'max_turn'.*max_turns"):
         summaries(s, "a", max_turn=10)
     assert summaries(s, "a", max_turns=6).max_turns == 6
+
+
+def test_an_empty_first_fold_is_accepted_and_folding_goes_on():
+    """A summarizer may keep nothing of a chit-chat-only fold when there is no summary yet: that is
+    not refused (refusing it stopped the summary for good: the window never moved past those turns)."""
+    s = make_store()
+
+    def llm(prompt):
+        names = [n for n in ("Alice", "Bob") if n + " " in prompt.split("turns", 1)[-1] or n + "'" in prompt]
+        return " ".join(f"{n} was mentioned." for n in names)
+
+    rs = RollingSummary(s, max_turns=2, keep_recent=1, summarizer=LLMSummarizer(llm))
+    for i, text in enumerate(["Nice weather today.", "Haha, sure.", "Thanks!", "Alice moved to Lisbon.",
+                              "Bob drinks green tea.", "Ok then."]):
+        rs.add_turn(text, step=i)
+    assert "Alice" in rs.text and rs.memory_id is not None and len(rs.window) <= 2

@@ -506,10 +506,11 @@ class RollingSummary:
             raise TypeError(f"RollingSummary: {type(self.summarizer).__name__}.summarize returned "
                             f"{type(out).__name__}, expected str")
         out = out.strip()
-        if not out and any(t.text.strip() for t in turns):
-            # (an empty fold would drop the summary while the store kept its previous version active)
+        if not out and previous.strip():
+            # (emptying a summary would leave the store's previous version active while this object
+            # reports none; with no previous text, "" just means nothing worth keeping yet)
             raise ValueError(f"RollingSummary: {type(self.summarizer).__name__}.summarize returned an empty "
-                             f"summary for {len(turns)} non-empty turn(s); nothing was folded")
+                             f"summary for a non-empty previous one; nothing was folded")
         return out
 
     def _write(self, step: int) -> None:
