@@ -53,3 +53,10 @@ def test_full_width_punctuation_does_not_stick_to_a_name(text):
 def test_max_cues_must_be_a_positive_integer(bad):
     with pytest.raises((ValueError, TypeError), match="max_cues"):
         extract_cues("Alice met Bob in Paris", bad)
+
+
+@pytest.mark.parametrize("mixed, plain", [("房间 #101 是空的", "Room #101 is free"), ("温度是 -40 度", "It was -40 outside"),
+                                          ("联系 @Alice 吧", "ask @Alice today")])
+def test_ascii_marks_give_the_same_cue_with_or_without_no_space_letters(mixed, plain):
+    shared = set(extract_cues(mixed)) & set(extract_cues(plain))
+    assert any(c.startswith(("#", "-", "@")) for c in shared), (extract_cues(mixed), extract_cues(plain))

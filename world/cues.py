@@ -68,14 +68,15 @@ def _clean(word: str) -> str:
 
 
 def _clean_unicode(word: str) -> str:
-    """:func:`_clean` that also strips any Unicode punctuation (category P*) at both ends: text in a
+    """:func:`_clean` that also strips non-ASCII punctuation (category P*) at both ends: text in a
     no-space script uses full-width marks ("Alice。", "「Alice」"), which must not stick to a name
-    (its cue would never meet the plain one)."""
+    (its cue would never meet the plain one). ASCII marks are treated as on the ASCII path ("#101",
+    "-40" and "@alice" stay as they are there)."""
     w = _clean(word)
     start, end = 0, len(w)
-    while start < end and unicodedata.category(w[start]).startswith("P"):
+    while start < end and not w[start].isascii() and unicodedata.category(w[start]).startswith("P"):
         start += 1
-    while end > start and unicodedata.category(w[end - 1]).startswith("P"):
+    while end > start and not w[end - 1].isascii() and unicodedata.category(w[end - 1]).startswith("P"):
         end -= 1
     return _clean(w[start:end]) if (start, end) != (0, len(w)) else w
 
