@@ -190,3 +190,24 @@ def test_retrieval_probability_refuses_non_finite_parameters():
     for bad in ({"s": float("nan")}, {"s": float("inf")}, {"tau": float("nan")}):
         with pytest.raises(ValueError, match="s must|tau must"):
             retrieval_probability(0.5, **bad)
+
+
+def test_actr_record_stays_a_dataclass_and_names_a_bad_first_argument():
+    import dataclasses
+
+    from world.actr import ActRRecord
+
+    r = ActRRecord(created_step=2)
+    r.bump(5)
+    assert dataclasses.asdict(r) == {"created_step": 2, "decay_rate": 0.5, "k": 8, "n": 2, "recent": [2.0, 5.0]}
+    with pytest.raises(ValueError, match="retrievals must be a sequence"):
+        ActRRecord(5)
+
+
+def test_retrieval_probability_takes_arrays():
+    from world.actr import retrieval_probability
+
+    p = retrieval_probability(np.array([0.1, 0.2]), tau=np.array([0.0, 0.1]), s=np.array([0.25, 0.25]))
+    assert p[0] == p[1] and 0.5 < p[0] < 1.0
+    with pytest.raises(ValueError, match="tau must"):
+        retrieval_probability(np.array([0.1, 0.2]), tau=np.array([0.0, np.nan]))

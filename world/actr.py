@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -211,9 +212,9 @@ def _tail_rows_sqrt(now: float, created: list, n: list, lags: list, k: int, min_
 
 def retrieval_probability(activation, tau: float = 0.0, s: float = 0.25):
     """P = 1 / (1 + exp(-(A - tau) / s)); works on floats and numpy arrays."""
-    if not 0 < s < math.inf:
+    if not np.all((np.asarray(s, dtype=float) > 0) & np.isfinite(s)):
         raise ValueError(f"noise scale s must be finite and > 0, got {s!r}")
-    if not math.isfinite(tau):
+    if not np.all(np.isfinite(np.asarray(tau, dtype=float))):
         raise ValueError(f"threshold tau must be finite, got {tau!r}")
     return 1.0 / (1.0 + np.exp(-(np.asarray(activation, dtype=float) - tau) / s))
 
@@ -228,6 +229,7 @@ def failure_latency(tau: float = 0.0, latency_factor: float = 1.0) -> float:
     return latency_factor * math.exp(-tau)
 
 
+@dataclass(init=False)
 class ActRRecord:
     """ACT-R state of one memory (kept from seed 001's public API).
 
@@ -238,8 +240,14 @@ class ActRRecord:
     Seed 001's constructor ``ActRRecord(retrievals, created_step, decay_rate)`` works unchanged: the
     retrieval times are replayed through :meth:`bump`. ``retrievals`` reads back as a tuple (the kept
     retrieval times, at most k): record a presentation with :meth:`bump`, not by appending to it (a
-    list would take the append and lose it).
+    list would take the append and lose it). A dataclass (``dataclasses.asdict`` gives its fields).
     """
+
+    created_step: float
+    decay_rate: float
+    k: int
+    n: int
+    recent: list[float]
 
     def __init__(self, retrievals: Sequence[float] = (), created_step: float = 0, decay_rate: float = 0.5,
                  k: int = 8, *, n: int | None = None, recent: Sequence[float] | None = None) -> None:
@@ -254,7 +262,12 @@ class ActRRecord:
         if n is None and recent is None:
             self.n = 1
             self.recent = [float(created_step)]
-            for t in retrievals:
+            try:
+                times = list(retrievals)
+            except TypeError:
+                raise ValueError(f"retrievals must be a sequence of step times (seed 001's first argument), got "
+                                 f"{retrievals!r}; a record created at step t is ActRRecord(created_step=t)") from None
+            for t in times:
                 self.bump(t)
             return
         if retrievals:
@@ -272,16 +285,6 @@ class ActRRecord:
     def retrievals(self) -> tuple[float, ...]:
         """Kept retrieval times (presentations after creation, at most k)."""
         return tuple(self.recent[1:] if self.n <= self.k else self.recent)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ActRRecord):
-            return NotImplemented
-        return (self.created_step, self.decay_rate, self.k, self.n, self.recent) == \
-            (other.created_step, other.decay_rate, other.k, other.n, other.recent)
-
-    def __repr__(self) -> str:
-        return (f"ActRRecord(created_step={self.created_step!r}, decay_rate={self.decay_rate!r}, k={self.k!r}, "
-                f"n={self.n!r}, recent={self.recent!r})")
 
     def bump(self, step: float) -> None:
         """Record one more presentation at `step`."""
