@@ -221,8 +221,10 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 + ", ".join(repr(m) for m in self.metadata["render_modes"])
             )
         self.render_mode = render_mode
-        self._overrides = dict(overrides)
         self.config = resolve_config(config, **overrides)
+        # (a family / difficulty given here equals the config's, or resolve_config refused it: it names
+        # the world, so a reset(options=...) switch must not carry it over to the next preset)
+        self._overrides = {k: v for k, v in overrides.items() if k not in ("family", "difficulty")}
         self.world = World(self.config, seed=0)  # reset() reseeds it from np_random
         self._setup_spaces()
         # per-step state

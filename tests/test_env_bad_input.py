@@ -346,3 +346,9 @@ def test_train_recipe_refuses_family_override():
     data = {"env": {"id": "MemGym/Life-Easy-v0", "overrides": {"horizon": 50, "family": "erasure"}}}
     with pytest.raises(TrainConfigError, match="family"):
         TrainConfig.from_dict(data)
+
+
+def test_a_redundant_family_keyword_does_not_block_a_reset_switch():
+    env = gym.make("MemGym/Life-Easy-v0", difficulty="easy")  # equal to the id's: accepted
+    env.reset(seed=0, options={"difficulty": "medium"})
+    assert env.unwrapped.config == WorldConfig.preset("life", "medium")
