@@ -55,6 +55,12 @@ def _check_d(d: float) -> None:
         raise ValueError(f"decay d must be in (0, 1), got {d!r}")
 
 
+def _check_count(name: str, value: object, note: str = "") -> None:
+    """ValueError unless ``value`` is an integer >= 1 (numpy integers too, bools not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1{note}, got {value!r}")
+
+
 def base_level(lags: Sequence[float], d: float = 0.5) -> float:
     """Exact base-level activation B = ln(sum_j t_j^-d) over all presentation lags (all > 0)."""
     _check_d(d)
@@ -252,8 +258,7 @@ class ActRRecord:
     def __init__(self, retrievals: Sequence[float] = (), created_step: float = 0, decay_rate: float = 0.5,
                  k: int = 8, *, n: int | None = None, recent: Sequence[float] | None = None) -> None:
         _check_d(decay_rate)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be an integer >= 1, got {k!r}")
+        _check_count("k", k)
         if not math.isfinite(float(created_step)):
             raise ValueError(f"created_step must be finite, got {created_step!r}")
         self.created_step = created_step
@@ -274,12 +279,11 @@ class ActRRecord:
             raise ValueError("give either retrievals (seed 001's form) or n and recent (a snapshot), not both")
         recent = [float(t) for t in (recent if recent is not None else [created_step])]
         n = len(recent) if n is None else n
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n must be an integer >= 1 (creation counts), got {n!r}")
+        _check_count("n", n, " (creation counts)")
         if len(recent) != min(int(n), self.k):
             raise ValueError(f"recent must hold min(n, k) = {min(int(n), self.k)} times, got {len(recent)}")
         self.n = int(n)
-        self.recent = recent or [float(created_step)]
+        self.recent = recent
 
     @property
     def retrievals(self) -> tuple[float, ...]:
