@@ -283,6 +283,37 @@ def test_endless_world_never_ends_and_levels_up():
     assert not w.done and w.level >= 1 and w.metrics()["questions"] > 30
 
 
+def test_endless_world_with_a_horizon_is_the_endless_world_cut_there():
+    """A horizon on the endless preset (how ``memgym bench --difficulties endless --set horizon=N``
+    evaluates it) ends the episode at N and changes nothing before: the same events at the same
+    steps (sessions, rising level) as without it, the same return. It used to turn the world into a
+    fixed script generated at level 0 in one session."""
+    endless = WorldConfig.preset("life", "endless")
+
+    def play(cfg, n):
+        w = World(cfg, seed=0)
+        w.reset(7)
+        o = Oracle()
+        seen = []
+        for _ in range(n):
+            seen.append((w.event.index, w.event.step, w.event.kind, w.event.text))
+            w.apply(*o.act(w))
+            if w.advance() is None:
+                break
+        return w, seen
+
+    free, free_events = play(endless, 450)
+    cut, cut_events = play(endless.replace(horizon=450), 10_000)
+    assert cut.done and not free.done
+    assert cut_events == free_events
+    assert cut.level >= 1
+    assert free_events[-1][1] > free_events[-1][0]  # session gaps: steps run ahead of indices
+    assert cut.metrics()["return"] == pytest.approx(free.metrics()["return"], abs=1e-9)
+    with pytest.raises(ValueError, match="fixed-horizon"):
+        from world.families import generate_script
+        generate_script(endless.replace(horizon=450), 0)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_oracle_answers_well_on_easy(family):
     w = World(WorldConfig.preset(family, "easy"), seed=1000)

@@ -278,7 +278,10 @@ class WorldConfig:
 
     @property
     def endless(self) -> bool:
-        return self.horizon is None
+        """The adaptive world of difficulty ``endless``: its script is generated window by window, the
+        level rising with the agent's accuracy. A ``horizon`` on it ends the episode there without
+        changing the script (the first N events are those of the same world without a horizon)."""
+        return self.difficulty == "endless"
 
     def __hash__(self) -> int:  # dict fields make the default hash fail
         return hash(tuple(sorted((k, repr(v)) for k, v in self.to_dict().items())))

@@ -173,7 +173,7 @@ class ScriptGenerator:
         self.rng = rng
         self.cast = Cast(rng)
         # endless: old events are released (an EventLog keeps no slot for them); fixed horizon: a list
-        self.events: list[ScriptEvent] | EventLog = EventLog() if config.horizon is None else []
+        self.events: list[ScriptEvent] | EventLog = EventLog() if config.endless else []
         self._pending: dict[int, tuple[str, str, dict]] = {}  # slot -> (kind, text, payload)
         self._quiet: set[int] = set()  # free slots that get chit-chat (see _slots)
         self._used: set[tuple[str, str]] = set()  # (subject, relation) pairs stated or reserved
@@ -187,11 +187,12 @@ class ScriptGenerator:
         self._mix_cdf = np.cumsum(w / w.sum())
         for _ in range(config.n_entities):
             self.cast.new_person()
-        if config.horizon is None:
+        # endless (with or without a horizon): windows on demand, sessions of session_len events; a
+        # horizon there only ends the episode (the script does not depend on it)
+        if config.endless:
             self.session_len = config.session_len
         else:
             self.session_len = -(-config.horizon // config.sessions)
-        if config.horizon is not None:
             self._window(0, config.horizon)
 
     # ------------------------------------------------------------------ timeline
@@ -289,7 +290,7 @@ class ScriptGenerator:
         its antecedent, which must get chit-chat. None when an event already placed between a
         referring statement and its antecedent would be another antecedent of the same type (the
         reference would be ambiguous)."""
-        horizon = self.cfg.horizon
+        horizon = None if self.cfg.endless else self.cfg.horizon
         pending, quiet, done = self._pending, self._quiet_slots(), len(self.events)
         slots: list[int] = []
         hush: list[int] = []
@@ -624,6 +625,7 @@ class ScriptGenerator:
 
 def generate_script(config: WorldConfig, seed: int) -> list[ScriptEvent]:
     """The full script of a fixed-horizon world (convenience for tests and tools)."""
-    if config.horizon is None:
-        raise ValueError("generate_script needs a fixed horizon; endless worlds extend on demand")
+    if config.endless:
+        raise ValueError("generate_script needs a fixed-horizon world; an endless one (difficulty 'endless', "
+                         "with or without a horizon) extends its script on demand")
     return ScriptGenerator(config, np.random.default_rng(seed)).events

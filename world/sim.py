@@ -268,7 +268,7 @@ class World:
             self._rng = np.random.default_rng(seed)
         self.seed = seed  # None: this episode continues the previous generator (not replayable by seed)
         self._gen = ScriptGenerator(cfg, self._rng)
-        if cfg.horizon is None:
+        if cfg.endless:
             self._gen.extend()
         self._script_vecs: list | None = None
         self._prefetch(0)
@@ -382,7 +382,7 @@ class World:
             return
         texts = [e.text for e in self._gen.events[start:]]
         if self._script_vecs is None:
-            self._script_vecs = EventLog() if self.config.horizon is None else []
+            self._script_vecs = EventLog() if self.config.endless else []
         if texts:
             # and the rules a REFLECT could write from these events (one per possible majority object)
             kinds = CLUSTER_KINDS
@@ -626,11 +626,13 @@ class World:
         return [self._payloads[m].get("object") for m in self._by_key.get((subject, relation), ())]
 
     def _check_unasked_requests(self, out: Outcome) -> None:
-        """At the last event of a fixed horizon: an erasure request whose erased question the horizon
+        """At the last event of a horizon: an erasure request whose erased question the horizon
         cut off is checked as that question would have been. Its value still held by a live memory
         about the erased subject and relation is a leak (the ``leak`` term, counted in
         ``metrics()["request_leaks"]``; not a question, so accuracy does not count it)."""
-        script = self._gen.events
+        # the events up to this one: an endless world cut by a horizon has generated past it (those
+        # requests were never made, those questions never asked) and released its oldest events
+        script = [e for e in self._gen.events[: self._i + 1] if e is not None]
         asked = {e.payload.get("thread") for e in script if e.kind == QUESTION and e.payload.get("qtype") == "erased"}
         for e in script:
             p = e.payload
@@ -752,7 +754,7 @@ class World:
 
     def _memo(self, gen, script_vecs=None) -> dict:
         memo = {id(self._embedder): self._embedder}
-        if self.config.horizon is not None:
+        if not self.config.endless:
             # a fixed-horizon script is complete and never changes: snapshots share it (and its
             # embeddings, when the world keeps them)
             memo[id(gen)] = gen
