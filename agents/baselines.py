@@ -118,6 +118,19 @@ class RandomAgent(BaseAgent):
         return np.array([op, slot], dtype=np.int64)
 
 
+@register_agent("abstain", "store nothing, QUERY every question: always answers 'unknown' (the floor)")
+class AbstainAgent(HeuristicAgent):
+    """Writes nothing and asks the empty store every question, so every answer is "unknown": the
+    do-nothing floor of issue 4 ("always answer unknown"). It pays no write or storage cost and is
+    right on every question whose gold answer is "unknown" (never-stated attributes, erased facts),
+    so a memory policy is worth its costs only where it scores above this row."""
+
+    name = "abstain"
+
+    def on_statement(self, text: str, cands: list[Candidate], observation: dict) -> tuple[int, int]:
+        return NOOP, 0
+
+
 @register_agent("write_all", "WRITE every statement, QUERY every question, never forget")
 class WriteAllAgent(HeuristicAgent):
     """Store everything, forget nothing: the default of most chat memories."""

@@ -37,7 +37,9 @@ from agents.base import N_OPS, OP_NAMES, Agent, AgentView, make_agent, validate_
 EVAL_SEED_BASE = 10_000
 VERDICTS = ("correct", "wrong", "stale", "hallucinated", "leaked", "abstained")
 HEURISTICS = ("write_all", "fifo", "importance", "versioned", "mem0", "generative_agents", "actr_rehearsal")
-BASELINES = ("random", *HEURISTICS, "oracle")
+#: the do-nothing floor (stores nothing, answers "unknown"): a policy is worth its costs above it
+FLOORS = ("abstain",)
+BASELINES = ("random", *FLOORS, *HEURISTICS, "oracle")
 REFERENCE_AGENTS = ("random", "oracle")
 ABLATION_OPS = ("WRITE", "UPDATE", "LINK", "REFLECT", "QUERY", "FORGET")
 SCHEMA_VERSION = 1

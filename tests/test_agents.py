@@ -72,6 +72,21 @@ def decide(name, view, **kw):
     return agent.decide({}, {})
 
 
+def test_abstain_stores_nothing_and_answers_unknown():
+    assert decide("abstain", StubView("statement", "Alice lives in Paris.", [])) == (NOOP, 0)
+    assert decide("abstain", StubView("question", "Where does Alice live?", [])) == (QUERY, 0)
+    assert decide("abstain", StubView("request", "Please forget where Alice lives.", [])) == (NOOP, 0)
+    from agents.bench import evaluate
+
+    for family in ("abstention", "life"):
+        for row in evaluate("abstain", family, [10_000, 10_001]):
+            v = row["verdicts"]
+            assert row["live_memories_mean"] == 0 and row["ops"]["WRITE"] == 0
+            # an empty store answers "unknown": right on an unknown gold, else no answer (0)
+            assert v["correct"] + v["abstained"] == row["questions"] and v["correct"] > 0
+            assert row["return"] == pytest.approx(v["correct"] - 0.01 * row["questions"], abs=1e-9)
+
+
 def test_write_all_writes_statements_queries_questions_ignores_requests():
     assert decide("write_all", StubView("statement", "Alice lives in Paris.", [])) == (WRITE, 0)
     assert decide("write_all", StubView("question", "Where does Alice live?", [])) == (QUERY, 0)
