@@ -211,11 +211,23 @@ def per_task_detail(payload: dict) -> str:
     return _md_table(header, rows, ["l", "l"] + ["r"] * 8)
 
 
+def _ablation_order(abl: dict) -> list[str]:
+    """The ablation's rows in the documented order: (none), -WRITE, ..., -FORGET, then any other key.
+
+    Not the dict's order: results.json is written with sorted keys, so a table read back from it would
+    come out alphabetical (-FORGET first, the full oracle last)."""
+    from agents.bench import ABLATION_OPS
+
+    known = [op for op in ("none", *ABLATION_OPS) if op in abl]
+    return known + sorted(op for op in abl if op not in known)
+
+
 def ablation_md(payload: dict) -> str:
     abl = payload.get("ablation") or {}
     tasks = payload["summary"]["tasks"]
     rows = []
-    for op, n in abl.items():
+    for op in _ablation_order(abl):
+        n = abl[op]
         name = "(none: full oracle)" if op == "none" else f"-{op}"
         iqm = "n/a" if n["iqm"] is None or not math.isfinite(n["iqm"]) else \
             f"{_f(n['iqm'])} [{_f(n['lo'])}, {_f(n['hi'])}]"
