@@ -119,7 +119,8 @@ def _add_bench(sub: Any) -> None:
                    "run, with --agents they run next to the listed agents")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field "
                    "for every env (repeatable), e.g. --set horizon=120")
-    p.add_argument("--no-plot", action="store_true", help="do not draw leaderboard.png")
+    p.add_argument("--no-plot", action="store_true", help="do not draw leaderboard.png (an earlier run's "
+                   "leaderboard.png in --out is removed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
 

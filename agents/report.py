@@ -21,6 +21,9 @@ CSV = "results.csv"
 LEADERBOARD_MD = "leaderboard.md"
 LEADERBOARD_PNG = "leaderboard.png"
 ABLATION_MD = "ablation.md"
+#: Every file ``write_all`` may write; a run removes those an earlier run left in the folder and it does not
+#: write itself (an old ablation.md or leaderboard.png next to new results would contradict them).
+OUTPUT_FILES = (RESULTS, CSV, LEADERBOARD_MD, TIMINGS, ABLATION_MD, LEADERBOARD_PNG)
 
 CSV_FIELDS = (
     "episode", "agent", "family", "difficulty", "env_id", "seed", "return", "events", "questions",
@@ -324,7 +327,10 @@ def plot_leaderboard(payload: dict, path: str | os.PathLike) -> bool:
 
 
 def write_all(payload: dict, out_dir: str | os.PathLike, *, timings: dict | None = None, plot: bool = True) -> dict:
-    """Write every output file into ``out_dir``; returns {name: path}."""
+    """Write every output file into ``out_dir``; returns {name: path}.
+
+    The folder then holds only files of this run: an ``OUTPUT_FILES`` entry that is not written (no
+    ablation, no plot, no timings) is removed if an earlier run left it there."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"results": out / RESULTS, "csv": out / CSV, "leaderboard": out / LEADERBOARD_MD}
@@ -339,4 +345,7 @@ def write_all(payload: dict, out_dir: str | os.PathLike, *, timings: dict | None
         paths["ablation"].write_text("# Ablation\n\n" + ablation_md(payload) + "\n")
     if plot and plot_leaderboard(payload, out / LEADERBOARD_PNG):
         paths["png"] = out / LEADERBOARD_PNG
+    for name in OUTPUT_FILES:
+        if out / name not in paths.values():
+            (out / name).unlink(missing_ok=True)
     return paths

@@ -160,6 +160,22 @@ def test_plot_keeps_the_ablation_rows_in_the_documented_order(tmp_path):
     assert _ablation_rows((tmp_path / "leaderboard.md").read_text()) == expected
 
 
+def test_write_all_removes_the_files_of_an_earlier_run_that_it_does_not_write(tmp_path):
+    """An ablation.md / leaderboard.png / timings.json of an earlier run stayed next to the new results."""
+    stale = {report.ABLATION_MD: "# old ablation", report.LEADERBOARD_PNG: "old png", report.TIMINGS: "{}",
+             "notes.txt": "the user's own file"}
+    for name, text in stale.items():
+        (tmp_path / name).write_text(text)
+    payload = _ablation_payload()
+    paths = report.write_all({**payload, "ablate": False, "ablation": None}, tmp_path, plot=False)
+    assert sorted(p.name for p in paths.values()) == sorted([report.RESULTS, report.CSV, report.LEADERBOARD_MD])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*(p.name for p in paths.values()), "notes.txt"])
+    assert (tmp_path / "notes.txt").read_text() == "the user's own file"  # only memgym's own names are removed
+    # with an ablation and timings they are written again
+    paths = report.write_all(payload, tmp_path, plot=False, timings={"workers": 1})
+    assert {"ablation", "timings"} <= set(paths) and (tmp_path / report.ABLATION_MD).exists()
+
+
 def test_load_results_errors_name_the_problem(tmp_path):
     with pytest.raises(report.ResultsFileError, match="not found"):
         report.load_results(tmp_path / "nope.json")
