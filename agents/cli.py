@@ -428,8 +428,9 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
         report.prepare_out_dir(png.parent)
     except report.OutputDirError as exc:
         raise CliError(f"--out {png}: its folder {exc.path}: {exc.reason}") from exc
+    markdown = report.leaderboard_md(data)  # rendered before anything is written
     try:
-        (folder / report.LEADERBOARD_MD).write_text(report.leaderboard_md(data))
+        (folder / report.LEADERBOARD_MD).write_text(markdown)
         drawn = report.plot_leaderboard(data, png)
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename or png}: {exc.strerror or exc}") from exc

@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,84 @@ def dumps(payload: dict) -> str:
                       indent=1, allow_nan=False) + "\n"
 
 
+def _shown(value: Any) -> str:
+    """A value as it reads in the JSON file (``"abc"``, ``null``, ``[1]``), cut short."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+#: The per-question rates and means of a summary group that the tables print.
+GROUP_RATES = ("stale_rate", "hallucination_rate", "leak_rate", "live_memories", "ops_per_event")
+
+
+class _Schema:
+    """Type checks of a results.json; the first problem is a ResultsFileError naming the file and the field."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, expected: str, value: Any) -> None:
+        raise ResultsFileError(f"{self.path}: {where} must be {expected}, got {_shown(value)}")
+
+    def obj(self, where: str, value: Any, keys: Sequence[str] = ()) -> dict:
+        if not isinstance(value, dict):
+            self.fail(where, "an object" + (f" with the keys {list(keys)}" if keys else ""), value)
+        gone = [k for k in keys if k not in value]
+        if gone:
+            raise ResultsFileError(f"{self.path}: {where} lacks the key(s) {gone}; it needs {list(keys)}")
+        return value
+
+    def text(self, where: str, value: Any) -> None:
+        if not isinstance(value, str) or not value:
+            self.fail(where, "a non-empty string", value)
+
+    def texts(self, where: str, value: Any) -> None:
+        if not isinstance(value, list) or not value:
+            self.fail(where, "a non-empty list of strings", value)
+        for i, v in enumerate(value):
+            self.text(f"{where}[{i}]", v)
+
+    def number_or_null(self, where: str, value: Any) -> None:  # NaN is written as null
+        if value is not None and not _is_number(value):
+            self.fail(where, "a number or null", value)
+
+    def ci(self, where: str, value: Any) -> None:  # {"mean", "lo", "hi"} of a statistic
+        self.obj(where, value, ("mean", "lo", "hi"))
+        for k in ("mean", "lo", "hi"):
+            self.number_or_null(f"{where}.{k}", value[k])
+
+    def group(self, where: str, value: Any) -> None:  # the statistics of an agent overall or on one task
+        self.obj(where, value, ("return", "accuracy", *GROUP_RATES))
+        for k in ("return", "accuracy"):
+            self.ci(f"{where}.{k}", value[k])
+        for k in GROUP_RATES:
+            self.number_or_null(f"{where}.{k}", value[k])
+
+    def normalised(self, where: str, value: Any) -> None:  # an agent's normalised score (or an ablation row)
+        self.obj(where, value, ("per_task", "iqm", "lo", "hi"))
+        for k in ("iqm", "lo", "hi"):
+            self.number_or_null(f"{where}.{k}", value[k])
+        for task, v in self.obj(f"{where}.per_task", value["per_task"]).items():
+            self.number_or_null(f"{where}.per_task[{_shown(task)}]", v)
+
+
 def load_results(path: str | os.PathLike) -> dict:
-    """Read a results.json (a file or the folder holding it) with a clear error if it is not one."""
+    """Read a results.json (a file or the folder holding it) with a clear error if it is not one.
+
+    Every field that ``memgym replay`` and ``memgym plot`` read is checked, with its type, before anything
+    is replayed or written: a ResultsFileError names the file, the field (``episodes[3].seed``) and what
+    it must be."""
     p = Path(path)
     if p.is_dir():
         p = p / RESULTS
@@ -100,14 +177,18 @@ def load_results(path: str | os.PathLike) -> dict:
         raise ResultsFileError(f"results file not found: {p}")
     try:
         data = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultsFileError(f"{p} is not valid JSON ({exc})") from exc
+    except OSError as exc:
+        raise ResultsFileError(f"cannot read {p}: {exc.strerror or exc}") from exc
     missing = [k for k in ("schema", "episodes", "summary") if not isinstance(data, dict) or k not in data]
     if missing:
         raise ResultsFileError(f"{p} is not a memgym results.json: missing field(s) {missing}")
     if not isinstance(data["episodes"], list):
         raise ResultsFileError(f"{p}: 'episodes' must be a list of episode entries, got "
                                f"{type(data['episodes']).__name__}")
+    check = _Schema(p)
+    seen: dict[int, int] = {}
     for i, row in enumerate(data["episodes"]):
         if not isinstance(row, dict):
             raise ResultsFileError(f"{p}: episodes[{i}] must be an object with the keys {list(EPISODE_KEYS)}, got "
@@ -116,10 +197,47 @@ def load_results(path: str | os.PathLike) -> dict:
         if gone:
             raise ResultsFileError(f"{p}: episodes[{i}] lacks the key(s) {gone}; every episode entry needs "
                                    f"{list(EPISODE_KEYS)}")
+        for k in ("episode", "seed"):
+            if not _is_int(row[k]) or row[k] < 0:
+                check.fail(f"episodes[{i}].{k}", "an integer >= 0", row[k])
+        if row["episode"] in seen:
+            raise ResultsFileError(f"{p}: episodes[{i}].episode is {row['episode']}, as is "
+                                   f"episodes[{seen[row['episode']]}].episode; episode numbers must be unique")
+        seen[row["episode"]] = i
+        for k in ("agent", "family", "difficulty", "env_id"):
+            check.text(f"episodes[{i}].{k}", row[k])
+        if not _is_number(row["return"]) or not math.isfinite(row["return"]):
+            check.fail(f"episodes[{i}].return", "a finite number", row["return"])
     summary = data["summary"]
     gone = [k for k in ("agents", "tasks") if not isinstance(summary, dict) or k not in summary]
     if gone:
         raise ResultsFileError(f"{p}: 'summary' lacks the key(s) {gone}")
+    if not isinstance(summary["tasks"], list):
+        check.fail("summary.tasks", "a list of strings", summary["tasks"])
+    for i, t in enumerate(summary["tasks"]):
+        check.text(f"summary.tasks[{i}]", t)
+    for name, entry in check.obj("summary.agents", summary["agents"]).items():
+        where = f"summary.agents[{_shown(name)}]"
+        check.obj(where, entry, ("overall", "tasks", "normalised"))
+        check.group(f"{where}.overall", entry["overall"])
+        for task, group in check.obj(f"{where}.tasks", entry["tasks"]).items():
+            check.group(f"{where}.tasks[{_shown(task)}]", group)
+        check.normalised(f"{where}.normalised", entry["normalised"])
+    # the header of leaderboard.md and the figure's title
+    gone = [k for k in ("suite", "families", "difficulties", "seeds") if k not in data]
+    if gone:
+        raise ResultsFileError(f"{p} is not a memgym results.json: missing field(s) {gone}")
+    check.text("suite", data["suite"])
+    check.texts("families", data["families"])
+    check.texts("difficulties", data["difficulties"])
+    if not isinstance(data["seeds"], list) or not data["seeds"] or not all(
+            _is_int(s) and s >= 0 for s in data["seeds"]):
+        check.fail("seeds", "a non-empty list of integers >= 0", data["seeds"])
+    if data.get("overrides") is not None:
+        check.obj("overrides", data["overrides"])  # WorldConfig fields: {"horizon": 40, ...}
+    if data.get("ablation") is not None:
+        for op, entry in check.obj("ablation", data["ablation"]).items():
+            check.normalised(f"ablation[{_shown(op)}]", entry)
     return data
 
 

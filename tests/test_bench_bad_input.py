@@ -271,6 +271,61 @@ def test_replay_and_plot_name_the_broken_episode_entry(episodes, needle, tmp_pat
         assert err.startswith(f"memgym {argv[0]}: error: {path}: ") and needle in err, err
 
 
+def _set(data: dict, path: str, value) -> None:
+    """``_set(d, "summary.agents.oracle", {})``; the value ``...`` deletes the key."""
+    *parents, last = path.split(".")
+    for k in parents:
+        data = data[int(k)] if isinstance(data, list) else data[k]
+    if value is ...:
+        del data[last]
+    elif isinstance(data, list):
+        data[int(last)] = value
+    else:
+        data[last] = value
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("episodes.0.return", "abc", 'episodes[0].return must be a finite number, got "abc"'),
+    ("episodes.0.return", None, "episodes[0].return must be a finite number, got null"),
+    ("episodes.0.seed", "abc", 'episodes[0].seed must be an integer >= 0, got "abc"'),
+    ("episodes.0.seed", -1, "episodes[0].seed must be an integer >= 0, got -1"),
+    ("episodes.0.episode", 1.5, "episodes[0].episode must be an integer >= 0, got 1.5"),
+    ("episodes.1.episode", 0, "episodes[1].episode is 0, as is episodes[0].episode"),
+    ("episodes.0.agent", 5, "episodes[0].agent must be a non-empty string, got 5"),
+    ("episodes.0.family", None, "episodes[0].family must be a non-empty string, got null"),
+    ("suite", ..., "missing field(s) ['suite']"),
+    ("seeds", ..., "missing field(s) ['seeds']"),
+    ("families", ..., "missing field(s) ['families']"),
+    ("seeds", [], "seeds must be a non-empty list of integers >= 0, got []"),
+    ("families", "recall", 'families must be a non-empty list of strings, got "recall"'),
+    ("summary.agents", {"oracle": {}}, "summary.agents[\"oracle\"] lacks the key(s) ['overall', 'tasks', 'normalised']"),
+    ("summary.agents", [], "summary.agents must be an object, got []"),
+    ("summary.agents.oracle.normalised.iqm", "x", 'summary.agents["oracle"].normalised.iqm must be a number or null'),
+    ("summary.agents.random.overall.return", 3, 'summary.agents["random"].overall.return must be an object'),
+    ("summary.tasks", "recall", 'summary.tasks must be a list of strings, got "recall"'),
+    ("overrides", [1], "overrides must be an object, got [1]"),
+    ("ablation", {"none": 1.0}, 'ablation["none"] must be an object'),
+])
+def test_replay_and_plot_check_the_types_of_results_json(field, value, needle, tiny_results, tmp_path, capsys):
+    """A corrupt results.json gave tracebacks (after replaying a whole episode, or after leaderboard.md was
+    overwritten): now one error line naming the file and the field, exit 2, and nothing written."""
+    data = json.loads(tiny_results.read_text())
+    _set(data, field, value)
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    path = folder / "results.json"
+    path.write_text(json.dumps(data))
+    (folder / "leaderboard.md").write_text("keep me")
+    for argv in (["replay", str(path), "--episode", "0"], ["plot", str(path)]):
+        code, out = run(argv)
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert err.startswith(f"memgym {argv[0]}: error: {path}") and needle in err, err
+        assert "Traceback" not in err and out == ""
+    assert sorted(p.name for p in folder.iterdir()) == ["leaderboard.md", "results.json"]
+    assert (folder / "leaderboard.md").read_text() == "keep me"
+
+
 def test_results_without_summary_tables_are_refused(tmp_path):
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"schema": 1, "episodes": [], "summary": {}}))
