@@ -405,8 +405,8 @@ def _add_plot(sub: Any) -> None:
                        description="Redraw the figure and the Markdown leaderboard of a finished benchmark.")
     p.add_argument("results", nargs="?", default="bench_out/default/results.json",
                    help="results.json or its folder (default: bench_out/default/results.json)")
-    p.add_argument("--out", help="PNG path (default: leaderboard.png next to results.json); its folder is "
-                   "created if missing")
+    p.add_argument("--out", help="the figure's path (default: leaderboard.png next to results.json): .png, "
+                   ".pdf, .svg, ... or no extension (PNG); its folder is created if missing")
     p.set_defaults(func=cmd_plot)
 
 
@@ -424,6 +424,10 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     # --out's folder is created if missing (as `memgym bench --out` does); checked before drawing
     if png.is_dir():
         raise CliError(f"--out {png}: is a folder; give the PNG's file path, e.g. {png / report.LEADERBOARD_PNG}")
+    try:  # before anything is drawn or written
+        fmt = report.plot_format(png)
+    except ValueError as exc:
+        raise CliError(f"--out {png}: {exc}") from None
     try:
         report.prepare_out_dir(png.parent)
     except report.OutputDirError as exc:
@@ -431,7 +435,7 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     markdown = report.leaderboard_md(data)  # rendered before anything is written
     try:
         (folder / report.LEADERBOARD_MD).write_text(markdown)
-        drawn = report.plot_leaderboard(data, png)
+        drawn = report.plot_leaderboard(data, png, fmt=fmt)
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename or png}: {exc.strerror or exc}") from exc
     if not drawn:

@@ -392,8 +392,31 @@ def write_csv(payload: dict, path: Path, timings: dict | None = None) -> None:
             w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in flat.items()})
 
 
-def plot_leaderboard(payload: dict, path: str | os.PathLike) -> bool:
-    """Two panels: IQM normalised score with CI per agent, and a heatmap agent x family. False if no matplotlib."""
+#: The figure formats ``plot_leaderboard`` writes, by the file's extension (matplotlib's Agg backend and
+#: Pillow, a matplotlib dependency, draw them all; pgf needs LaTeX, raw / rgba are headerless pixel dumps).
+PLOT_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")
+
+
+def plot_format(path: str | os.PathLike) -> str:
+    """The figure format of ``path``: its extension (one of ``PLOT_FORMATS``, any case), PNG without one.
+
+    ValueError names the extension and the allowed ones (matplotlib would fail only after the drawing, and
+    would write ``name.png`` for a path without an extension)."""
+    suffix = Path(path).suffix
+    if not suffix:
+        return "png"
+    fmt = suffix[1:].lower()
+    if fmt not in PLOT_FORMATS:
+        raise ValueError(f"unsupported figure format {suffix!r}; the file must end in "
+                         f"{', '.join('.' + f for f in PLOT_FORMATS)} (no extension: PNG)")
+    return fmt
+
+
+def plot_leaderboard(payload: dict, path: str | os.PathLike, *, fmt: str | None = None) -> bool:
+    """Two panels: IQM normalised score with CI per agent, and a heatmap agent x family. False if no matplotlib.
+
+    Written to exactly ``path``, in ``fmt`` (default: ``plot_format(path)``)."""
+    fmt = fmt or plot_format(path)
     try:
         import matplotlib
 
@@ -439,7 +462,7 @@ def plot_leaderboard(payload: dict, path: str | os.PathLike) -> bool:
     fig.colorbar(im, ax=ax2, fraction=0.03)
     fig.suptitle(f"memgym bench, suite {payload['suite']} ({len(payload['seeds'])} seeds)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format=fmt)
     plt.close(fig)
     return True
 

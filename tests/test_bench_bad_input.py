@@ -112,6 +112,31 @@ def test_plot_bad_out_is_a_clear_error(tiny_results, tmp_path, capsys):
         assert reason in err and "Traceback" not in err
 
 
+def test_plot_refuses_an_unknown_figure_format_before_writing_anything(tiny_results, tmp_path, capsys):
+    """--out y.txt gave a matplotlib traceback (exit 1) after leaderboard.md had been rewritten."""
+    md = tiny_results.parent / "leaderboard.md"
+    md.write_text("keep me")
+    out = tmp_path / "newdir" / "y.txt"
+    code, printed = run(["plot", str(tiny_results), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"memgym plot: error: --out {out}: unsupported figure format '.txt'"), err
+    assert ".png, .pdf, .svg" in err and "no extension: PNG" in err and "Traceback" not in err
+    assert printed == "" and md.read_text() == "keep me" and not out.parent.exists()
+
+
+@pytest.mark.parametrize("name, magic", [("noext", b"\x89PNG\r\n\x1a\n"), ("fig.PNG", b"\x89PNG\r\n\x1a\n"),
+                                         ("fig.pdf", b"%PDF"), ("fig.svg", b"<?xml")])
+def test_plot_writes_exactly_the_path_it_reports(name, magic, tiny_results, tmp_path):
+    """--out noext said 'wrote noext' but matplotlib wrote noext.png."""
+    out = tmp_path / "figs" / name
+    code, printed = run(["plot", str(tiny_results), "--out", str(out)])
+    assert code == 0, printed
+    assert printed.startswith(f"wrote {out} and ")
+    assert [p.name for p in out.parent.iterdir()] == [name]
+    assert out.read_bytes()[:len(magic)] == magic
+
+
 # ------------------------------------------------------------------------------ repeated names
 
 
