@@ -60,6 +60,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _nonnegative_int(text: str) -> int:
+    """argparse type: an int >= 0, e.g. a seed (Gymnasium refuses negative seeds with a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def _overrides(pairs: Sequence[str] | None, world_choice: dict[str, str] | None = None) -> dict:
     """``--set horizon=80 --set capacity=32`` -> {"horizon": 80, "capacity": 32} (values parsed as YAML).
 
@@ -172,7 +183,7 @@ def _add_play(sub: Any) -> None:
                                    "answer. Reads commands from stdin, so it can be scripted. " + PLAY_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("env_id", help="e.g. MemGym/Life-Easy-v0 (see `memgym info`)")
-    p.add_argument("--seed", type=int, default=0, help="world seed (default: 0)")
+    p.add_argument("--seed", type=_nonnegative_int, default=0, help="world seed, >= 0 (default: 0)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field "
                    "(repeatable), e.g. --set horizon=30")
     p.add_argument("--max-steps", type=int, help="stop after this many events (default: at the episode's end)")

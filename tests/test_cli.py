@@ -125,6 +125,16 @@ def test_user_errors_name_the_valid_values(argv, expected, capsys):
         assert word in err, (word, err)
 
 
+@pytest.mark.parametrize("value, needle", [("-1", "must be >= 0, got -1"), ("x", "expected an integer >= 0, got 'x'")])
+def test_play_seed_must_be_a_non_negative_integer(value, needle, capsys):
+    """--seed -1 was a gymnasium traceback ("Seed must be >= 0"), exit 1."""
+    with pytest.raises(SystemExit) as e:
+        run(["play", "MemGym/Recall-Easy-v0", "--seed", value], stdin="quit\n")
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "memgym play: error: argument --seed: " + needle in err, err
+
+
 def test_bad_override_names_the_field(capsys):
     code, _ = run(["bench", "--set", "horizon", "--no-progress"])
     assert code == 2
