@@ -186,7 +186,8 @@ def _add_play(sub: Any) -> None:
     p.add_argument("--seed", type=_nonnegative_int, default=0, help="world seed, >= 0 (default: 0)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field "
                    "(repeatable), e.g. --set horizon=30")
-    p.add_argument("--max-steps", type=int, help="stop after this many events (default: at the episode's end)")
+    p.add_argument("--max-steps", type=_positive_int, help="stop after this many events, >= 1 (default: at the "
+                   "episode's end)")
     p.set_defaults(func=cmd_play)
 
 
@@ -324,7 +325,7 @@ def _add_replay(sub: Any) -> None:
                                    "against the recorded one.")
     p.add_argument("results", help="path to results.json (or the folder holding it)")
     p.add_argument("--episode", "-e", type=int, required=True, help="episode number (the 'episode' field)")
-    p.add_argument("--max-steps", type=int, help="print only the first N steps")
+    p.add_argument("--max-steps", type=_positive_int, help="print only the first N steps, N >= 1")
     p.add_argument("--questions-only", action="store_true", help="print only question steps")
     p.set_defaults(func=cmd_replay)
 

@@ -135,6 +135,23 @@ def test_play_seed_must_be_a_non_negative_integer(value, needle, capsys):
     assert "memgym play: error: argument --seed: " + needle in err, err
 
 
+@pytest.mark.parametrize("cmd", ["play", "replay"])
+@pytest.mark.parametrize("value, needle", [("0", "must be >= 1, got 0"), ("-2", "must be >= 1, got -2")])
+def test_max_steps_must_be_at_least_one(cmd, value, needle, capsys):
+    """--max-steps 0 was ignored (the whole episode was played / printed) and a negative one acted oddly."""
+    target = ["MemGym/Recall-Easy-v0"] if cmd == "play" else ["results.json", "--episode", "0"]
+    with pytest.raises(SystemExit) as e:
+        run([cmd, *target, "--max-steps", value], stdin="WRITE\n" * 3)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"memgym {cmd}: error: argument --max-steps: {needle}" in err, err
+
+
+def test_play_max_steps_stops_after_that_many_events():
+    code, out = run(["play", "MemGym/Recall-Easy-v0", "--max-steps", "2"], stdin="WRITE\n" * 5)
+    assert code == 0 and out.count("WRITE: reward") == 2 and "game over: 2 events" in out
+
+
 def test_bad_override_names_the_field(capsys):
     code, _ = run(["bench", "--set", "horizon", "--no-progress"])
     assert code == 2
