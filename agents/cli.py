@@ -508,10 +508,37 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+#: Exit code when the reader of stdout went away (``memgym info | head -2``): 128 + SIGPIPE, as a shell
+#: reports for a program that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """The console script. Exit codes: 0 done, 1 a replay that differs / a figure not drawn, 2 a user error
+    (``memgym <cmd>: error: ...``), 130 interrupted, 141 stdout closed early (e.g. piped to ``head``)."""
+    out = out or sys.stdout
+    try:
+        try:
+            return _main(argv, out)
+        finally:  # flush here, not at exit: a closed pipe is then a BrokenPipeError that we can catch
+            # (also after argparse's --help / usage error, which raise SystemExit)
+            out.flush()
+            if out is not sys.stdout:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader of stdout has gone (`memgym info | head -2`): stop quietly. Python's docs (signal,
+        # "Note on SIGPIPE"): point stdout at devnull so that the flush at exit does not raise again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # no real file descriptor behind sys.stdout (a test's capture)
+            pass
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     argv = list(sys.argv[1:] if argv is None else argv)
-    out = out or sys.stdout
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:

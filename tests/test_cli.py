@@ -260,6 +260,29 @@ def test_plot_redraws_the_figure(tiny_results, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def _cli_into_a_closed_pipe(*argv):
+    """Run ``python -m agents.cli ARGV`` with stdout a pipe whose reader is gone (``memgym info | head -0``)."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # closed before the child writes anything: every write to stdout fails with EPIPE
+    try:
+        res = subprocess.run([sys.executable, "-m", "agents.cli", *argv], stdout=write, stderr=subprocess.PIPE,
+                             text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(write)
+    return res
+
+
+@pytest.mark.parametrize("argv", [["info"], ["replay", "RESULTS", "--episode", "0"]])
+def test_output_piped_into_a_closed_pipe_ends_quietly(argv, tiny_results):
+    """`memgym info | head -2` / `memgym replay ... | head -1` printed a BrokenPipeError traceback."""
+    argv = [str(tiny_results) if a == "RESULTS" else a for a in argv]
+    res = _cli_into_a_closed_pipe(*argv)
+    assert res.returncode == 141, res.stderr
+    assert res.stderr == ""
+
+
 def test_train_delegates_to_agents_train(monkeypatch):
     parser = cli.build_parser(["train"])
     args = parser.parse_args(["train", "--config", "x.yaml", "--quick"])
