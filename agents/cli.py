@@ -150,6 +150,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
                                   progress=not args.no_progress, plot=not args.no_plot)
     except report.OutputDirError as exc:  # checked before the first episode: nothing was run
         raise CliError(f"--out {exc.path}: {exc.reason}") from exc
+    except report.OutputWriteError as exc:  # after the run: the message says where the results were saved
+        raise CliError(str(exc)) from exc
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     elapsed = time.perf_counter() - t0

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +51,24 @@ class OutputDirError(ValueError):
         super().__init__(f"output folder {self.path}: {reason}")
 
 
-def prepare_out_dir(path: str | os.PathLike) -> Path:
+class OutputWriteError(OSError):
+    """Writing an output file failed after the work was done. ``path`` and ``reason`` say which file and why,
+    ``saved`` where the results were written instead (None if nowhere), ``payload`` holds them."""
+
+    def __init__(self, path: str | os.PathLike, reason: str, saved: Path | None, note: str, payload: dict) -> None:
+        self.path, self.reason, self.saved, self.payload = str(path), reason, saved, payload
+        where = (f"the results were saved to {saved / RESULTS} instead (`memgym plot {saved}` draws the "
+                 "leaderboard from it)" if saved is not None else
+                 "the results could not be saved elsewhere either (a full disk?)")
+        super().__init__(f"cannot write {self.path}: {reason}; {note}; {where}")
+
+
+def prepare_out_dir(path: str | os.PathLike, files: Sequence[str] = ()) -> Path:
     """Create ``path`` (with its parents) and check that a file can be written in it, before any work is
-    done whose results would go there; OutputDirError names the path and the reason otherwise."""
+    done whose results would go there; OutputDirError names the path and the reason otherwise.
+
+    ``files`` are the names that will be written there (``OUTPUT_FILES`` for a bench run): one that exists
+    must be a regular file (a folder of that name would fail the writing after the run)."""
     out = Path(path)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -71,6 +86,12 @@ def prepare_out_dir(path: str | os.PathLike) -> Path:
         os.unlink(probe)
     except OSError as exc:
         raise OutputDirError(path, f"the folder is not writable ({exc.strerror or exc})") from None
+    for name in files:
+        target = out / name
+        if target.exists() and not target.is_file():
+            kind = "a folder" if target.is_dir() else "not a regular file"
+            raise OutputDirError(path, f"{target} is {kind}, but the output file {name} must be written "
+                                       "there: remove or rename it, or choose another folder")
     return out
 
 
@@ -467,26 +488,79 @@ def plot_leaderboard(payload: dict, path: str | os.PathLike, *, fmt: str | None 
     return True
 
 
+def _save_elsewhere(payload: dict, timings: dict | None) -> Path | None:
+    """After a failed write: results.json (and timings.json) in a new folder of the temp dir, else of the
+    current one; None if neither can hold them."""
+    for base in (tempfile.gettempdir(), os.getcwd()):
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="memgym-bench-", dir=base))
+            (folder / RESULTS).write_text(dumps(payload))
+            if timings is not None:
+                (folder / TIMINGS).write_text(json.dumps(_clean(timings), sort_keys=True, indent=1) + "\n")
+            return folder
+        except OSError:
+            continue
+    return None
+
+
 def write_all(payload: dict, out_dir: str | os.PathLike, *, timings: dict | None = None, plot: bool = True) -> dict:
     """Write every output file into ``out_dir``; returns {name: path}.
 
     The folder then holds only files of this run: an ``OUTPUT_FILES`` entry that is not written (no
-    ablation, no plot, no timings) is removed if an earlier run left it there."""
+    ablation, no plot, no timings) is removed if an earlier run left it there.
+
+    Each file is first written under a temporary name in the folder and then renamed over its target, so
+    that a failure (a full disk, a folder in the way) leaves the folder as it was; it raises
+    OutputWriteError naming the file, after saving results.json elsewhere (``_save_elsewhere``): a
+    finished benchmark is never lost."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"results": out / RESULTS, "csv": out / CSV, "leaderboard": out / LEADERBOARD_MD}
-    paths["results"].write_text(dumps(payload))
-    write_csv(payload, paths["csv"], timings)
-    paths["leaderboard"].write_text(leaderboard_md(payload))
-    if timings is not None:
-        paths["timings"] = out / TIMINGS
-        paths["timings"].write_text(json.dumps(_clean(timings), sort_keys=True, indent=1) + "\n")
-    if payload.get("ablation"):
-        paths["ablation"] = out / ABLATION_MD
-        paths["ablation"].write_text("# Ablation\n\n" + ablation_md(payload) + "\n")
-    if plot and plot_leaderboard(payload, out / LEADERBOARD_PNG):
-        paths["png"] = out / LEADERBOARD_PNG
-    for name in OUTPUT_FILES:
-        if out / name not in paths.values():
-            (out / name).unlink(missing_ok=True)
-    return paths
+    staged: dict[str, tuple[Path, Path]] = {}  # key -> (temporary file, target), in the order written
+    current, renaming = out, False
+
+    def stage(key: str, name: str, write: Callable[[Path], Any]) -> None:
+        nonlocal current
+        current = out / name
+        tmp = out / f".{name}.memgym-{os.getpid()}.tmp"  # created by open(): the usual permissions (umask)
+        staged[key] = (tmp, current)
+        write(tmp)
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        stage("results", RESULTS, lambda t: t.write_text(dumps(payload)))
+        stage("csv", CSV, lambda t: write_csv(payload, t, timings))
+        stage("leaderboard", LEADERBOARD_MD, lambda t: t.write_text(leaderboard_md(payload)))
+        if timings is not None:
+            stage("timings", TIMINGS,
+                  lambda t: t.write_text(json.dumps(_clean(timings), sort_keys=True, indent=1) + "\n"))
+        if payload.get("ablation"):
+            stage("ablation", ABLATION_MD, lambda t: t.write_text("# Ablation\n\n" + ablation_md(payload) + "\n"))
+        if plot:
+            drawn: list[bool] = []
+            stage("png", LEADERBOARD_PNG, lambda t: drawn.append(plot_leaderboard(payload, t, fmt="png")))
+            if not drawn[0]:  # no matplotlib (said on stderr): no figure
+                staged.pop("png")[0].unlink(missing_ok=True)
+        for _, target in staged.values():  # what would fail a rename, before the first one
+            if target.exists() and not target.is_file():
+                current = target
+                raise IsADirectoryError(21, "a folder (or another non-file) is in the way", str(target))
+        stale = [out / name for name in OUTPUT_FILES if out / name not in {t for _, t in staged.values()}]
+        renaming = True
+        # results.json last: until it is replaced, the folder's results.json still describes its other files
+        for key in sorted(staged, key=lambda k: k == "results"):
+            tmp, current = staged[key]
+            os.replace(tmp, current)
+        for current in stale:
+            current.unlink(missing_ok=True)
+    except BaseException as exc:
+        for tmp, _ in staged.values():  # no temporary file is left behind, whatever went wrong
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+        if not isinstance(exc, OSError):
+            raise
+        note = (f"{out} may now hold old and new files side by side" if renaming else
+                f"nothing in {out} was changed")
+        saved = _save_elsewhere(payload, timings)
+        raise OutputWriteError(current, exc.strerror or str(exc), saved, note, payload) from exc
+    return {key: target for key, (_, target) in staged.items()}

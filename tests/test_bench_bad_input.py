@@ -68,6 +68,57 @@ def test_unwritable_out_is_reported(tmp_path, no_episodes, monkeypatch, capsys):
     assert code == 2 and f"--out {tmp_path / 'ro'}: the folder is not writable (Permission denied)" in err, err
 
 
+@pytest.mark.parametrize("name", report.OUTPUT_FILES)
+def test_a_folder_in_place_of_an_output_file_is_reported_before_anything_runs(name, tmp_path, no_episodes, capsys):
+    """`mkdir -p od/results.json; memgym bench --out od` ran every episode, then died on IsADirectoryError."""
+    out = tmp_path / "od"
+    (out / name).mkdir(parents=True)
+    code, _ = run(["bench", "--agents", "write_all", "--out", str(out), *TINY])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"memgym bench: error: --out {out}: {out / name} is a folder, but the output file {name} "
+                          "must be written there"), err
+    assert no_episodes == [] and "Traceback" not in err
+
+
+def test_a_write_failure_after_the_run_loses_nothing(tmp_path, monkeypatch, capsys):
+    """A file that cannot be written after the run (here a folder appears where results.csv goes, after the
+    checks) is an error naming it, the folder is left as it was, and results.json is saved elsewhere."""
+    import tempfile
+
+    out = tmp_path / "od"
+    out.mkdir()
+    (out / "results.json").write_text("the earlier run's")
+    spare = tmp_path / "tmpdir"
+    spare.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spare))  # where the results are saved instead
+    run_tasks = bench.run_tasks
+
+    def run_then_block(*a, **k):
+        result = run_tasks(*a, **k)
+        (out / "results.csv").mkdir()
+        return result
+
+    monkeypatch.setattr(bench, "run_tasks", run_then_block)
+    code, printed = run(["bench", "--agents", "write_all", "--out", str(out), *TINY])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    (saved,) = spare.iterdir()
+    assert err.startswith(f"memgym bench: error: cannot write {out / 'results.csv'}: "), err
+    assert f"nothing in {out} was changed; the results were saved to {saved / 'results.json'} instead" in err
+    assert "Traceback" not in err and printed == ""
+    data = report.load_results(saved)
+    assert sorted({e["agent"] for e in data["episodes"]}) == ["oracle", "random", "write_all"]
+    assert json.loads((saved / "timings.json").read_text())["episodes"] == 3
+    assert sorted(p.name for p in out.iterdir()) == ["results.csv", "results.json"]  # no temporary file left
+    assert (out / "results.json").read_text() == "the earlier run's"
+    # with nowhere to save them the error says so
+    monkeypatch.setattr(report, "_save_elsewhere", lambda *a: None)
+    with pytest.raises(report.OutputWriteError, match="could not be saved elsewhere either") as e:
+        report.write_all(data, out, plot=False)
+    assert e.value.path == str(out / "results.csv") and e.value.payload is data
+
+
 def test_out_folder_is_created_with_its_parents(tmp_path):
     out = tmp_path / "a" / "b"
     code, text = run(["bench", "--agents", "write_all", "--out", str(out), *TINY])
