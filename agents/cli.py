@@ -193,13 +193,46 @@ def _add_play(sub: Any) -> None:
     p.set_defaults(func=cmd_play)
 
 
+def _squash(text: str) -> str:
+    """``"MemGym/Life-Easy-v0"``, ``"Life-Easy-v0"``, ``"lifeeasy"`` -> ``"lifeeasy"``: an env id's letters."""
+    key = "".join(ch for ch in text.lower() if ch.isalnum())
+    key = key.removeprefix("envs").removeprefix("memgym")
+    return key[:-2] if key.endswith("v0") else key
+
+
+def _play_target(text: str) -> str:
+    """The env ``memgym play`` was asked for: a registered id (what the help and `memgym info` show) or the
+    shorthands ``make_env`` takes (a family, ``family-difficulty``, a YAML config file). Anything else is
+    an error listing the registered ids, with the nearest ones as a hint (``Life-Easy-v0`` ->
+    ``MemGym/Life-Easy-v0``) rather than make_env's advice about YAML paths or families."""
+    import difflib
+
+    import envs
+    from world import DIFFICULTIES, FAMILIES
+
+    ids = envs.registered_ids()
+    family, _, difficulty = text.partition("-")
+    if (text.split(":", 1)[-1] in ids or text in FAMILIES or (family in FAMILIES and difficulty in DIFFICULTIES)
+            or ("/" not in text and os.path.isfile(text))):
+        return text
+    by_key = {_squash(i): i for i in ids}
+    key = _squash(text)
+    if key in by_key:
+        near = [by_key[key]]
+    else:
+        near = [by_key[k] for k in difflib.get_close_matches(key, list(by_key), n=3, cutoff=0.75)]
+    hint = f" (did you mean {' or '.join(repr(i) for i in near)}?)" if near else ""
+    raise CliError(f"unknown env id {text!r}{hint}; registered ids: {', '.join(ids)}")
+
+
 def cmd_play(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -> int:
     from agents.bench import make_env
     from envs.wrappers import TextInterface
 
     inp = inp or sys.stdin
+    target = _play_target(args.env_id)
     try:
-        env = make_env(args.env_id, overrides={**_overrides(args.set, PLAY_WORLD_CHOICE)})
+        env = make_env(target, overrides={**_overrides(args.set, PLAY_WORLD_CHOICE)})
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     base = env.unwrapped

@@ -152,6 +152,30 @@ def test_play_max_steps_stops_after_that_many_events():
     assert code == 0 and out.count("WRITE: reward") == 2 and "game over: 2 events" in out
 
 
+@pytest.mark.parametrize("env_id, hint", [
+    ("Life-Easy-v0", " (did you mean 'MemGym/Life-Easy-v0'?)"),
+    ("lifeeasy", " (did you mean 'MemGym/Life-Easy-v0'?)"),
+    ("MemGym/life-easy-v0", " (did you mean 'MemGym/Life-Easy-v0'?)"),
+    ("MultiHop-Hard", " (did you mean 'MemGym/MultiHop-Hard-v0'?)"),
+    ("banana", ""),
+])
+def test_play_names_an_unknown_env_id_and_the_nearest_registered_one(env_id, hint, capsys):
+    """`memgym play Life-Easy-v0` said "family: must be one of [...], got 'Life-Easy'", and `lifeeasy` gave advice
+    about YAML paths: the argument is an env id, and the error is about that."""
+    code, out = run(["play", env_id], stdin="quit\n")
+    err = capsys.readouterr().err
+    assert code == 2 and out == ""
+    assert err.startswith(f"memgym play: error: unknown env id {env_id!r}{hint}; registered ids: "
+                          "MemGym/Recall-Easy-v0, "), err
+    assert "MemGym/Life-Endless-v0" in err and ("did you mean" in err) == bool(hint)
+
+
+@pytest.mark.parametrize("target", ["recall", "recall-easy", "envs:MemGym/Recall-Easy-v0"])
+def test_play_still_takes_the_shorthands_of_make_env(target):
+    code, out = run(["play", target, "--set", "horizon=10"], stdin="WRITE\nquit\n")
+    assert code == 0 and "game over: 1 events" in out
+
+
 def test_bad_override_names_the_field(capsys):
     code, _ = run(["bench", "--set", "horizon", "--no-progress"])
     assert code == 2
