@@ -630,7 +630,7 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
         for env in envs:
             env.close()
     if out_dir is not None:
-        report.prepare_out_dir(out_dir)
+        report.prepare_out_dir(out_dir, report.OUTPUT_FILES)
     tasks = build_tasks(agents, families, difficulties, seed_list, overrides)
     t0 = time.perf_counter()
     rows, timings = run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})")
@@ -656,6 +656,7 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     }
     timing_payload = {"workers": workers, "wall_s": elapsed, "episodes": len(rows),
                       "steps": int(sum(r["events"] for r in rows)), "per_episode": timings}
+    # a write failure (report.OutputWriteError) names the file and where results.json was saved instead
     written = report.write_all(payload, out_dir, timings=timing_payload, plot=plot) if out_dir is not None else {}
     payload["_timings"] = timing_payload  # not written to results.json
     payload["_written"] = written  # (the files really written: no PNG without matplotlib)

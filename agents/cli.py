@@ -60,6 +60,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _nonnegative_int(text: str) -> int:
+    """argparse type: an int >= 0, e.g. a seed (Gymnasium refuses negative seeds with a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def _overrides(pairs: Sequence[str] | None, world_choice: dict[str, str] | None = None) -> dict:
     """``--set horizon=80 --set capacity=32`` -> {"horizon": 80, "capacity": 32} (values parsed as YAML).
 
@@ -119,7 +130,8 @@ def _add_bench(sub: Any) -> None:
                    "run, with --agents they run next to the listed agents")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field "
                    "for every env (repeatable), e.g. --set horizon=120")
-    p.add_argument("--no-plot", action="store_true", help="do not draw leaderboard.png")
+    p.add_argument("--no-plot", action="store_true", help="do not draw leaderboard.png (an earlier run's "
+                   "leaderboard.png in --out is removed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
 
@@ -138,6 +150,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
                                   progress=not args.no_progress, plot=not args.no_plot)
     except report.OutputDirError as exc:  # checked before the first episode: nothing was run
         raise CliError(f"--out {exc.path}: {exc.reason}") from exc
+    except report.OutputWriteError as exc:  # after the run: the message says where the results were saved
+        raise CliError(str(exc)) from exc
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     elapsed = time.perf_counter() - t0
@@ -171,11 +185,44 @@ def _add_play(sub: Any) -> None:
                                    "answer. Reads commands from stdin, so it can be scripted. " + PLAY_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("env_id", help="e.g. MemGym/Life-Easy-v0 (see `memgym info`)")
-    p.add_argument("--seed", type=int, default=0, help="world seed (default: 0)")
+    p.add_argument("--seed", type=_nonnegative_int, default=0, help="world seed, >= 0 (default: 0)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a WorldConfig field "
                    "(repeatable), e.g. --set horizon=30")
-    p.add_argument("--max-steps", type=int, help="stop after this many events (default: at the episode's end)")
+    p.add_argument("--max-steps", type=_positive_int, help="stop after this many events, >= 1 (default: at the "
+                   "episode's end)")
     p.set_defaults(func=cmd_play)
+
+
+def _squash(text: str) -> str:
+    """``"MemGym/Life-Easy-v0"``, ``"Life-Easy-v0"``, ``"lifeeasy"`` -> ``"lifeeasy"``: an env id's letters."""
+    key = "".join(ch for ch in text.lower() if ch.isalnum())
+    key = key.removeprefix("envs").removeprefix("memgym")
+    return key[:-2] if key.endswith("v0") else key
+
+
+def _play_target(text: str) -> str:
+    """The env ``memgym play`` was asked for: a registered id (what the help and `memgym info` show) or the
+    shorthands ``make_env`` takes (a family, ``family-difficulty``, a YAML config file). Anything else is
+    an error listing the registered ids, with the nearest ones as a hint (``Life-Easy-v0`` ->
+    ``MemGym/Life-Easy-v0``) rather than make_env's advice about YAML paths or families."""
+    import difflib
+
+    import envs
+    from world import DIFFICULTIES, FAMILIES
+
+    ids = envs.registered_ids()
+    family, _, difficulty = text.partition("-")
+    if (text.split(":", 1)[-1] in ids or text in FAMILIES or (family in FAMILIES and difficulty in DIFFICULTIES)
+            or ("/" not in text and os.path.isfile(text))):
+        return text
+    by_key = {_squash(i): i for i in ids}
+    key = _squash(text)
+    if key in by_key:
+        near = [by_key[key]]
+    else:
+        near = [by_key[k] for k in difflib.get_close_matches(key, list(by_key), n=3, cutoff=0.75)]
+    hint = f" (did you mean {' or '.join(repr(i) for i in near)}?)" if near else ""
+    raise CliError(f"unknown env id {text!r}{hint}; registered ids: {', '.join(ids)}")
 
 
 def cmd_play(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -> int:
@@ -183,8 +230,9 @@ def cmd_play(args: argparse.Namespace, out: TextIO, inp: TextIO | None = None) -
     from envs.wrappers import TextInterface
 
     inp = inp or sys.stdin
+    target = _play_target(args.env_id)
     try:
-        env = make_env(args.env_id, overrides={**_overrides(args.set, PLAY_WORLD_CHOICE)})
+        env = make_env(target, overrides={**_overrides(args.set, PLAY_WORLD_CHOICE)})
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     base = env.unwrapped
@@ -312,7 +360,7 @@ def _add_replay(sub: Any) -> None:
                                    "against the recorded one.")
     p.add_argument("results", help="path to results.json (or the folder holding it)")
     p.add_argument("--episode", "-e", type=int, required=True, help="episode number (the 'episode' field)")
-    p.add_argument("--max-steps", type=int, help="print only the first N steps")
+    p.add_argument("--max-steps", type=_positive_int, help="print only the first N steps, N >= 1")
     p.add_argument("--questions-only", action="store_true", help="print only question steps")
     p.set_defaults(func=cmd_replay)
 
@@ -404,8 +452,8 @@ def _add_plot(sub: Any) -> None:
                        description="Redraw the figure and the Markdown leaderboard of a finished benchmark.")
     p.add_argument("results", nargs="?", default="bench_out/default/results.json",
                    help="results.json or its folder (default: bench_out/default/results.json)")
-    p.add_argument("--out", help="PNG path (default: leaderboard.png next to results.json); its folder is "
-                   "created if missing")
+    p.add_argument("--out", help="the figure's path (default: leaderboard.png next to results.json): .png, "
+                   ".pdf, .svg, ... or no extension (PNG); its folder is created if missing")
     p.set_defaults(func=cmd_plot)
 
 
@@ -423,13 +471,18 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
     # --out's folder is created if missing (as `memgym bench --out` does); checked before drawing
     if png.is_dir():
         raise CliError(f"--out {png}: is a folder; give the PNG's file path, e.g. {png / report.LEADERBOARD_PNG}")
+    try:  # before anything is drawn or written
+        fmt = report.plot_format(png)
+    except ValueError as exc:
+        raise CliError(f"--out {png}: {exc}") from None
     try:
         report.prepare_out_dir(png.parent)
     except report.OutputDirError as exc:
         raise CliError(f"--out {png}: its folder {exc.path}: {exc.reason}") from exc
+    markdown = report.leaderboard_md(data)  # rendered before anything is written
     try:
-        (folder / report.LEADERBOARD_MD).write_text(report.leaderboard_md(data))
-        drawn = report.plot_leaderboard(data, png)
+        (folder / report.LEADERBOARD_MD).write_text(markdown)
+        drawn = report.plot_leaderboard(data, png, fmt=fmt)
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename or png}: {exc.strerror or exc}") from exc
     if not drawn:
@@ -490,10 +543,37 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+#: Exit code when the reader of stdout went away (``memgym info | head -2``): 128 + SIGPIPE, as a shell
+#: reports for a program that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """The console script. Exit codes: 0 done, 1 a replay that differs / a figure not drawn, 2 a user error
+    (``memgym <cmd>: error: ...``), 130 interrupted, 141 stdout closed early (e.g. piped to ``head``)."""
+    out = out or sys.stdout
+    try:
+        try:
+            return _main(argv, out)
+        finally:  # flush here, not at exit: a closed pipe is then a BrokenPipeError that we can catch
+            # (also after argparse's --help / usage error, which raise SystemExit)
+            out.flush()
+            if out is not sys.stdout:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader of stdout has gone (`memgym info | head -2`): stop quietly. Python's docs (signal,
+        # "Note on SIGPIPE"): point stdout at devnull so that the flush at exit does not raise again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # no real file descriptor behind sys.stdout (a test's capture)
+            pass
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     argv = list(sys.argv[1:] if argv is None else argv)
-    out = out or sys.stdout
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:

@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ CSV = "results.csv"
 LEADERBOARD_MD = "leaderboard.md"
 LEADERBOARD_PNG = "leaderboard.png"
 ABLATION_MD = "ablation.md"
+#: Every file ``write_all`` may write; a run removes those an earlier run left in the folder and it does not
+#: write itself (an old ablation.md or leaderboard.png next to new results would contradict them).
+OUTPUT_FILES = (RESULTS, CSV, LEADERBOARD_MD, TIMINGS, ABLATION_MD, LEADERBOARD_PNG)
 
 CSV_FIELDS = (
     "episode", "agent", "family", "difficulty", "env_id", "seed", "return", "events", "questions",
@@ -47,9 +51,24 @@ class OutputDirError(ValueError):
         super().__init__(f"output folder {self.path}: {reason}")
 
 
-def prepare_out_dir(path: str | os.PathLike) -> Path:
+class OutputWriteError(OSError):
+    """Writing an output file failed after the work was done. ``path`` and ``reason`` say which file and why,
+    ``saved`` where the results were written instead (None if nowhere), ``payload`` holds them."""
+
+    def __init__(self, path: str | os.PathLike, reason: str, saved: Path | None, note: str, payload: dict) -> None:
+        self.path, self.reason, self.saved, self.payload = str(path), reason, saved, payload
+        where = (f"the results were saved to {saved / RESULTS} instead (`memgym plot {saved}` draws the "
+                 "leaderboard from it)" if saved is not None else
+                 "the results could not be saved elsewhere either (a full disk?)")
+        super().__init__(f"cannot write {self.path}: {reason}; {note}; {where}")
+
+
+def prepare_out_dir(path: str | os.PathLike, files: Sequence[str] = ()) -> Path:
     """Create ``path`` (with its parents) and check that a file can be written in it, before any work is
-    done whose results would go there; OutputDirError names the path and the reason otherwise."""
+    done whose results would go there; OutputDirError names the path and the reason otherwise.
+
+    ``files`` are the names that will be written there (``OUTPUT_FILES`` for a bench run): one that exists
+    must be a regular file (a folder of that name would fail the writing after the run)."""
     out = Path(path)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -67,6 +86,12 @@ def prepare_out_dir(path: str | os.PathLike) -> Path:
         os.unlink(probe)
     except OSError as exc:
         raise OutputDirError(path, f"the folder is not writable ({exc.strerror or exc})") from None
+    for name in files:
+        target = out / name
+        if target.exists() and not target.is_file():
+            kind = "a folder" if target.is_dir() else "not a regular file"
+            raise OutputDirError(path, f"{target} is {kind}, but the output file {name} must be written "
+                                       "there: remove or rename it, or choose another folder")
     return out
 
 
@@ -88,8 +113,84 @@ def dumps(payload: dict) -> str:
                       indent=1, allow_nan=False) + "\n"
 
 
+def _shown(value: Any) -> str:
+    """A value as it reads in the JSON file (``"abc"``, ``null``, ``[1]``), cut short."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+#: The per-question rates and means of a summary group that the tables print.
+GROUP_RATES = ("stale_rate", "hallucination_rate", "leak_rate", "live_memories", "ops_per_event")
+
+
+class _Schema:
+    """Type checks of a results.json; the first problem is a ResultsFileError naming the file and the field."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, expected: str, value: Any) -> None:
+        raise ResultsFileError(f"{self.path}: {where} must be {expected}, got {_shown(value)}")
+
+    def obj(self, where: str, value: Any, keys: Sequence[str] = ()) -> dict:
+        if not isinstance(value, dict):
+            self.fail(where, "an object" + (f" with the keys {list(keys)}" if keys else ""), value)
+        gone = [k for k in keys if k not in value]
+        if gone:
+            raise ResultsFileError(f"{self.path}: {where} lacks the key(s) {gone}; it needs {list(keys)}")
+        return value
+
+    def text(self, where: str, value: Any) -> None:
+        if not isinstance(value, str) or not value:
+            self.fail(where, "a non-empty string", value)
+
+    def texts(self, where: str, value: Any) -> None:
+        if not isinstance(value, list) or not value:
+            self.fail(where, "a non-empty list of strings", value)
+        for i, v in enumerate(value):
+            self.text(f"{where}[{i}]", v)
+
+    def number_or_null(self, where: str, value: Any) -> None:  # NaN is written as null
+        if value is not None and not _is_number(value):
+            self.fail(where, "a number or null", value)
+
+    def ci(self, where: str, value: Any) -> None:  # {"mean", "lo", "hi"} of a statistic
+        self.obj(where, value, ("mean", "lo", "hi"))
+        for k in ("mean", "lo", "hi"):
+            self.number_or_null(f"{where}.{k}", value[k])
+
+    def group(self, where: str, value: Any) -> None:  # the statistics of an agent overall or on one task
+        self.obj(where, value, ("return", "accuracy", *GROUP_RATES))
+        for k in ("return", "accuracy"):
+            self.ci(f"{where}.{k}", value[k])
+        for k in GROUP_RATES:
+            self.number_or_null(f"{where}.{k}", value[k])
+
+    def normalised(self, where: str, value: Any) -> None:  # an agent's normalised score (or an ablation row)
+        self.obj(where, value, ("per_task", "iqm", "lo", "hi"))
+        for k in ("iqm", "lo", "hi"):
+            self.number_or_null(f"{where}.{k}", value[k])
+        for task, v in self.obj(f"{where}.per_task", value["per_task"]).items():
+            self.number_or_null(f"{where}.per_task[{_shown(task)}]", v)
+
+
 def load_results(path: str | os.PathLike) -> dict:
-    """Read a results.json (a file or the folder holding it) with a clear error if it is not one."""
+    """Read a results.json (a file or the folder holding it) with a clear error if it is not one.
+
+    Every field that ``memgym replay`` and ``memgym plot`` read is checked, with its type, before anything
+    is replayed or written: a ResultsFileError names the file, the field (``episodes[3].seed``) and what
+    it must be."""
     p = Path(path)
     if p.is_dir():
         p = p / RESULTS
@@ -97,14 +198,18 @@ def load_results(path: str | os.PathLike) -> dict:
         raise ResultsFileError(f"results file not found: {p}")
     try:
         data = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultsFileError(f"{p} is not valid JSON ({exc})") from exc
+    except OSError as exc:
+        raise ResultsFileError(f"cannot read {p}: {exc.strerror or exc}") from exc
     missing = [k for k in ("schema", "episodes", "summary") if not isinstance(data, dict) or k not in data]
     if missing:
         raise ResultsFileError(f"{p} is not a memgym results.json: missing field(s) {missing}")
     if not isinstance(data["episodes"], list):
         raise ResultsFileError(f"{p}: 'episodes' must be a list of episode entries, got "
                                f"{type(data['episodes']).__name__}")
+    check = _Schema(p)
+    seen: dict[int, int] = {}
     for i, row in enumerate(data["episodes"]):
         if not isinstance(row, dict):
             raise ResultsFileError(f"{p}: episodes[{i}] must be an object with the keys {list(EPISODE_KEYS)}, got "
@@ -113,10 +218,47 @@ def load_results(path: str | os.PathLike) -> dict:
         if gone:
             raise ResultsFileError(f"{p}: episodes[{i}] lacks the key(s) {gone}; every episode entry needs "
                                    f"{list(EPISODE_KEYS)}")
+        for k in ("episode", "seed"):
+            if not _is_int(row[k]) or row[k] < 0:
+                check.fail(f"episodes[{i}].{k}", "an integer >= 0", row[k])
+        if row["episode"] in seen:
+            raise ResultsFileError(f"{p}: episodes[{i}].episode is {row['episode']}, as is "
+                                   f"episodes[{seen[row['episode']]}].episode; episode numbers must be unique")
+        seen[row["episode"]] = i
+        for k in ("agent", "family", "difficulty", "env_id"):
+            check.text(f"episodes[{i}].{k}", row[k])
+        if not _is_number(row["return"]) or not math.isfinite(row["return"]):
+            check.fail(f"episodes[{i}].return", "a finite number", row["return"])
     summary = data["summary"]
     gone = [k for k in ("agents", "tasks") if not isinstance(summary, dict) or k not in summary]
     if gone:
         raise ResultsFileError(f"{p}: 'summary' lacks the key(s) {gone}")
+    if not isinstance(summary["tasks"], list):
+        check.fail("summary.tasks", "a list of strings", summary["tasks"])
+    for i, t in enumerate(summary["tasks"]):
+        check.text(f"summary.tasks[{i}]", t)
+    for name, entry in check.obj("summary.agents", summary["agents"]).items():
+        where = f"summary.agents[{_shown(name)}]"
+        check.obj(where, entry, ("overall", "tasks", "normalised"))
+        check.group(f"{where}.overall", entry["overall"])
+        for task, group in check.obj(f"{where}.tasks", entry["tasks"]).items():
+            check.group(f"{where}.tasks[{_shown(task)}]", group)
+        check.normalised(f"{where}.normalised", entry["normalised"])
+    # the header of leaderboard.md and the figure's title
+    gone = [k for k in ("suite", "families", "difficulties", "seeds") if k not in data]
+    if gone:
+        raise ResultsFileError(f"{p} is not a memgym results.json: missing field(s) {gone}")
+    check.text("suite", data["suite"])
+    check.texts("families", data["families"])
+    check.texts("difficulties", data["difficulties"])
+    if not isinstance(data["seeds"], list) or not data["seeds"] or not all(
+            _is_int(s) and s >= 0 for s in data["seeds"]):
+        check.fail("seeds", "a non-empty list of integers >= 0", data["seeds"])
+    if data.get("overrides") is not None:
+        check.obj("overrides", data["overrides"])  # WorldConfig fields: {"horizon": 40, ...}
+    if data.get("ablation") is not None:
+        for op, entry in check.obj("ablation", data["ablation"]).items():
+            check.normalised(f"ablation[{_shown(op)}]", entry)
     return data
 
 
@@ -211,11 +353,23 @@ def per_task_detail(payload: dict) -> str:
     return _md_table(header, rows, ["l", "l"] + ["r"] * 8)
 
 
+def _ablation_order(abl: dict) -> list[str]:
+    """The ablation's rows in the documented order: (none), -WRITE, ..., -FORGET, then any other key.
+
+    Not the dict's order: results.json is written with sorted keys, so a table read back from it would
+    come out alphabetical (-FORGET first, the full oracle last)."""
+    from agents.bench import ABLATION_OPS
+
+    known = [op for op in ("none", *ABLATION_OPS) if op in abl]
+    return known + sorted(op for op in abl if op not in known)
+
+
 def ablation_md(payload: dict) -> str:
     abl = payload.get("ablation") or {}
     tasks = payload["summary"]["tasks"]
     rows = []
-    for op, n in abl.items():
+    for op in _ablation_order(abl):
+        n = abl[op]
         name = "(none: full oracle)" if op == "none" else f"-{op}"
         iqm = "n/a" if n["iqm"] is None or not math.isfinite(n["iqm"]) else \
             f"{_f(n['iqm'])} [{_f(n['lo'])}, {_f(n['hi'])}]"
@@ -259,8 +413,31 @@ def write_csv(payload: dict, path: Path, timings: dict | None = None) -> None:
             w.writerow({k: ("" if isinstance(v, float) and not math.isfinite(v) else v) for k, v in flat.items()})
 
 
-def plot_leaderboard(payload: dict, path: str | os.PathLike) -> bool:
-    """Two panels: IQM normalised score with CI per agent, and a heatmap agent x family. False if no matplotlib."""
+#: The figure formats ``plot_leaderboard`` writes, by the file's extension (matplotlib's Agg backend and
+#: Pillow, a matplotlib dependency, draw them all; pgf needs LaTeX, raw / rgba are headerless pixel dumps).
+PLOT_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")
+
+
+def plot_format(path: str | os.PathLike) -> str:
+    """The figure format of ``path``: its extension (one of ``PLOT_FORMATS``, any case), PNG without one.
+
+    ValueError names the extension and the allowed ones (matplotlib would fail only after the drawing, and
+    would write ``name.png`` for a path without an extension)."""
+    suffix = Path(path).suffix
+    if not suffix:
+        return "png"
+    fmt = suffix[1:].lower()
+    if fmt not in PLOT_FORMATS:
+        raise ValueError(f"unsupported figure format {suffix!r}; the file must end in "
+                         f"{', '.join('.' + f for f in PLOT_FORMATS)} (no extension: PNG)")
+    return fmt
+
+
+def plot_leaderboard(payload: dict, path: str | os.PathLike, *, fmt: str | None = None) -> bool:
+    """Two panels: IQM normalised score with CI per agent, and a heatmap agent x family. False if no matplotlib.
+
+    Written to exactly ``path``, in ``fmt`` (default: ``plot_format(path)``)."""
+    fmt = fmt or plot_format(path)
     try:
         import matplotlib
 
@@ -306,25 +483,84 @@ def plot_leaderboard(payload: dict, path: str | os.PathLike) -> bool:
     fig.colorbar(im, ax=ax2, fraction=0.03)
     fig.suptitle(f"memgym bench, suite {payload['suite']} ({len(payload['seeds'])} seeds)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format=fmt)
     plt.close(fig)
     return True
 
 
+def _save_elsewhere(payload: dict, timings: dict | None) -> Path | None:
+    """After a failed write: results.json (and timings.json) in a new folder of the temp dir, else of the
+    current one; None if neither can hold them."""
+    for base in (tempfile.gettempdir(), os.getcwd()):
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="memgym-bench-", dir=base))
+            (folder / RESULTS).write_text(dumps(payload))
+            if timings is not None:
+                (folder / TIMINGS).write_text(json.dumps(_clean(timings), sort_keys=True, indent=1) + "\n")
+            return folder
+        except OSError:
+            continue
+    return None
+
+
 def write_all(payload: dict, out_dir: str | os.PathLike, *, timings: dict | None = None, plot: bool = True) -> dict:
-    """Write every output file into ``out_dir``; returns {name: path}."""
+    """Write every output file into ``out_dir``; returns {name: path}.
+
+    The folder then holds only files of this run: an ``OUTPUT_FILES`` entry that is not written (no
+    ablation, no plot, no timings) is removed if an earlier run left it there.
+
+    Each file is first written under a temporary name in the folder and then renamed over its target, so
+    that a failure (a full disk, a folder in the way) leaves the folder as it was; it raises
+    OutputWriteError naming the file, after saving results.json elsewhere (``_save_elsewhere``): a
+    finished benchmark is never lost."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {"results": out / RESULTS, "csv": out / CSV, "leaderboard": out / LEADERBOARD_MD}
-    paths["results"].write_text(dumps(payload))
-    write_csv(payload, paths["csv"], timings)
-    paths["leaderboard"].write_text(leaderboard_md(payload))
-    if timings is not None:
-        paths["timings"] = out / TIMINGS
-        paths["timings"].write_text(json.dumps(_clean(timings), sort_keys=True, indent=1) + "\n")
-    if payload.get("ablation"):
-        paths["ablation"] = out / ABLATION_MD
-        paths["ablation"].write_text("# Ablation\n\n" + ablation_md(payload) + "\n")
-    if plot and plot_leaderboard(payload, out / LEADERBOARD_PNG):
-        paths["png"] = out / LEADERBOARD_PNG
-    return paths
+    staged: dict[str, tuple[Path, Path]] = {}  # key -> (temporary file, target), in the order written
+    current, renaming = out, False
+
+    def stage(key: str, name: str, write: Callable[[Path], Any]) -> None:
+        nonlocal current
+        current = out / name
+        tmp = out / f".{name}.memgym-{os.getpid()}.tmp"  # created by open(): the usual permissions (umask)
+        staged[key] = (tmp, current)
+        write(tmp)
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        stage("results", RESULTS, lambda t: t.write_text(dumps(payload)))
+        stage("csv", CSV, lambda t: write_csv(payload, t, timings))
+        stage("leaderboard", LEADERBOARD_MD, lambda t: t.write_text(leaderboard_md(payload)))
+        if timings is not None:
+            stage("timings", TIMINGS,
+                  lambda t: t.write_text(json.dumps(_clean(timings), sort_keys=True, indent=1) + "\n"))
+        if payload.get("ablation"):
+            stage("ablation", ABLATION_MD, lambda t: t.write_text("# Ablation\n\n" + ablation_md(payload) + "\n"))
+        if plot:
+            drawn: list[bool] = []
+            stage("png", LEADERBOARD_PNG, lambda t: drawn.append(plot_leaderboard(payload, t, fmt="png")))
+            if not drawn[0]:  # no matplotlib (said on stderr): no figure
+                staged.pop("png")[0].unlink(missing_ok=True)
+        for _, target in staged.values():  # what would fail a rename, before the first one
+            if target.exists() and not target.is_file():
+                current = target
+                raise IsADirectoryError(21, "a folder (or another non-file) is in the way", str(target))
+        stale = [out / name for name in OUTPUT_FILES if out / name not in {t for _, t in staged.values()}]
+        renaming = True
+        # results.json last: until it is replaced, the folder's results.json still describes its other files
+        for key in sorted(staged, key=lambda k: k == "results"):
+            tmp, current = staged[key]
+            os.replace(tmp, current)
+        for current in stale:
+            current.unlink(missing_ok=True)
+    except BaseException as exc:
+        for tmp, _ in staged.values():  # no temporary file is left behind, whatever went wrong
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+        if not isinstance(exc, OSError):
+            raise
+        note = (f"{out} may now hold old and new files side by side" if renaming else
+                f"nothing in {out} was changed")
+        saved = _save_elsewhere(payload, timings)
+        raise OutputWriteError(current, exc.strerror or str(exc), saved, note, payload) from exc
+    return {key: target for key, (_, target) in staged.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 
@@ -122,6 +123,57 @@ def test_report_tables_rank_by_normalised_score(tmp_path):
     data = json.loads(paths["results"].read_text())  # strict JSON: NaN became null
     assert data["episodes"][0]["evidence_recall"] is None
     assert report.load_results(tmp_path)["suite"] == "t"
+
+
+def _ablation_payload() -> dict:
+    """A tiny ablation run without episodes played: random, oracle and each oracle[-OP], one family, 2 seeds."""
+    agents = ["random", "oracle", *(f"oracle[-{op}]" for op in bench.ABLATION_OPS)]
+    rows = []
+    for s in range(2):
+        for i, a in enumerate(agents):
+            rows.append(_row(a, "recall", 10_000 + s, 0.0 if a == "random" else 10.0 - i, 2))
+    rows.sort(key=bench._sort_key)
+    for i, r in enumerate(rows):
+        r["episode"] = i
+    summary = bench.summarise(rows)
+    return {"schema": 1, "suite": "t", "agents": agents, "families": ["recall"], "difficulties": ["easy"],
+            "seeds": [10_000, 10_001], "overrides": {}, "ablate": True, "summary": summary,
+            "ablation": bench.ablation_table(summary), "episodes": rows}
+
+
+def _ablation_rows(markdown: str) -> list[str]:
+    section = markdown.split("## Ablation", 1)[1] if "## Ablation" in markdown else markdown
+    return [ln.split("|")[1].strip() for ln in section.splitlines() if ln.startswith("| ")][1:]
+
+
+def test_plot_keeps_the_ablation_rows_in_the_documented_order(tmp_path):
+    """results.json is written with sorted keys: read back, the ablation came out alphabetical (-FORGET first,
+    the full oracle last), and `memgym plot` rewrote leaderboard.md in that order."""
+    from agents import cli
+
+    expected = ["(none: full oracle)", *(f"-{op}" for op in bench.ABLATION_OPS)]
+    report.write_all(_ablation_payload(), tmp_path, plot=False)
+    assert _ablation_rows((tmp_path / "leaderboard.md").read_text()) == expected
+    assert _ablation_rows((tmp_path / "ablation.md").read_text()) == expected
+    assert _ablation_rows(report.ablation_md(report.load_results(tmp_path))) == expected
+    assert cli.main(["plot", str(tmp_path), "--out", str(tmp_path / "lb.png")], out=io.StringIO()) == 0
+    assert _ablation_rows((tmp_path / "leaderboard.md").read_text()) == expected
+
+
+def test_write_all_removes_the_files_of_an_earlier_run_that_it_does_not_write(tmp_path):
+    """An ablation.md / leaderboard.png / timings.json of an earlier run stayed next to the new results."""
+    stale = {report.ABLATION_MD: "# old ablation", report.LEADERBOARD_PNG: "old png", report.TIMINGS: "{}",
+             "notes.txt": "the user's own file"}
+    for name, text in stale.items():
+        (tmp_path / name).write_text(text)
+    payload = _ablation_payload()
+    paths = report.write_all({**payload, "ablate": False, "ablation": None}, tmp_path, plot=False)
+    assert sorted(p.name for p in paths.values()) == sorted([report.RESULTS, report.CSV, report.LEADERBOARD_MD])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*(p.name for p in paths.values()), "notes.txt"])
+    assert (tmp_path / "notes.txt").read_text() == "the user's own file"  # only memgym's own names are removed
+    # with an ablation and timings they are written again
+    paths = report.write_all(payload, tmp_path, plot=False, timings={"workers": 1})
+    assert {"ablation", "timings"} <= set(paths) and (tmp_path / report.ABLATION_MD).exists()
 
 
 def test_load_results_errors_name_the_problem(tmp_path):

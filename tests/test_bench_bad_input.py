@@ -68,6 +68,57 @@ def test_unwritable_out_is_reported(tmp_path, no_episodes, monkeypatch, capsys):
     assert code == 2 and f"--out {tmp_path / 'ro'}: the folder is not writable (Permission denied)" in err, err
 
 
+@pytest.mark.parametrize("name", report.OUTPUT_FILES)
+def test_a_folder_in_place_of_an_output_file_is_reported_before_anything_runs(name, tmp_path, no_episodes, capsys):
+    """`mkdir -p od/results.json; memgym bench --out od` ran every episode, then died on IsADirectoryError."""
+    out = tmp_path / "od"
+    (out / name).mkdir(parents=True)
+    code, _ = run(["bench", "--agents", "write_all", "--out", str(out), *TINY])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"memgym bench: error: --out {out}: {out / name} is a folder, but the output file {name} "
+                          "must be written there"), err
+    assert no_episodes == [] and "Traceback" not in err
+
+
+def test_a_write_failure_after_the_run_loses_nothing(tmp_path, monkeypatch, capsys):
+    """A file that cannot be written after the run (here a folder appears where results.csv goes, after the
+    checks) is an error naming it, the folder is left as it was, and results.json is saved elsewhere."""
+    import tempfile
+
+    out = tmp_path / "od"
+    out.mkdir()
+    (out / "results.json").write_text("the earlier run's")
+    spare = tmp_path / "tmpdir"
+    spare.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spare))  # where the results are saved instead
+    run_tasks = bench.run_tasks
+
+    def run_then_block(*a, **k):
+        result = run_tasks(*a, **k)
+        (out / "results.csv").mkdir()
+        return result
+
+    monkeypatch.setattr(bench, "run_tasks", run_then_block)
+    code, printed = run(["bench", "--agents", "write_all", "--out", str(out), *TINY])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    (saved,) = spare.iterdir()
+    assert err.startswith(f"memgym bench: error: cannot write {out / 'results.csv'}: "), err
+    assert f"nothing in {out} was changed; the results were saved to {saved / 'results.json'} instead" in err
+    assert "Traceback" not in err and printed == ""
+    data = report.load_results(saved)
+    assert sorted({e["agent"] for e in data["episodes"]}) == ["oracle", "random", "write_all"]
+    assert json.loads((saved / "timings.json").read_text())["episodes"] == 3
+    assert sorted(p.name for p in out.iterdir()) == ["results.csv", "results.json"]  # no temporary file left
+    assert (out / "results.json").read_text() == "the earlier run's"
+    # with nowhere to save them the error says so
+    monkeypatch.setattr(report, "_save_elsewhere", lambda *a: None)
+    with pytest.raises(report.OutputWriteError, match="could not be saved elsewhere either") as e:
+        report.write_all(data, out, plot=False)
+    assert e.value.path == str(out / "results.csv") and e.value.payload is data
+
+
 def test_out_folder_is_created_with_its_parents(tmp_path):
     out = tmp_path / "a" / "b"
     code, text = run(["bench", "--agents", "write_all", "--out", str(out), *TINY])
@@ -110,6 +161,31 @@ def test_plot_bad_out_is_a_clear_error(tiny_results, tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and err.startswith("memgym plot: error: --out "), err
         assert reason in err and "Traceback" not in err
+
+
+def test_plot_refuses_an_unknown_figure_format_before_writing_anything(tiny_results, tmp_path, capsys):
+    """--out y.txt gave a matplotlib traceback (exit 1) after leaderboard.md had been rewritten."""
+    md = tiny_results.parent / "leaderboard.md"
+    md.write_text("keep me")
+    out = tmp_path / "newdir" / "y.txt"
+    code, printed = run(["plot", str(tiny_results), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"memgym plot: error: --out {out}: unsupported figure format '.txt'"), err
+    assert ".png, .pdf, .svg" in err and "no extension: PNG" in err and "Traceback" not in err
+    assert printed == "" and md.read_text() == "keep me" and not out.parent.exists()
+
+
+@pytest.mark.parametrize("name, magic", [("noext", b"\x89PNG\r\n\x1a\n"), ("fig.PNG", b"\x89PNG\r\n\x1a\n"),
+                                         ("fig.pdf", b"%PDF"), ("fig.svg", b"<?xml")])
+def test_plot_writes_exactly_the_path_it_reports(name, magic, tiny_results, tmp_path):
+    """--out noext said 'wrote noext' but matplotlib wrote noext.png."""
+    out = tmp_path / "figs" / name
+    code, printed = run(["plot", str(tiny_results), "--out", str(out)])
+    assert code == 0, printed
+    assert printed.startswith(f"wrote {out} and ")
+    assert [p.name for p in out.parent.iterdir()] == [name]
+    assert out.read_bytes()[:len(magic)] == magic
 
 
 # ------------------------------------------------------------------------------ repeated names
@@ -269,6 +345,61 @@ def test_replay_and_plot_name_the_broken_episode_entry(episodes, needle, tmp_pat
         err = capsys.readouterr().err
         assert code == 2, err
         assert err.startswith(f"memgym {argv[0]}: error: {path}: ") and needle in err, err
+
+
+def _set(data: dict, path: str, value) -> None:
+    """``_set(d, "summary.agents.oracle", {})``; the value ``...`` deletes the key."""
+    *parents, last = path.split(".")
+    for k in parents:
+        data = data[int(k)] if isinstance(data, list) else data[k]
+    if value is ...:
+        del data[last]
+    elif isinstance(data, list):
+        data[int(last)] = value
+    else:
+        data[last] = value
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("episodes.0.return", "abc", 'episodes[0].return must be a finite number, got "abc"'),
+    ("episodes.0.return", None, "episodes[0].return must be a finite number, got null"),
+    ("episodes.0.seed", "abc", 'episodes[0].seed must be an integer >= 0, got "abc"'),
+    ("episodes.0.seed", -1, "episodes[0].seed must be an integer >= 0, got -1"),
+    ("episodes.0.episode", 1.5, "episodes[0].episode must be an integer >= 0, got 1.5"),
+    ("episodes.1.episode", 0, "episodes[1].episode is 0, as is episodes[0].episode"),
+    ("episodes.0.agent", 5, "episodes[0].agent must be a non-empty string, got 5"),
+    ("episodes.0.family", None, "episodes[0].family must be a non-empty string, got null"),
+    ("suite", ..., "missing field(s) ['suite']"),
+    ("seeds", ..., "missing field(s) ['seeds']"),
+    ("families", ..., "missing field(s) ['families']"),
+    ("seeds", [], "seeds must be a non-empty list of integers >= 0, got []"),
+    ("families", "recall", 'families must be a non-empty list of strings, got "recall"'),
+    ("summary.agents", {"oracle": {}}, "summary.agents[\"oracle\"] lacks the key(s) ['overall', 'tasks', 'normalised']"),
+    ("summary.agents", [], "summary.agents must be an object, got []"),
+    ("summary.agents.oracle.normalised.iqm", "x", 'summary.agents["oracle"].normalised.iqm must be a number or null'),
+    ("summary.agents.random.overall.return", 3, 'summary.agents["random"].overall.return must be an object'),
+    ("summary.tasks", "recall", 'summary.tasks must be a list of strings, got "recall"'),
+    ("overrides", [1], "overrides must be an object, got [1]"),
+    ("ablation", {"none": 1.0}, 'ablation["none"] must be an object'),
+])
+def test_replay_and_plot_check_the_types_of_results_json(field, value, needle, tiny_results, tmp_path, capsys):
+    """A corrupt results.json gave tracebacks (after replaying a whole episode, or after leaderboard.md was
+    overwritten): now one error line naming the file and the field, exit 2, and nothing written."""
+    data = json.loads(tiny_results.read_text())
+    _set(data, field, value)
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    path = folder / "results.json"
+    path.write_text(json.dumps(data))
+    (folder / "leaderboard.md").write_text("keep me")
+    for argv in (["replay", str(path), "--episode", "0"], ["plot", str(path)]):
+        code, out = run(argv)
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert err.startswith(f"memgym {argv[0]}: error: {path}") and needle in err, err
+        assert "Traceback" not in err and out == ""
+    assert sorted(p.name for p in folder.iterdir()) == ["leaderboard.md", "results.json"]
+    assert (folder / "leaderboard.md").read_text() == "keep me"
 
 
 def test_results_without_summary_tables_are_refused(tmp_path):

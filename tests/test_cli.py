@@ -125,6 +125,57 @@ def test_user_errors_name_the_valid_values(argv, expected, capsys):
         assert word in err, (word, err)
 
 
+@pytest.mark.parametrize("value, needle", [("-1", "must be >= 0, got -1"), ("x", "expected an integer >= 0, got 'x'")])
+def test_play_seed_must_be_a_non_negative_integer(value, needle, capsys):
+    """--seed -1 was a gymnasium traceback ("Seed must be >= 0"), exit 1."""
+    with pytest.raises(SystemExit) as e:
+        run(["play", "MemGym/Recall-Easy-v0", "--seed", value], stdin="quit\n")
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "memgym play: error: argument --seed: " + needle in err, err
+
+
+@pytest.mark.parametrize("cmd", ["play", "replay"])
+@pytest.mark.parametrize("value, needle", [("0", "must be >= 1, got 0"), ("-2", "must be >= 1, got -2")])
+def test_max_steps_must_be_at_least_one(cmd, value, needle, capsys):
+    """--max-steps 0 was ignored (the whole episode was played / printed) and a negative one acted oddly."""
+    target = ["MemGym/Recall-Easy-v0"] if cmd == "play" else ["results.json", "--episode", "0"]
+    with pytest.raises(SystemExit) as e:
+        run([cmd, *target, "--max-steps", value], stdin="WRITE\n" * 3)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"memgym {cmd}: error: argument --max-steps: {needle}" in err, err
+
+
+def test_play_max_steps_stops_after_that_many_events():
+    code, out = run(["play", "MemGym/Recall-Easy-v0", "--max-steps", "2"], stdin="WRITE\n" * 5)
+    assert code == 0 and out.count("WRITE: reward") == 2 and "game over: 2 events" in out
+
+
+@pytest.mark.parametrize("env_id, hint", [
+    ("Life-Easy-v0", " (did you mean 'MemGym/Life-Easy-v0'?)"),
+    ("lifeeasy", " (did you mean 'MemGym/Life-Easy-v0'?)"),
+    ("MemGym/life-easy-v0", " (did you mean 'MemGym/Life-Easy-v0'?)"),
+    ("MultiHop-Hard", " (did you mean 'MemGym/MultiHop-Hard-v0'?)"),
+    ("banana", ""),
+])
+def test_play_names_an_unknown_env_id_and_the_nearest_registered_one(env_id, hint, capsys):
+    """`memgym play Life-Easy-v0` said "family: must be one of [...], got 'Life-Easy'", and `lifeeasy` gave advice
+    about YAML paths: the argument is an env id, and the error is about that."""
+    code, out = run(["play", env_id], stdin="quit\n")
+    err = capsys.readouterr().err
+    assert code == 2 and out == ""
+    assert err.startswith(f"memgym play: error: unknown env id {env_id!r}{hint}; registered ids: "
+                          "MemGym/Recall-Easy-v0, "), err
+    assert "MemGym/Life-Endless-v0" in err and ("did you mean" in err) == bool(hint)
+
+
+@pytest.mark.parametrize("target", ["recall", "recall-easy", "envs:MemGym/Recall-Easy-v0"])
+def test_play_still_takes_the_shorthands_of_make_env(target):
+    code, out = run(["play", target, "--set", "horizon=10"], stdin="WRITE\nquit\n")
+    assert code == 0 and "game over: 1 events" in out
+
+
 def test_bad_override_names_the_field(capsys):
     code, _ = run(["bench", "--set", "horizon", "--no-progress"])
     assert code == 2
@@ -231,6 +282,29 @@ def test_plot_redraws_the_figure(tiny_results, tmp_path):
     code, out = run(["plot", str(tiny_results / "results.json"), "--out", str(png)])
     assert code == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _cli_into_a_closed_pipe(*argv):
+    """Run ``python -m agents.cli ARGV`` with stdout a pipe whose reader is gone (``memgym info | head -0``)."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # closed before the child writes anything: every write to stdout fails with EPIPE
+    try:
+        res = subprocess.run([sys.executable, "-m", "agents.cli", *argv], stdout=write, stderr=subprocess.PIPE,
+                             text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(write)
+    return res
+
+
+@pytest.mark.parametrize("argv", [["info"], ["replay", "RESULTS", "--episode", "0"]])
+def test_output_piped_into_a_closed_pipe_ends_quietly(argv, tiny_results):
+    """`memgym info | head -2` / `memgym replay ... | head -1` printed a BrokenPipeError traceback."""
+    argv = [str(tiny_results) if a == "RESULTS" else a for a in argv]
+    res = _cli_into_a_closed_pipe(*argv)
+    assert res.returncode == 141, res.stderr
+    assert res.stderr == ""
 
 
 def test_train_delegates_to_agents_train(monkeypatch):
