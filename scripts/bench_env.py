@@ -20,7 +20,29 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import gymnasium as gym  # noqa: E402
-from gymnasium.utils.performance import benchmark_step, benchmark_vector_step  # noqa: E402
+from gymnasium.utils.performance import benchmark_step  # noqa: E402
+
+try:  # gymnasium >= 1.3; RLlib pins 1.2.2, which the project supports too
+    from gymnasium.utils.performance import benchmark_vector_step  # noqa: E402
+except ImportError:  # pragma: no cover - exercised with gymnasium < 1.3
+    import numpy as _np
+
+    def benchmark_vector_step(env, target_duration: float = 5, seed: int | None = None) -> float:
+        """Steps per second of a vector env (gymnasium 1.3's ``benchmark_vector_step`` for the
+        default next-step autoreset: the step that resets a finished sub-env is not counted)."""
+        env.action_space.seed(seed)
+        env.reset(seed=seed)
+        env.step(env.action_space.sample())  # warm-up outside the timing, as gymnasium's does
+        env.reset(seed=seed)
+        steps, done = 0, _np.zeros(env.num_envs, dtype=bool)
+        start = time.time()
+        while True:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            steps += env.num_envs - int(_np.count_nonzero(done))
+            done = _np.logical_or(terminated, truncated)
+            elapsed = time.time() - start
+            if elapsed >= target_duration:
+                return steps / elapsed
 
 import envs  # noqa: E402
 
