@@ -13,6 +13,7 @@ from gymnasium import spaces
 
 from envs import features as F
 from world import Op, World, WorldConfig
+from world.sim import Outcome
 
 N_OPS = len(Op)
 _OPS: tuple[Op, ...] = tuple(sorted(Op, key=int))
@@ -375,7 +376,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         for mid in self._ids:
             rec = store.get(mid)
             contents.append(rec.content if rec is not None else "")
-        return AgentView(view=view, event=self.world.event, candidate_ids=tuple(self._ids),
+        event = None if self.world.done else self.world.event  # (as the observation: no event after the last)
+        return AgentView(view=view, event=event, candidate_ids=tuple(self._ids),
                          candidate_contents=tuple(contents))
 
     @property
@@ -431,33 +433,51 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             problems.append(f"'episode_return' must be a number, got {episode_return!r}")
         if not isinstance(env["last_invalid"], (bool, np.bool_)):
             problems.append(f"'last_invalid' must be a bool, got {env['last_invalid']!r}")
-        if last_action is not None and not (isinstance(last_action, (list, tuple)) and len(last_action) == 2):
-            problems.append(f"'last_action' must be None or (op, slot), got {last_action!r}")
+        if last_action is not None and not (
+                isinstance(last_action, (list, tuple)) and len(last_action) == 2
+                and all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in last_action)
+                and 0 <= last_action[0] < N_OPS and 0 <= last_action[1] < self.K):
+            problems.append(f"'last_action' must be None or (op, slot) with op in 0..{N_OPS - 1} and slot in "
+                            f"0..{self.K - 1}, got {last_action!r}")
+        if env["last_outcome"] is not None and not isinstance(env["last_outcome"], Outcome):
+            problems.append(f"'last_outcome' must be None or a world.sim.Outcome, got "
+                            f"{type(env['last_outcome']).__name__}")
         if problems:
             raise ValueError("set_state: state['env']: " + "; ".join(problems))
         episode_return, steps = float(episode_return), int(steps)
         world_state = state["world"]
         cfg = world_state.get("config", self.config) if isinstance(world_state, dict) else self.config
-        world = self.world
         if cfg != self.config:
             if not isinstance(cfg, WorldConfig):
                 raise ValueError(f"set_state: state['world']['config'] must be a WorldConfig, got {type(cfg).__name__}")
             self._check_spaces(cfg, "set_state: the snapshot's config")
             world = World(cfg, seed=0)
+        else:
+            # restored into a shallow copy first (World.set_state replaces attributes, never mutates the
+            # ones it replaces), so that a snapshot whose parts disagree changes nothing here
+            world = copy.copy(self.world)
         world.set_state(world_state)  # checks the snapshot first; copies (the snapshot stays reusable)
-        if world is not self.world:
+        expected = [] if world.done else world.candidates()
+        if list(ids) != expected:
+            raise ValueError(f"set_state: state['env']['ids'] {list(ids)} are not the candidates of "
+                             f"state['world'] ({expected}): the two parts come from different snapshots")
+        done_steps = int(world._i) + (1 if world.done else 0)
+        if steps != done_steps:
+            raise ValueError(f"set_state: state['env']['steps'] is {steps} but state['world'] is at step "
+                             f"{done_steps} of its episode: the two parts come from different snapshots")
+        if cfg != self.config:
             self.config, self.world = cfg, world
             self._setup_spaces()
+        else:  # the same World object (agents and views may hold it), now in the restored state
+            self.world.__dict__.clear()
+            self.world.__dict__.update(world.__dict__)
         self._np_random = rng
         self._last_invalid = bool(env["last_invalid"])
         self._last_action = env["last_action"]
         self._last_outcome = copy.deepcopy(env["last_outcome"])
         self._episode_return = episode_return
         self._steps = steps
-        obs = self._observe()
-        if list(env["ids"]) != self._ids:  # cannot happen for a consistent snapshot; keep the saved slots
-            raise RuntimeError("set_state: candidate ids differ from the snapshot; the world state is inconsistent")
-        return obs
+        return self._observe()
 
     # ------------------------------------------------------------------ internals
     def _options_config(self, options: Any) -> WorldConfig | None:

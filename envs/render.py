@@ -102,6 +102,20 @@ def _draw_line(img: np.ndarray, p0: np.ndarray, p1: np.ndarray, colour) -> None:
     img[ys, xs] = colour
 
 
+def dot_positions(vecs: np.ndarray) -> np.ndarray:
+    """(n, 2) pixel positions (x, y) of memories with unit embeddings ``vecs`` (n, dim): a fixed
+    projection and a fixed scale, so a memory's dot depends on its own embedding only and never
+    moves while it lives (a video of the store does not jitter). The projection of a unit vector onto
+    a unit column has a standard deviation of ~ 1/sqrt(dim) for unrelated texts; 3 of those fill the
+    frame, and a rare farther dot sits on its border."""
+    xy = np.asarray(vecs, dtype=np.float32) @ _projection(vecs.shape[1])
+    span = 3.0 / float(np.sqrt(vecs.shape[1]))
+    lo, hi = _BAR + 4, SIZE - 4
+    pos = np.clip(((xy / span) * 0.5 + 0.5) * (hi - lo) + lo, lo, hi - 1)
+    pos[:, 0] = np.clip(pos[:, 0], 3, SIZE - 4)
+    return pos
+
+
 def render_rgb(env: MemoryEnv) -> np.ndarray:
     """(SIZE, SIZE, 3) uint8 picture of the store (see the module docstring)."""
     img = np.empty((SIZE, SIZE, 3), dtype=np.uint8)
@@ -114,12 +128,7 @@ def render_rgb(env: MemoryEnv) -> np.ndarray:
     ids = list(store.episodic) + list(store.semantic)
     if not ids:
         return img
-    vecs = [store.embed(store.get(m).content) for m in ids]
-    xy = np.stack(vecs).astype(np.float32) @ _projection(len(vecs[0]))
-    span = np.abs(xy).max() or 1.0
-    lo, hi = _BAR + 4, SIZE - 4
-    pos = np.clip(((xy / span) * 0.5 + 0.5) * (hi - lo) + lo, lo, hi - 1)
-    pos[:, 0] = np.clip(pos[:, 0], 3, SIZE - 4)
+    pos = dot_positions(np.stack([store.embed(store.get(m).content) for m in ids]))
     index = {m: i for i, m in enumerate(ids)}
     for i, m in enumerate(ids):
         rec = store.get(m)

@@ -214,8 +214,9 @@ class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
             if not 0 <= slot < self._base.K:
                 raise ValueError(f"slot {slot} out of range in {command!r}; slots are 0..{self._base.K - 1}")
             return np.array([op, slot], dtype=np.int64)
-        if arg in ids:
-            return np.array([op, ids.index(arg)], dtype=np.int64)
+        by_id = {m.lower(): j for j, m in enumerate(ids)}  # ids are case-insensitive, as the command
+        if arg.lower() in by_id:
+            return np.array([op, by_id[arg.lower()]], dtype=np.int64)
         raise ValueError(
             f"target {arg!r} in {command!r} is neither a slot number (0..{self._base.K - 1}) nor a candidate id "
             f"({', '.join(ids) if ids else 'no candidates now'})"

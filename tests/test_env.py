@@ -396,6 +396,34 @@ def test_mask_pairs_agree_with_world_is_valid():
 
 
 # ---------------------------------------------------------------------- render
+def test_agent_view_has_no_event_after_the_last_step():
+    env = MemoryEnv("life-easy", horizon=10)
+    env.reset(seed=0)
+    assert env.agent_view().event is env.world.event
+    for _ in range(10):
+        obs, _, _, truncated, _ = env.step(np.array([1, 0]))
+    assert truncated and not obs["event"].any()
+    view = env.agent_view()
+    assert view.event is None and view.candidate_ids == ()
+
+
+def test_rgb_dots_never_move_while_their_memories_live():
+    """A dot's position depends on its memory's embedding only (fixed projection and scale): adding a
+    memory far from the others does not move the rest (the scale used to follow the farthest dot)."""
+    from envs.render import SIZE, dot_positions
+
+    rng = np.random.default_rng(0)
+    vecs = rng.standard_normal((6, 64)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    far = np.zeros((1, 64), dtype=np.float32)
+    far[0, :] = dot_positions.__globals__["_projection"](64)[:, 0]  # (the direction that projects farthest)
+    far /= np.linalg.norm(far)
+    alone = dot_positions(vecs)
+    together = dot_positions(np.concatenate([vecs, far]))
+    assert np.array_equal(alone, together[:6])
+    assert ((together >= 0) & (together < SIZE)).all()
+
+
 def test_render_modes(capsys):
     env = MemoryEnv("recall-easy", render_mode="ansi")
     env.reset(seed=0)

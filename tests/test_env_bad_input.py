@@ -117,6 +117,55 @@ def test_malformed_snapshot_is_rejected_before_anything_changes(breakage):
     assert _digest(a, 150) == _digest(b, 150)
 
 
+@pytest.mark.parametrize("breakage", ["env part of an earlier snapshot", "ids of another time", "steps",
+                                      "last_outcome", "last_action out of range", "last_action not ints"])
+def test_snapshot_whose_parts_disagree_is_rejected_before_anything_changes(breakage):
+    """The env part and the world part of one snapshot must belong together; a mixed or corrupted one
+    is a ValueError naming the part, and the env (world, counters) stays as it was. (The ids check
+    ran after the world had been replaced, as a RuntimeError, leaving a half-restored env.)"""
+    a, b = _twins()
+    early = a.get_state()
+    for _ in range(3):
+        a.step(WRITE)
+        b.step(WRITE)
+    late = a.get_state()
+    for _ in range(3):
+        a.step(WRITE)
+        b.step(WRITE)
+    bad = copy.deepcopy(late)
+    if breakage == "env part of an earlier snapshot":
+        bad["env"] = copy.deepcopy(early["env"])
+        match = r"state\['env'\]\['ids'\]|state\['env'\]\['steps'\]"
+    elif breakage == "ids of another time":
+        bad["env"]["ids"] = list(early["env"]["ids"]) + ["ep_999999"]
+        match = r"state\['env'\]\['ids'\]"
+    elif breakage == "steps":
+        bad["env"]["steps"] = late["env"]["steps"] + 1
+        match = r"state\['env'\]\['steps'\]"
+    elif breakage == "last_outcome":
+        bad["env"]["last_outcome"] = "oops"
+        match = "'last_outcome' must be None or a world.sim.Outcome"
+    elif breakage == "last_action out of range":
+        bad["env"]["last_action"] = (9, 0)
+        match = "'last_action' must be None or"
+    else:
+        bad["env"]["last_action"] = ("1", 0.5)
+        match = "'last_action' must be None or"
+    with pytest.raises(ValueError, match=match):
+        a.set_state(bad)
+    assert a._steps == b._steps and a.world.event.index == b.world.event.index
+    assert _digest(a, 150) == _digest(b, 150)
+
+
+def test_set_state_keeps_the_world_object_that_agents_hold():
+    a, _ = _twins()
+    world = a.world
+    snap = a.get_state()
+    a.step(WRITE)
+    a.set_state(snap)
+    assert a.world is world and world.event.index == snap["world"]["_i"]
+
+
 def test_snapshot_of_another_config_switches_the_env_to_it():
     hard = MemoryEnv("life-hard")
     hard.reset(seed=0)

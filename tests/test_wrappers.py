@@ -127,6 +127,9 @@ def test_text_interface_commands():
     mid = info["memory_id"]
     assert mid is not None and mid in frame
     assert env.observation_space.contains(frame)
+    slot = env.unwrapped.candidate_ids.index(mid)
+    # commands are case-insensitive, memory ids included (an LLM may upper-case the whole command)
+    assert env.parse(f"FORGET {mid.upper()}").tolist() == env.parse(f"forget {mid}").tolist() == [6, slot]
     _, _, _, _, info = env.step(f"forget {mid}")  # a memory id works as a target too
     assert info["invalid_action"] is False and mid not in env.unwrapped.world.store
 
