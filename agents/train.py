@@ -11,7 +11,7 @@ folder then holds everything needed to inspect, resume and reproduce the run:
 | `evaluations.csv` | one row per evaluation on the validation seeds: steps, return, accuracy, ... |
 | `evaluations.npz` | SB3's own record of the same evaluations |
 | `tb/` | TensorBoard logs (`tensorboard --logdir runs/`) |
-| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json`, what `--resume` continues from |
+| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json` (+ `session_<steps>.pkl` at a rollout's end), what `--resume` continues from |
 | `baselines.json` | every baseline agent on the validation seeds (the reference lines of the curve) |
 | `model.zip`, `model.json` | the final policy, and what is needed to load it (algorithm, action wrapper) |
 | `learning_curve.png` | validation return and accuracy against steps, with the best heuristic's level |
@@ -25,11 +25,14 @@ with an explicit seed from a fixed schedule), so the same seed gives the same ev
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import dataclasses
 import json
 import math
 import os
+import pickle
+import random
 import signal
 import sys
 import time
@@ -98,6 +101,31 @@ class SeedSchedule(gym.Wrapper):
 
     def episodes_started(self) -> int:
         return self.episode
+
+    def session_state(self) -> dict:
+        """What this worker needs to go on exactly where it is (mid-episode): the schedule's position,
+        the env's whole state (`MemoryEnv.get_state`) and the shaping's last potential. Read-only."""
+        shaping = _find_wrapper(self.env, StorageShaping)
+        return {"episode": self.episode, "last_seed": self.last_seed, "env": self.env.unwrapped.get_state(),
+                "shaping_phi": None if shaping is None else shaping._phi}
+
+    def restore_session(self, state: dict) -> None:
+        """Put this worker back into a :meth:`session_state` (after a `reset`, which the wrappers need)."""
+        self.episode = int(state["episode"])
+        self.last_seed = state["last_seed"]
+        self.env.unwrapped.set_state(state["env"])
+        shaping = _find_wrapper(self.env, StorageShaping)
+        if shaping is not None and state["shaping_phi"] is not None:
+            shaping._phi = float(state["shaping_phi"])
+
+
+def _find_wrapper(env: gym.Env, cls: type) -> gym.Wrapper | None:
+    """The first wrapper of type `cls` in `env`'s wrapper chain, or None."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, cls):
+            return env
+        env = env.env
+    return None
 
 
 class StorageShaping(gym.Wrapper):
@@ -271,12 +299,12 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             if _update_follows(self.locals):
                 self.pending = True
                 return True
-            return self._act()
+            return self._act(after_update=False)
 
         def _flush(self) -> None:
             if self.pending:
                 self.pending = False
-                self._act()
+                self._act(after_update=True)
 
         def _on_rollout_start(self) -> None:
             self._flush()
@@ -340,32 +368,40 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
                 return self._act_or_defer()
             return True
 
-        def _act(self) -> bool:
+        def _act(self, after_update: bool) -> bool:
             return self.evaluate_now()
 
     class Checkpoint(AfterUpdate, CheckpointCallback):
         """CheckpointCallback triggered by the step count, saving the seed schedule's position too. A
         checkpoint that lands on a rollout's end is saved after that rollout's update (`_update_follows`):
-        it holds the policy trained on its steps (the last one is model.zip), and a resume from it
-        continues with a fresh rollout without losing that update."""
+        it holds the policy trained on its steps (the last one is model.zip), and with it the session
+        (`session_<steps>.pkl`: the training envs mid-episode, the last observation, the RNG states), so
+        that a resume from it continues exactly as the uninterrupted run does."""
 
         def __init__(self, counter: EpisodeCounter):
             super().__init__(save_freq=1, save_path=str(run_dir / CHECKPOINT_DIR), name_prefix="model")
             self.counter = counter
             self.next_save = (start_steps // cfg.checkpoint_freq + 1) * cfg.checkpoint_freq
 
-        def save_now(self, reason: str = "schedule") -> Path:
+        def save_now(self, reason: str = "schedule", *, session: bool = False) -> Path:
+            """Save the model and the seed schedule's position; with `session` (only at a rollout's end,
+            after its update: nothing of a rollout is in flight) also the session, for an exact resume.
+            The state file is written last: a checkpoint counts only once it is there."""
             path = Path(self._checkpoint_path(extension="zip"))
             path.parent.mkdir(parents=True, exist_ok=True)
             self.model.save(path)
             if cfg.algo == "dqn" and getattr(self.model, "replay_buffer", None) is not None:
                 self.model.save_replay_buffer(path.with_name(f"replay_buffer_{self.num_timesteps}_steps.pkl"))
+            if session:
+                with (path.parent / f"session_{self.num_timesteps}.pkl").open("wb") as fh:
+                    pickle.dump(_session_state(self.model), fh)
             state = {
                 "timesteps": int(self.num_timesteps),
                 "episodes_started": list(self.counter.started),
                 "reason": reason,
                 "run_seed": run_seed,
                 "wall_time_s": round(time.perf_counter() - t0, 2),
+                "session": bool(session),
             }
             (path.parent / f"state_{self.num_timesteps}.json").write_text(json.dumps(state, indent=2))
             return path
@@ -377,23 +413,27 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
                 self._act_or_defer()
             return True
 
-        def _act(self) -> bool:
-            self.save_now()
+        def _act(self, after_update: bool) -> bool:
+            self.save_now(session=after_update)
             return True
 
-    class StopAfter(BaseCallback):
-        def __init__(self, limit: int | None):
+    class RunHorizon(BaseCallback):
+        """A session that stops early (`--stop-after`) calls `learn()` for fewer steps than the run has
+        left; SB3 then takes the session's end for the run's (`_total_timesteps`), which moves schedules
+        read from it (DQN's exploration rate). This puts the run's end back, so that a stopped and
+        resumed run follows the same schedules as an uninterrupted one."""
+
+        def __init__(self, run_total: int):
             super().__init__()
-            self.limit = limit
-            self.hit = False
+            self.run_total = int(run_total)
+
+        def _on_training_start(self) -> None:
+            self.model._total_timesteps = self.run_total
 
         def _on_step(self) -> bool:
-            if self.limit is not None and self.num_timesteps >= self.limit:
-                self.hit = True
-                return False
             return True
 
-    return EpisodeCounter, HeldOutEval, Checkpoint, StopAfter, n_envs
+    return EpisodeCounter, HeldOutEval, Checkpoint, RunHorizon, n_envs
 
 
 def _update_follows(locals_: dict) -> bool:
@@ -492,6 +532,9 @@ def _bad_checkpoint(run_dir: Path, steps: int, path: Path, problem: str) -> Trai
     ckpt_dir = run_dir / CHECKPOINT_DIR
     earlier = [n for n in _checkpoint_steps(run_dir) if n < steps]
     pair = f"{ckpt_dir / f'model_{steps}_steps.zip'} and {ckpt_dir / f'state_{steps}.json'}"
+    if (ckpt_dir / f"session_{steps}.pkl").exists():
+        pair = f"{ckpt_dir / f'model_{steps}_steps.zip'}, {ckpt_dir / f'state_{steps}.json'} and " \
+               f"{ckpt_dir / f'session_{steps}.pkl'}"
     if earlier:
         how = (f"to resume from the previous checkpoint (model_{earlier[-1]}_steps.zip, {earlier[-1]} steps), "
                f"move or delete {pair} and run the same command again")
@@ -523,6 +566,80 @@ def latest_checkpoint(run_dir: str | Path) -> tuple[Path, dict] | None:
         raise _bad_checkpoint(run_dir, best, state_path, f"does not hold this checkpoint's state (expected "
                               f"timesteps {best} and episodes_started, a list of counts per env)")
     return run_dir / CHECKPOINT_DIR / f"model_{best}_steps.zip", state
+
+
+SESSION_FORMAT = 1
+
+
+def _session_state(model) -> dict:
+    """The session of a model at a rollout's end (after its update), besides what `model.save` keeps:
+    every training env mid-episode (`SeedSchedule.session_state`, with Monitor's running episode), the
+    observation and episode starts the next rollout begins from, and the RNG states (Python, NumPy,
+    torch, the action space's). Restored by :func:`_restore_session`, training goes on bit-identically."""
+    import torch
+
+    env = model.get_env()
+    space_rng = getattr(model.action_space, "_np_random", None)
+    return {
+        "format": SESSION_FORMAT,
+        "timesteps": int(model.num_timesteps),
+        "envs": env.env_method("session_state"),
+        "monitor": {"rewards": [list(r) for r in env.get_attr("rewards")],
+                    "total_steps": [int(n) for n in env.get_attr("total_steps")]},
+        "last_obs": copy.deepcopy(model._last_obs),
+        "last_episode_starts": copy.deepcopy(model._last_episode_starts),
+        "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+                "action_space": None if space_rng is None else copy.deepcopy(space_rng.bit_generator.state)},
+    }
+
+
+def _restore_session(model, env, session: dict) -> None:
+    """Put the model's training envs, last observation and the RNGs back into a :func:`_session_state`.
+    The envs are reset first (Monitor and Gymnasium's order check need one before a step); the states
+    then replace what the reset did. Call it last before `learn` (nothing may draw from the RNGs after)."""
+    import torch
+
+    env.reset()
+    for w, state in enumerate(session["envs"]):
+        env.env_method("restore_session", state, indices=[w])
+        env.set_attr("rewards", list(session["monitor"]["rewards"][w]), indices=[w])
+        env.set_attr("total_steps", int(session["monitor"]["total_steps"][w]), indices=[w])
+    model._last_obs = copy.deepcopy(session["last_obs"])
+    model._last_episode_starts = copy.deepcopy(session["last_episode_starts"])
+    rng = session["rng"]
+    random.setstate(rng["python"])
+    np.random.set_state(rng["numpy"])
+    torch.set_rng_state(rng["torch"])
+    if rng["action_space"] is not None:
+        model.action_space.seed(0)  # (creates the generator if there is none) then its saved state
+        model.action_space.np_random.bit_generator.state = copy.deepcopy(rng["action_space"])
+
+
+def _read_session(run_dir: Path, ckpt: tuple[Path, dict], n_envs: int) -> dict | None:
+    """The session saved with a checkpoint (`session_<steps>.pkl`, when its state says so), checked before
+    a resume changes anything: a missing or unreadable one is an error naming it, as for the state file.
+    None for a checkpoint without one (taken inside a rollout: an interrupt, a scheduled one there)."""
+    path, state = ckpt
+    if not state.get("session") or state.get("from_model_zip"):
+        return None
+    steps = int(state["timesteps"])
+    session_path = run_dir / CHECKPOINT_DIR / f"session_{steps}.pkl"
+    try:
+        with session_path.open("rb") as fh:
+            session = pickle.load(fh)
+    except FileNotFoundError:
+        raise _bad_checkpoint(run_dir, steps, session_path, "is missing (state_"
+                              f"{steps}.json says the checkpoint has one)") from None
+    except Exception as err:  # noqa: BLE001 - a truncated pickle raises EOFError, UnpicklingError, ...
+        raise _bad_checkpoint(run_dir, steps, session_path, f"cannot be read ({type(err).__name__}: {err})") \
+            from None
+    ok = (isinstance(session, dict) and session.get("format") == SESSION_FORMAT and session.get("timesteps") == steps
+          and isinstance(session.get("envs"), list) and len(session["envs"]) == n_envs
+          and {"monitor", "last_obs", "last_episode_starts", "rng"} <= session.keys())
+    if not ok:
+        raise _bad_checkpoint(run_dir, steps, session_path, f"does not hold this checkpoint's session (format "
+                              f"{SESSION_FORMAT}, timesteps {steps}, one env state per env of {n_envs})")
+    return session
 
 
 def _newer_final_model(run_dir: Path, ckpt: tuple[Path, dict], total_steps: int) -> tuple[Path, dict]:
@@ -1148,10 +1265,10 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     `config_path`: YAML recipe (ignored on `resume`: the run folder's `config.yaml` is used).
     `seed`: training seed (any int >= 0). `out_dir`: the run folder (default `runs/<name>_s<seed>`).
     `quick`: merge the recipe's `quick:` section (a few thousand steps). `resume`: continue from the run
-    folder's latest checkpoint. `stop_after`: stop this session after that many total steps, saving a
-    checkpoint, as Ctrl-C does (the run stays resumable). `test_eval`: run the final test on the
-    benchmark's seeds.
-    """
+    folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
+    many total steps (after its update), saving a checkpoint with the session: a resume then goes on
+    exactly as the uninterrupted run (at or past `total_steps`: a normal finish). `test_eval`: run the final
+    test on the benchmark's seeds."""
     if seed < 0:
         raise TrainConfigError(f"seed must be >= 0, got {seed}")
     require_train_extra()
@@ -1185,6 +1302,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
                 f"envs, the run's config.yaml has n_envs {cfg.n_envs}")
         _check_checkpoint_model(run_dir, ckpt, cfg)
         ckpt = _newer_final_model(run_dir, ckpt, total_steps if total_steps is not None else cfg.total_steps)
+        session = _read_session(run_dir, ckpt, cfg.n_envs)
         if total_steps is not None and total_steps != cfg.total_steps:
             # extending (or shortening) a run: the run folder's config records the new budget
             cfg = cfg.replace(total_steps=total_steps)
@@ -1246,7 +1364,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     # -- resume point (checked above, before anything was written)
     start_steps, started = 0, [0] * cfg.n_envs
     if not resume:
-        ckpt = None
+        ckpt, session = None, None
     if ckpt is not None:
         start_steps = int(ckpt[1]["timesteps"])
         started = [int(x) for x in ckpt[1]["episodes_started"]]
@@ -1277,7 +1395,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         replay = ckpt[0].with_name(f"replay_buffer_{start_steps}_steps.pkl")
         if cfg.algo == "dqn" and replay.exists():
             model.load_replay_buffer(replay)
-        model.set_random_seed(seed + start_steps)
+        if session is None:  # a checkpoint inside a rollout: deterministic, not the uninterrupted run's course
+            model.set_random_seed(seed + start_steps)
         t0 -= float(ckpt[1].get("wall_time_s", 0.0))
     else:
         model = _build_model(cfg, train_env, seed, run_dir)
@@ -1302,7 +1421,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
                  f"(op agreement {stats['op_agreement']:.3f}, demo return {stats['demo_mean_return']:.3f}, "
                  f"{stats['wall_time_s']}s)")
 
-    EpisodeCounter, HeldOutEval, Checkpoint, StopAfter, _ = _callbacks(cfg, run_dir, eval_env, start_steps, seed, t0)
+    EpisodeCounter, HeldOutEval, Checkpoint, RunHorizon, _ = _callbacks(cfg, run_dir, eval_env, start_steps, seed, t0)
     counter = EpisodeCounter(started)
     evaluator = HeldOutEval(eval_env, n_eval_episodes=cfg.eval.episodes, log_path=str(run_dir),
                             deterministic=cfg.eval.deterministic, warn=False)
@@ -1315,22 +1434,30 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     if ckpt is not None:  # the rows kept by the resume (the final-row check below reads them)
         evaluator.rows = read_evaluations(run_dir / "evaluations.csv")
     checkpointer = Checkpoint(counter)
-    stopper = StopAfter(stop_after)
     from stable_baselines3.common.callbacks import CallbackList
-
-    callbacks = CallbackList([counter, checkpointer, evaluator, stopper])
 
     # -- learn
     stop_reason: str | None = None
     remaining = max(cfg.total_steps - start_steps, 0)
+    session_steps = remaining
+    parts = [counter, checkpointer, evaluator]
+    if stop_after is not None and stop_after - start_steps < remaining:
+        # --stop-after N: this session learns up to the end of the rollout reaching N, that rollout's update
+        # included (learn() stops only between rollouts); the run's own end stays SB3's horizon (RunHorizon)
+        session_steps = stop_after - start_steps
+        parts.append(RunHorizon(start_steps + remaining))
+    callbacks = CallbackList(parts)
+    if session is not None:
+        _restore_session(model, train_env, session)  # last: nothing may draw from the RNGs before learn()
     old_term = _on_sigterm(_raise_interrupt)  # `kill` / a scheduler's preemption saves like Ctrl-C
     try:
         # also with nothing left (a checkpoint at or past total_steps: a finished run, the overshoot to the
         # end of the last rollout, or a run killed after its last checkpoint): learn(0) trains nothing but
         # gives the callbacks the model and its logger, which the final evaluation below needs
-        model.learn(total_timesteps=remaining, callback=callbacks, progress_bar=cfg.progress_bar and remaining > 0,
-                    reset_num_timesteps=ckpt is None, tb_log_name="run")
-        if stopper.hit and model.num_timesteps < cfg.total_steps:
+        model.learn(total_timesteps=session_steps, callback=callbacks,
+                    progress_bar=cfg.progress_bar and session_steps > 0, reset_num_timesteps=ckpt is None,
+                    tb_log_name="run")
+        if session_steps < remaining and model.num_timesteps < cfg.total_steps:
             stop_reason = _STOP_REASON_LIMIT
     except KeyboardInterrupt:
         stop_reason = _STOP_REASON_INTERRUPT
@@ -1338,7 +1465,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     finally:
         _on_sigterm(old_term)
         if stop_reason is not None:
-            path = checkpointer.save_now(reason=stop_reason)
+            # a planned stop is at a rollout's end, after its update: its session is saved for an exact resume
+            path = checkpointer.save_now(reason=stop_reason, session=stop_reason == _STOP_REASON_LIMIT)
             _say(f"saved {path} ({model.num_timesteps} steps); continue with --resume --out {run_dir}")
         for env in (train_env, eval_env):
             _close_env(env, interrupted=stop_reason == _STOP_REASON_INTERRUPT)
@@ -1351,7 +1479,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         # last one (inside the last rollouts): a later --resume, e.g. to extend the run, starts from here.
         # (Not when finishing from model.zip itself: the seed schedule's position at its step is unknown.)
         checkpointer.num_timesteps = int(model.num_timesteps)
-        checkpointer.save_now(reason="final")
+        checkpointer.save_now(reason="final", session=True)
     if stop_reason is not None:
         return TrainResult(run_dir, None, int(model.num_timesteps), False, stop_reason, wall,
                            read_evaluations(run_dir / "evaluations.csv"), None)
@@ -1486,8 +1614,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
     parser.add_argument("--total-steps", type=int, help="override total_steps of the config (with --resume: "
                         "extend the run to that many steps)")
-    parser.add_argument("--stop-after", type=int, help="stop this session at that many steps: save a checkpoint "
-                        "and exit with code 0 (a planned stop; continue with --resume)")
+    parser.add_argument("--stop-after", type=int, help="stop this session at the end of the rollout reaching that "
+                        "many steps: save a checkpoint and exit with code 0 (a planned stop; --resume then goes on "
+                        "exactly as an uninterrupted run)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-test", action="store_true", help="skip the final test on the benchmark seeds")
     parser.add_argument("--headline", nargs="+", metavar="RUN", help="instead of training: compare the models of "

@@ -1,10 +1,12 @@
-"""memgym train: defects found by the training audit (resume of a finished checkpoint, Ctrl-C in the warm
+"""memgym train: defects found by the training audits (resume of a finished checkpoint, Ctrl-C in the warm
 start, the last evaluation row and checkpoint vs model.zip, TensorBoard accuracy steps, --headline keys,
-progress bars). Tiny recipes, seconds each."""
+progress bars, --stop-after and resume vs the uninterrupted run). Tiny recipes, seconds each."""
 
 from __future__ import annotations
 
+import io
 import shutil
+import zipfile
 
 import numpy as np
 import pytest
@@ -33,6 +35,36 @@ def _evaluate_on_validation(model_path, cfg: TrainConfig) -> float:
 def _same_weights(a, b) -> bool:
     pa, pb = T.load_model(a).policy.state_dict(), T.load_model(b).policy.state_dict()
     return all(np.array_equal(pa[k].numpy(), pb[k].numpy()) for k in pa)
+
+
+def _torch_members(path) -> dict:
+    """Every torch file of a saved model (policy weights, optimizer state, ...), loaded."""
+    import torch
+
+    with zipfile.ZipFile(path) as z:
+        return {n: torch.load(io.BytesIO(z.read(n)), weights_only=False) for n in z.namelist() if n.endswith(".pth")}
+
+
+def _same_model(a, b) -> bool:
+    """Bit-identical policy weights and optimizer state (every tensor, exactly)."""
+    import torch
+
+    def same(x, y) -> bool:
+        if isinstance(x, torch.Tensor):
+            return isinstance(y, torch.Tensor) and x.dtype == y.dtype and torch.equal(x, y)
+        if isinstance(x, dict):
+            return isinstance(y, dict) and x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+        if isinstance(x, list | tuple):
+            return isinstance(y, list | tuple) and len(x) == len(y) and all(same(i, j) for i, j in zip(x, y))
+        return x == y
+
+    ma, mb = _torch_members(a), _torch_members(b)
+    return ma.keys() == mb.keys() and "policy.pth" in ma and same(ma, mb)
+
+
+def _results(run) -> list[dict]:
+    """The evaluation rows without their wall time."""
+    return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in T.read_evaluations(run / "evaluations.csv")]
 
 
 # ------------------------------------------------------------------------ 1. resume at or past total_steps
@@ -260,3 +292,39 @@ def test_the_best_heuristic_is_never_a_privileged_or_learned_agent(monkeypatch):
            for n in ["sb3:m.zip", "random", "oracle", "versioned", "oracle[-LINK]"]}
     assert T.best_heuristic(T.summarise(eps)) == "versioned"
     assert not T.is_heuristic("memsys:pkg.mod:make") and not T.is_heuristic("sb3:x.zip")
+
+
+# ------------------------------------------------------------------------ 9. --stop-after, then --resume
+def test_stop_after_then_resume_equals_the_uninterrupted_run(tmp_path):
+    """--stop-after returned from the rollout's last step before its update: the stop checkpoint (and the
+    evaluation at that step) held the policy of one rollout earlier, and the resume re-seeded the RNGs and
+    reset the envs. Now a session stops at the end of the rollout reaching N, after its update, and saves
+    the session (envs mid-episode, RNG states): stopped inside a rollout (100 -> 128), resumed, stopped on a
+    rollout's end (256), resumed to the end, the run is the uninterrupted one, exactly."""
+    cfg = tiny(tmp_path, total_steps=384)
+    whole = T.train(cfg, seed=2, out_dir=tmp_path / "whole", test_eval=False)
+    assert whole.finished and whole.timesteps == 384
+
+    out = tmp_path / "sliced"
+    first = T.train(cfg, seed=2, out_dir=out, stop_after=100, test_eval=False)
+    assert first.stop_reason == "stop_after" and first.timesteps == 128  # the end of the rollout reaching 100
+    assert _same_model(out / "checkpoints" / "model_128_steps.zip", whole.run_dir / "checkpoints" / "model_128_steps.zip")
+    assert _results(out) == _results(whole.run_dir)[:1]
+    second = T.train(None, out_dir=out, resume=True, stop_after=256, test_eval=False)
+    assert second.stop_reason == "stop_after" and second.timesteps == 256
+    last = T.train(None, out_dir=out, resume=True, test_eval=False)
+    assert last.finished and last.timesteps == 384
+    assert _same_model(last.model_path, whole.model_path)
+    assert _results(out) == _results(whole.run_dir) and [r["timesteps"] for r in _results(out)] == [128, 256, 384]
+
+
+def test_stop_after_at_or_past_total_steps_is_a_normal_finish(tmp_path):
+    """--stop-after 256 with total_steps 256 counted as finished (model.zip written) but stopped before the
+    last update, so model.zip was not the uninterrupted run's policy."""
+    cfg = tiny(tmp_path)
+    whole = T.train(cfg, seed=1, out_dir=tmp_path / "whole", test_eval=False)
+    for stop in (256, 1000):
+        run = T.train(cfg, seed=1, out_dir=tmp_path / f"stop{stop}", stop_after=stop, test_eval=False)
+        assert run.finished and run.stop_reason is None and run.timesteps == 256
+        assert _same_model(run.model_path, whole.model_path)
+        assert _results(run.run_dir) == _results(whole.run_dir)

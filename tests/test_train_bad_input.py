@@ -35,13 +35,15 @@ def _snapshot(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
-    """A finished tiny run (seconds): checkpoints at 64 and 128 steps, model.zip, model.json."""
+    """A finished tiny run (seconds): checkpoints at 64 and 128 steps (both at a rollout's end: with their
+    sessions), model.zip, model.json."""
     tmp = tmp_path_factory.mktemp("run")
     cfg = tiny(tmp, total_steps=128, checkpoint_freq=64)
     result = T.train(cfg, seed=0, out_dir=tmp / "run", test_eval=False)
     assert result.finished
     assert sorted(p.name for p in (result.run_dir / "checkpoints").iterdir()) == [
-        "model_128_steps.zip", "model_64_steps.zip", "state_128.json", "state_64.json"]
+        "model_128_steps.zip", "model_64_steps.zip", "session_128.pkl", "session_64.pkl", "state_128.json",
+        "state_64.json"]
     return result.run_dir
 
 
@@ -131,7 +133,8 @@ def test_headline_options_without_headline_are_refused(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------ 3. --resume
-@pytest.mark.parametrize("victim", ["checkpoints/state_128.json", "checkpoints/model_128_steps.zip"])
+@pytest.mark.parametrize("victim", ["checkpoints/state_128.json", "checkpoints/model_128_steps.zip",
+                                    "checkpoints/session_128.pkl"])
 def test_resume_from_a_corrupt_checkpoint_names_the_file_and_changes_nothing(finished_run, tmp_path, capsys,
                                                                            victim):
     run = tmp_path / "run"
