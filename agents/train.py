@@ -61,6 +61,8 @@ EVAL_CSV_FIELDS = ("timesteps", "wall_time_s", "mean_return", "std_return", "mea
                    "episodes", "seeds")
 _STOP_REASON_INTERRUPT = "interrupted"
 _STOP_REASON_LIMIT = "stop_after"
+#: training seeds are in [0, RUN_SEED_LIMIT): NumPy's legacy seeding (SB3's set_random_seed) takes no more
+RUN_SEED_LIMIT = 2**32
 
 
 # ----------------------------------------------------------------------------------------- seeds
@@ -1269,8 +1271,10 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     many total steps (after its update), saving a checkpoint with the session: a resume then goes on
     exactly as the uninterrupted run (at or past `total_steps`: a normal finish). `test_eval`: run the final
     test on the benchmark's seeds."""
-    if seed < 0:
-        raise TrainConfigError(f"seed must be >= 0, got {seed}")
+    _check_seed(seed, "--seed")
+    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
+        raise TrainConfigError(f"--stop-after must be an integer >= 1 (the step count at which this session stops), "
+                               f"got {stop_after!r}")
     require_train_extra()
     if resume:
         if out_dir is None:
@@ -1280,9 +1284,9 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
             raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder)")
         stored = _run_config(run_dir)
         seed = stored.pop("seed", None)
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < RUN_SEED_LIMIT:
             raise TrainConfigError(f"{run_dir / 'config.yaml'}: key 'seed' must be the run's seed (an integer "
-                                   f">= 0), got {seed!r}")
+                                   f"in [0, {RUN_SEED_LIMIT - 1}]), got {seed!r}")
         stored.pop("versions", None)
         stored.pop("quick", None)
         stored.pop("extended", None)
@@ -1303,6 +1307,10 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         _check_checkpoint_model(run_dir, ckpt, cfg)
         ckpt = _newer_final_model(run_dir, ckpt, total_steps if total_steps is not None else cfg.total_steps)
         session = _read_session(run_dir, ckpt, cfg.n_envs)
+        at = int(ckpt[1]["timesteps"])
+        if stop_after is not None and stop_after <= at:
+            raise TrainConfigError(f"--stop-after must be greater than the step count the run resumes from ({at}, "
+                                   f"{ckpt[0].name} in {run_dir}), got {stop_after}")
         if total_steps is not None and total_steps != cfg.total_steps:
             # extending (or shortening) a run: the run folder's config records the new budget
             cfg = cfg.replace(total_steps=total_steps)
@@ -1396,7 +1404,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         if cfg.algo == "dqn" and replay.exists():
             model.load_replay_buffer(replay)
         if session is None:  # a checkpoint inside a rollout: deterministic, not the uninterrupted run's course
-            model.set_random_seed(seed + start_steps)
+            model.set_random_seed((seed + start_steps) % RUN_SEED_LIMIT)
         t0 -= float(ckpt[1].get("wall_time_s", 0.0))
     else:
         model = _build_model(cfg, train_env, seed, run_dir)
@@ -1578,6 +1586,11 @@ def _close_env(env, *, interrupted: bool) -> None:
         env.close()
     except Exception:  # noqa: BLE001 - workers may already be gone (a signal to the whole group)
         pass
+
+
+def _check_seed(seed: Any, label: str) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < RUN_SEED_LIMIT:
+        raise TrainConfigError(f"{label} must be an integer in [0, {RUN_SEED_LIMIT - 1}] (2**32 - 1), got {seed!r}")
 
 
 def _raise_interrupt(signum, frame):

@@ -119,8 +119,17 @@ class TrainConfig:
         path = Path(path)
         if not path.exists():
             raise TrainConfigError(f"training config not found: {path}")
+        if path.is_dir():
+            raise TrainConfigError(f"training config {path} is a directory: give the recipe's YAML file, e.g. "
+                                   "configs/train/life_easy.yaml")
         try:
-            data = yaml.safe_load(path.read_text())
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise TrainConfigError(f"{path}: not a UTF-8 text file ({err}); a recipe is YAML text") from None
+        except OSError as err:
+            raise TrainConfigError(f"training config {path} cannot be read ({err.strerror or err})") from None
+        try:
+            data = yaml.safe_load(text)
         except yaml.YAMLError as err:
             raise TrainConfigError(f"{path}: not valid YAML: {err}") from err
         if not isinstance(data, Mapping):
@@ -442,7 +451,8 @@ def _mapping(value: Any, key: str) -> Mapping:
 
 
 def _int(value: Any, key: str, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or int(value) != value:
         raise TrainConfigError(f"key '{key}' must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
         raise TrainConfigError(f"key '{key}' must be an integer >= {minimum}, got {value!r}")

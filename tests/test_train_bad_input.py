@@ -278,3 +278,69 @@ def test_train_without_the_train_extra_names_it_and_writes_nothing(tmp_path, mon
     assert "memgym train: error:" in err and "pip install 'memgym[train]'" in err
     assert T.TRAIN_MODULES[module] in err and "Traceback" not in err
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ 6. unreadable or out-of-range input
+def _cli_train(tmp_path, *extra) -> tuple[int, Path]:
+    out = tmp_path / "run"
+    return cli.main(["train", "--out", str(out), "--no-progress", "--no-test", *extra]), out
+
+
+@pytest.mark.parametrize(
+    "changes, needle",
+    [
+        ({"total_steps": float("inf")}, "key 'total_steps' must be an integer >= 1, got inf"),
+        ({"checkpoint_freq": float("nan")}, "key 'checkpoint_freq' must be an integer >= 1, got nan"),
+        ({"eval": {"freq": float("-inf"), "episodes": 1, "baselines": []}}, "key 'eval.freq' must be an integer"),
+    ],
+)
+def test_non_finite_numbers_in_the_recipe_are_clean_errors(tmp_path, capsys, changes, needle):
+    """int(inf) raised OverflowError and int(nan) ValueError: tracebacks, not the key."""
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, **changes)))
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("memgym train: error: ") and needle in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_a_config_that_is_a_directory_or_not_utf8_is_a_clean_error(tmp_path, capsys):
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("name: caf\xe9\nenv: MemGym/Life-Easy-v0\n".encode("latin-1"))
+    for path, needle in ((folder, "is a directory"), (latin1, "not a UTF-8 text file")):
+        rc, out = _cli_train(tmp_path, "--config", str(path))
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("memgym train: error: ") and "Traceback" not in err
+        assert str(path) in err and needle in err
+        assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--seed", "5000000000"], "--seed must be an integer in [0, 4294967295]"),
+        (["--seed", "-1"], "--seed must be an integer in [0, 4294967295]"),
+        (["--stop-after", "0"], "--stop-after must be an integer >= 1"),
+        (["--stop-after", "-1"], "--stop-after must be an integer >= 1"),
+    ],
+)
+def test_out_of_range_seed_or_stop_after_is_refused_before_anything_is_written(tmp_path, capsys, extra, needle):
+    """--seed 5000000000 crashed in NumPy's seeding and left an empty run folder; --stop-after 0 or -1 trained
+    one step and wrote a stop checkpoint at step 1."""
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path)), *extra)
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_resume_with_stop_after_at_or_below_the_checkpoint_is_refused_and_changes_nothing(finished_run, tmp_path):
+    """--resume --total-steps 512 --stop-after 100 on a run at 128 steps trained one step and wrote a
+    checkpoint at 129 (and rewrote config.yaml's total_steps)."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    before = _snapshot(run)
+    for stop in (100, 128):
+        with pytest.raises(TrainConfigError, match=r"--stop-after must be greater than the step count the run "
+                                                   r"resumes from \(128, model_128_steps.zip"):
+            T.train(None, out_dir=run, resume=True, total_steps=512, stop_after=stop, test_eval=False)
+    assert _snapshot(run) == before
