@@ -735,21 +735,96 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _build_model(cfg: TrainConfig, env, seed: int, run_dir: Path):
+def _policy_kwargs(policy_kwargs: dict) -> dict:
+    """The recipe's policy_kwargs as SB3 takes them (activation_fn: the torch class for its name)."""
     import torch
 
-    cls = algorithm_class(cfg.algo)
-    policy_kwargs = dict(cfg.policy_kwargs)
-    if "activation_fn" in policy_kwargs:
-        policy_kwargs["activation_fn"] = {
+    out = dict(policy_kwargs)
+    if "activation_fn" in out:
+        out["activation_fn"] = {
             "tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU,
             "leaky_relu": torch.nn.LeakyReLU, "gelu": torch.nn.GELU,
-        }[policy_kwargs["activation_fn"]]
+        }[out["activation_fn"]]
+    return out
+
+
+def _build_model(cfg: TrainConfig, env, seed: int, run_dir: Path):
+    cls = algorithm_class(cfg.algo)
+    policy_kwargs = _policy_kwargs(cfg.policy_kwargs)
     try:
         return cls(cfg.policy, env, seed=seed, tensorboard_log=str(run_dir / "tb"), verbose=0,
                    device=cfg.device, policy_kwargs=policy_kwargs or None, **cfg.hyperparams)
     except TypeError as err:
         raise TrainConfigError(f"key 'hyperparams' of {cfg.algo}: {err}") from err
+
+
+def check_recipe(cfg: TrainConfig) -> None:
+    """What the recipe's values only show when used, checked before a run folder is written (else the run
+    crashed after writing config.yaml and seeds.json, and that folder then refused the corrected command):
+    the env is a MemGym env (a `MemoryEnv`: the baselines, the masks and the metrics need one), the policy
+    fits its observation, and the model builds, once, on `n_envs` throwaway envs, with the recipe's
+    hyperparams and policy_kwargs; an error names the key (each value is tried on its own to find it).
+    The baselines and the warm start's agent are checked by :func:`check_agents`. Call it before seeding
+    the run: building a model draws from the global RNGs."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from envs import MemoryEnv
+
+    flatten = cfg.algo == "dqn"
+    envs = [make_env(cfg.env_id, cfg.env_overrides, flatten=flatten) for _ in range(cfg.n_envs)]
+    try:
+        if not isinstance(envs[0].unwrapped, MemoryEnv):
+            known = sorted(k for k in gym.registry if k.startswith("MemGym/"))
+            raise TrainConfigError(f"key 'env.id': {cfg.env_id} is not a MemGym env (memgym train trains memory "
+                                   f"policies on a MemoryEnv: its masks, metrics and baselines); registered ids: "
+                                   f"{', '.join(known)}")
+        dict_obs = isinstance(envs[0].observation_space, gym.spaces.Dict)
+        want = "MultiInputPolicy" if dict_obs else "MlpPolicy"
+        if cfg.policy != want:
+            raise TrainConfigError(f"key 'policy' must be {want} for {cfg.env_id} (its observation is "
+                                   f"{'a Dict' if dict_obs else 'an array'}); got {cfg.policy!r}")
+        vec = DummyVecEnv([lambda env=env: env for env in envs])
+        cls = algorithm_class(cfg.algo)
+
+        def build(hyper: dict, policy_kwargs: dict) -> None:
+            cls(cfg.policy, vec, seed=0, verbose=0, device=cfg.device,
+                policy_kwargs=_policy_kwargs(policy_kwargs) or None, **hyper)
+
+        try:
+            build(cfg.hyperparams, cfg.policy_kwargs)
+        except Exception as err:  # noqa: BLE001 - SB3 / torch raise Assertion, Type, Value, Runtime errors
+            for section, values in (("hyperparams", cfg.hyperparams), ("policy_kwargs", cfg.policy_kwargs)):
+                for key, value in values.items():
+                    try:
+                        build({key: value}, {}) if section == "hyperparams" else build({}, {key: value})
+                    except Exception as one:  # noqa: BLE001
+                        raise TrainConfigError(f"key '{section}.{key}' is rejected by {cfg.algo} ({value!r}: "
+                                               f"{type(one).__name__}: {one})") from None
+            raise TrainConfigError(f"keys 'hyperparams' and 'policy_kwargs' are rejected together by {cfg.algo} "
+                                   f"with n_envs {cfg.n_envs} ({type(err).__name__}: {err})") from None
+    finally:
+        for env in envs:
+            env.close()
+
+
+def check_agents(cfg: TrainConfig, *, baselines: bool = True, pretrain: bool = True) -> None:
+    """The agents a run plays are usable before the run starts (they were first used after the run folder
+    was written): every `eval.baselines` entry builds (an `sb3:` model file loads and fits the env, a
+    `memsys:` module imports and its factory makes a memory system) and so does `pretrain.agent`. Errors
+    name the key (agents.base.validate_agent_specs does the checking, as for `memgym bench`)."""
+    from agents.base import validate_agent_specs
+
+    probe = _bench().make_env(_bench_env(cfg))
+    try:
+        for wanted, key, names in ((baselines, "eval.baselines", list(cfg.eval.baselines)),
+                                   (pretrain, "pretrain.agent", [cfg.pretrain.agent] if cfg.pretrain.agent else [])):
+            if wanted and names:
+                try:
+                    validate_agent_specs(names, [probe.unwrapped])
+                except ValueError as err:
+                    raise TrainConfigError(f"key '{key}': {err}") from None
+    finally:
+        probe.close()
 
 
 # ----------------------------------------------------------------------------------------- warm start
@@ -1307,6 +1382,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         _check_checkpoint_model(run_dir, ckpt, cfg)
         ckpt = _newer_final_model(run_dir, ckpt, total_steps if total_steps is not None else cfg.total_steps)
         session = _read_session(run_dir, ckpt, cfg.n_envs)
+        check_agents(cfg, baselines=test_eval or not (run_dir / "baselines.json").exists(), pretrain=False)
         at = int(ckpt[1]["timesteps"])
         if stop_after is not None and stop_after <= at:
             raise TrainConfigError(f"--stop-after must be greater than the step count the run resumes from ({at}, "
@@ -1330,10 +1406,26 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         if changes:
             cfg = cfg.replace(**changes)
         run_dir = Path(out_dir) if out_dir is not None else Path("runs") / f"{cfg.name or 'run'}_s{seed}"
+        wanted = cfg.to_dict() | {"seed": seed, "quick": bool(quick)}
         if ((run_dir / "config.yaml").exists() or (run_dir / CHECKPOINT_DIR).exists()) and \
-                not _restartable(run_dir, cfg.to_dict() | {"seed": seed, "quick": bool(quick)}):
-            raise TrainConfigError(f"run folder {run_dir} already holds a run: pass --resume to continue it, "
-                                   "or choose another --out")
+                not _restartable(run_dir, wanted):
+            if (run_dir / "model.zip").exists() or _checkpoint_steps(run_dir):
+                raise TrainConfigError(f"run folder {run_dir} already holds a run: pass --resume to continue it, "
+                                       "or choose another --out")
+            # nothing to resume there: the start of a run of another recipe or seed (stopped before its first
+            # checkpoint); --resume cannot continue it and this command would mix two runs
+            stored = _stored_run(run_dir)
+            what = f"its config.yaml differs in {', '.join(_differing_keys(stored, wanted))}" if stored else \
+                "its config.yaml is missing or unreadable"
+            raise TrainConfigError(f"run folder {run_dir} holds the start of another run (no checkpoint yet; {what}): "
+                                   f"run the command that started it, choose another --out, or delete {run_dir}")
+        # the recipe's values that only show when used, before anything is written (a crash there left a
+        # folder behind that refused the corrected command)
+        try:
+            check_recipe(cfg)
+            check_agents(cfg)
+        except TrainConfigError as err:
+            raise TrainConfigError(f"{config_path}: {err}") from None
     if progress_bar is not None:
         cfg.progress_bar = progress_bar
     if quick and not resume:
@@ -1550,6 +1642,30 @@ def _restartable(run_dir: Path, resolved: dict) -> bool:
     ignore = ("versions", "progress_bar")  # neither changes what is trained
     return {k: v for k, v in stored.items() if k not in ignore} == \
         {k: v for k, v in yaml.safe_load(yaml.safe_dump(resolved, sort_keys=False)).items() if k not in ignore}
+
+
+def _stored_run(run_dir: Path) -> dict:
+    """The run folder's config.yaml as a mapping ({} when unreadable: the caller only reports on it)."""
+    try:
+        return _run_config(run_dir)
+    except TrainConfigError:
+        return {}
+
+
+def _differing_keys(stored: dict, wanted: dict, prefix: str = "",
+                    ignore: tuple[str, ...] = ("versions", "progress_bar", "extended")) -> list[str]:
+    """Dotted keys whose values differ between two resolved recipes (nested mappings compared key by key)."""
+    wanted = yaml.safe_load(yaml.safe_dump(wanted, sort_keys=False))  # tuples -> lists, as stored
+    out = []
+    for key in dict.fromkeys([*stored, *wanted]):
+        if not prefix and key in ignore:
+            continue
+        a, b = stored.get(key), wanted.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differing_keys(a, b, f"{prefix}{key}.", ())
+        elif a != b:
+            out.append(f"{prefix}{key}")
+    return out
 
 
 def _set_aside_partial(run_dir: Path) -> Path | None:

@@ -107,7 +107,7 @@ def test_same_command_after_ctrl_c_in_the_warm_start_starts_the_run(tmp_path, mo
 
     monkeypatch.setattr(T, "pretrain_by_imitation", real)
     # another recipe or seed in that folder is still refused (it holds this run's config)
-    with pytest.raises(TrainConfigError, match="already holds a run"):
+    with pytest.raises(TrainConfigError, match="holds the start of another run .*differs in seed"):
         T.train(cfg, seed=1, out_dir=out, test_eval=False)
     result = T.train(cfg, seed=0, out_dir=out, test_eval=False)  # "run the same command again"
     assert result.finished and result.timesteps == 256 and (out / "pretrain.json").is_file()
@@ -135,7 +135,7 @@ def test_same_command_after_a_kill_before_the_first_checkpoint_starts_the_run(tm
 
     with pytest.raises(TrainConfigError, match="without --resume to start it again"):
         T.train(None, out_dir=out, resume=True, test_eval=False)
-    with pytest.raises(TrainConfigError, match="already holds a run"):  # another seed: still refused
+    with pytest.raises(TrainConfigError, match="holds the start of another run"):  # another seed: still refused
         T.train(cfg, seed=1, out_dir=out, test_eval=False)
     again = T.train(cfg, seed=0, out_dir=out, test_eval=False)
     assert again.finished and again.timesteps == first.timesteps

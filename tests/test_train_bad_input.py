@@ -344,3 +344,61 @@ def test_resume_with_stop_after_at_or_below_the_checkpoint_is_refused_and_change
                                                    r"resumes from \(128, model_128_steps.zip"):
             T.train(None, out_dir=run, resume=True, total_steps=512, stop_after=stop, test_eval=False)
     assert _snapshot(run) == before
+
+
+# ------------------------------------------------------------------------------------ 7. values only a build shows
+@pytest.mark.parametrize(
+    "changes, needles",
+    [
+        ({"hyperparams": {"n_steps": 64, "batch_size": 32, "learning_rate": "abc"}},
+         ["key 'hyperparams.learning_rate' must be a number > 0", "'abc'"]),
+        ({"hyperparams": {"n_steps": 64, "batch_size": 32, "learning_rate": "3e-4"}},
+         ["key 'hyperparams.learning_rate'", "3.0e-4"]),
+        ({"hyperparams": {"n_steps": -5, "batch_size": 32}}, ["key 'hyperparams.n_steps' must be an integer >= 1"]),
+        ({"hyperparams": {"n_steps": 64, "batch_size": 32, "gamma": 5}},
+         ["key 'hyperparams.gamma' must be a number in (0, 1]"]),
+        ({"hyperparams": {"n_steps": 64, "batch_size": 0}}, ["key 'hyperparams.batch_size' must be an integer >= 1"]),
+        ({"policy_kwargs": {"foo": 1}}, ["key 'policy_kwargs.foo' is not an argument", "net_arch", "ortho_init"]),
+        ({"policy_kwargs": {"ortho_init": "yes"}}, ["key 'policy_kwargs.ortho_init' must be true or false"]),
+        ({"device": "tpu"}, ["key 'device' must be one of cpu, cuda, cuda:N, mps, auto", "'tpu'"]),
+        ({"policy": "MlpPolicy"}, ["key 'policy' must be MultiInputPolicy", "Dict"]),
+        ({"env": {"id": "CartPole-v1"}}, ["key 'env.id'", "not a MemGym env", "MemGym/Life-Easy-v0"]),
+        ({"eval": {"freq": 128, "episodes": 1, "baselines": ["random", "sb3:/nope/model.zip"]}},
+         ["key 'eval.baselines'", "sb3:/nope/model.zip"]),
+        ({"eval": {"freq": 128, "episodes": 1, "baselines": ["memsys:nope.mod:make"]}},
+         ["key 'eval.baselines'", "memsys:nope.mod:make"]),
+        ({"pretrain": {"agent": "memsys:nope"}}, ["key 'pretrain.agent'", "memsys:nope"]),
+        # only building the model shows these: the error names the key that fails on its own
+        ({"algo": "ppo", "hyperparams": {"n_steps": 1, "batch_size": 32}}, ["key 'hyperparams.n_steps' is rejected by ppo",
+                                                                             "n_steps * n_envs"]),
+        ({"policy_kwargs": {"optimizer_kwargs": {"betas": 5}}}, ["key 'policy_kwargs.optimizer_kwargs' is rejected"]),
+    ],
+)
+def test_recipe_values_that_crashed_the_run_are_refused_before_anything_is_written(tmp_path, capsys, changes,
+                                                                                     needles):
+    """Each of these passed validation, crashed with a traceback after config.yaml and seeds.json were
+    written, and that folder then refused the corrected command ("already holds a run")."""
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, **changes)))
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("memgym train: error: ") and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    assert not out.exists()
+
+
+def test_a_folder_holding_the_start_of_another_run_says_what_differs(tmp_path, capsys):
+    """A run folder with config.yaml and seeds.json but no checkpoint (a run stopped before its first one) of
+    another recipe: the corrected command was told to pass --resume, and --resume to drop it."""
+    first = tiny(tmp_path, "first")
+    out = tmp_path / "run"
+    stopped = T.train(first, seed=0, out_dir=out, test_eval=False)
+    shutil.rmtree(out / "checkpoints")
+    for name in ("model.zip", "model.json", "evaluations.csv", "evaluations.npz", "learning_curve.png"):
+        (out / name).unlink()
+    shutil.rmtree(out / "tb")
+    assert stopped.finished and sorted(p.name for p in out.iterdir()) == ["baselines.json", "config.yaml", "seeds.json"]
+    other = tiny(tmp_path, "other", hyperparams={"n_steps": 32, "batch_size": 32, "n_epochs": 1})
+    rc, _ = _cli_train(tmp_path, "--config", str(other), "--seed", "1")
+    err = capsys.readouterr().err
+    assert rc == 2 and "holds the start of another run" in err and "--resume" not in err
+    assert "differs in name, hyperparams.n_steps, seed" in err and f"delete {out}" in err
