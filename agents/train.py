@@ -469,20 +469,71 @@ def _append_eval_row(path: Path, row: dict) -> None:
 
 
 def read_evaluations(path: str | Path) -> list[dict]:
-    """Rows of `evaluations.csv` with numeric fields parsed."""
+    """Rows of `evaluations.csv` with numeric fields parsed. A torn last line (no line end: the process was
+    killed while appending it) is left out; any other line that is not an evaluation row is a
+    TrainConfigError naming the file and the line."""
     path = Path(path)
     if not path.exists():
         return []
+    return _parse_evaluations(path)[0]
+
+
+def _parse_evaluations(path: Path) -> tuple[list[dict], str | None]:
+    """(rows, the torn last line or None). Every row is written with its line end, so a last line without
+    one is an unfinished write (a kill mid-append), whatever it holds: it is not a row."""
+    def bad(where: str, problem: str) -> TrainConfigError:
+        return TrainConfigError(f"{path}: {where} is not what memgym train writes ({problem}); it is the run's "
+                                "record of its evaluations: restore the file or repair that line (nothing was "
+                                "changed)")
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise TrainConfigError(f"{path}: cannot be read ({err}); it is the run's record of its evaluations: "
+                               "restore it (nothing was changed)") from None
+    lines = text.splitlines(keepends=True)
+    torn = lines.pop() if lines and not lines[-1].endswith(("\n", "\r")) else None
+    if not lines:
+        return [], torn
+    reader = csv.DictReader(lines)
+    if tuple(reader.fieldnames or ()) != EVAL_CSV_FIELDS:
+        raise bad("line 1", f"the header must be {','.join(EVAL_CSV_FIELDS)}")
     rows = []
-    with path.open() as fh:
-        for row in csv.DictReader(fh):
-            out: dict[str, Any] = dict(row)
+    for lineno, row in enumerate(reader, start=2):
+        if None in row or any(row[key] is None for key in EVAL_CSV_FIELDS):
+            raise bad(f"line {lineno}", f"expected the {len(EVAL_CSV_FIELDS)} fields {','.join(EVAL_CSV_FIELDS)}")
+        out: dict[str, Any] = dict(row)
+        try:
             for key in ("timesteps", "episodes"):
                 out[key] = int(row[key])
             for key in ("wall_time_s", "mean_return", "std_return", "mean_accuracy", "mean_length"):
                 out[key] = float(row[key])
-            rows.append(out)
-    return rows
+        except ValueError as err:
+            raise bad(f"line {lineno}", str(err)) from None
+        rows.append(out)
+    return rows, torn
+
+
+def _check_evaluation_files(run_dir: Path) -> None:
+    """Before a resume changes anything: evaluations.csv parses (a torn last row is said and dropped by the
+    resume's rewrite) and SB3's evaluations.npz loads with its three arrays of one length."""
+    csv_path, npz_path = run_dir / "evaluations.csv", run_dir / "evaluations.npz"
+    if csv_path.exists():
+        _, torn = _parse_evaluations(csv_path)
+        if torn is not None:
+            _say(f"{csv_path}: the last line was cut off ({torn.strip()[:60]!r}, the run was killed while writing "
+                 "it): the resume drops it")
+    if npz_path.exists():
+        try:
+            with np.load(npz_path) as npz:
+                lengths = {len(npz[key]) for key in ("timesteps", "results", "ep_lengths")}
+            if len(lengths) != 1:
+                raise ValueError(f"arrays of different lengths {sorted(lengths)}")
+        except Exception as err:  # noqa: BLE001 - a truncated zip raises BadZipFile, EOFError, KeyError, ...
+            raise TrainConfigError(f"{npz_path}: cannot be read as SB3's record of the evaluations "
+                                   f"({type(err).__name__}: {err}); restore it, or move it away to resume without "
+                                   "it (it then holds only the evaluations from here on; evaluations.csv keeps "
+                                   "them all). Nothing was changed") from None
 
 
 def _truncate_evaluations(path: Path, max_steps: int) -> None:
@@ -1382,6 +1433,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         _check_checkpoint_model(run_dir, ckpt, cfg)
         ckpt = _newer_final_model(run_dir, ckpt, total_steps if total_steps is not None else cfg.total_steps)
         session = _read_session(run_dir, ckpt, cfg.n_envs)
+        _check_evaluation_files(run_dir)
         check_agents(cfg, baselines=test_eval or not (run_dir / "baselines.json").exists(), pretrain=False)
         at = int(ckpt[1]["timesteps"])
         if stop_after is not None and stop_after <= at:

@@ -402,3 +402,45 @@ def test_a_folder_holding_the_start_of_another_run_says_what_differs(tmp_path, c
     err = capsys.readouterr().err
     assert rc == 2 and "holds the start of another run" in err and "--resume" not in err
     assert "differs in name, hyperparams.n_steps, seed" in err and f"delete {out}" in err
+
+
+# ------------------------------------------------------------------------------------ 8. evaluations.csv / .npz on resume
+def test_resume_drops_a_torn_last_evaluation_row(finished_run, tmp_path, capsys):
+    """A kill while a row was appended leaves a last line without its line end: --resume crashed on it
+    (TypeError: int() of None) after rewriting config.yaml. It is dropped now, and the run extends."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    rows = T.read_evaluations(run / "evaluations.csv")
+    with (run / "evaluations.csv").open("a") as fh:
+        fh.write("300,0.5,0.1")
+    assert T.read_evaluations(run / "evaluations.csv") == rows  # never read as a row
+    result = T.train(None, out_dir=run, resume=True, total_steps=192, test_eval=False)
+    assert result.finished and result.timesteps == 192
+    assert "the last line was cut off ('300,0.5,0.1'" in capsys.readouterr().err
+    after = T.read_evaluations(run / "evaluations.csv")
+    assert after[:len(rows)] == rows and [r["timesteps"] for r in after] == [128, 192]
+    assert (run / "evaluations.csv").read_text().endswith("\n")
+
+
+@pytest.mark.parametrize(
+    "damage, needles",
+    [
+        (lambda p: p.write_text(p.read_text().replace("\n", "\nnot,a,row\n", 1)),
+         ["evaluations.csv: line 2 is not what memgym train writes", "expected the 8 fields"]),
+        (lambda p: p.write_text("steps,return\n1,2\n"), ["evaluations.csv: line 1", "the header must be timesteps,"]),
+        (lambda p: p.with_suffix(".npz").write_bytes(p.with_suffix(".npz").read_bytes()[:40]),
+         ["evaluations.npz: cannot be read as SB3's record", "move it away"]),
+    ],
+)
+def test_resume_with_a_corrupt_evaluation_record_names_it_and_changes_nothing(finished_run, tmp_path, damage,
+                                                                            needles):
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    damage(run / "evaluations.csv")
+    before = _snapshot(run)
+    with pytest.raises(TrainConfigError) as err:
+        T.train(None, out_dir=run, resume=True, total_steps=256, test_eval=False)
+    for needle in needles:
+        assert needle in str(err.value)
+    assert "nothing was changed" in str(err.value).lower()
+    assert _snapshot(run) == before  # config.yaml's total_steps was not rewritten
