@@ -1384,6 +1384,12 @@ def require_train_extra() -> None:
                                f"{', '.join(missing)}; install torch first: the README's install section)")
 
 
+def default_run_dir(name: str, seed: int, quick: bool = False) -> Path:
+    """`runs/<name>_s<seed>`, and `runs/<name>_quick_s<seed>` for `--quick` (a quick run in the full run's
+    folder made the full run's command refuse to start: "already holds a run")."""
+    return Path("runs") / f"{name or 'run'}{'_quick' if quick else ''}_s{seed}"
+
+
 def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | None = None, quick: bool = False,
           resume: bool = False, *, n_envs: int | None = None, total_steps: int | None = None,
           stop_after: int | None = None, progress_bar: bool | None = None,
@@ -1391,7 +1397,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     """Train one policy; returns where everything went.
 
     `config_path`: YAML recipe (ignored on `resume`: the run folder's `config.yaml` is used).
-    `seed`: training seed (any int >= 0). `out_dir`: the run folder (default `runs/<name>_s<seed>`).
+    `seed`: training seed (any int >= 0). `out_dir`: the run folder (default `runs/<name>_s<seed>`, with
+    `quick` `runs/<name>_quick_s<seed>`).
     `quick`: merge the recipe's `quick:` section (a few thousand steps). `resume`: continue from the run
     folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
     many total steps (after its update), saving a checkpoint with the session: a resume then goes on
@@ -1457,7 +1464,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
             changes["total_steps"] = total_steps
         if changes:
             cfg = cfg.replace(**changes)
-        run_dir = Path(out_dir) if out_dir is not None else Path("runs") / f"{cfg.name or 'run'}_s{seed}"
+        run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg.name, seed, quick)
         wanted = cfg.to_dict() | {"seed": seed, "quick": bool(quick)}
         if ((run_dir / "config.yaml").exists() or (run_dir / CHECKPOINT_DIR).exists()) and \
                 not _restartable(run_dir, wanted):
@@ -1789,7 +1796,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--config", "-c", help="training recipe, e.g. configs/train/life_easy.yaml "
                         "(not needed with --resume)")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
-    parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>)")
+    parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>; with --quick "
+                        "runs/<config name>_quick_s<seed>)")
     parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")

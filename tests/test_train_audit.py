@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import shutil
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -328,3 +329,16 @@ def test_stop_after_at_or_past_total_steps_is_a_normal_finish(tmp_path):
         assert run.finished and run.stop_reason is None and run.timesteps == 256
         assert _same_model(run.model_path, whole.model_path)
         assert _results(run.run_dir) == _results(whole.run_dir)
+
+
+# ------------------------------------------------------------------------ 10. --quick's default run folder
+def test_quick_and_full_runs_of_a_recipe_have_their_own_default_folders(tmp_path, monkeypatch):
+    """--quick and the full run both defaulted to runs/<name>_s<seed>: after a quick try the full run was
+    refused ("already holds a run: pass --resume", which would have extended the quick recipe)."""
+    cfg = tiny(tmp_path, total_steps=128, quick={"total_steps": 64, "eval": {"freq": 64}})
+    monkeypatch.chdir(tmp_path)
+    quick = T.train(cfg, seed=4, quick=True, test_eval=False)
+    assert quick.finished and quick.run_dir == Path("runs") / "tiny_quick_s4" and quick.timesteps == 64
+    full = T.train(cfg, seed=4, test_eval=False)
+    assert full.finished and full.run_dir == Path("runs") / "tiny_s4" and full.timesteps == 128
+    assert T.train(None, out_dir=quick.run_dir, resume=True, test_eval=False).timesteps == 64  # still its own run
