@@ -1797,7 +1797,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "(not needed with --resume)")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>; with --quick "
-                        "runs/<config name>_quick_s<seed>)")
+                        "runs/<config name>_quick_s<seed>); with --headline: the JSON file for the numbers")
     parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
@@ -1842,6 +1842,7 @@ def _run(args: argparse.Namespace) -> int:
                 raise TrainConfigError(f"--set {key.strip()}: the value is not valid YAML ({err})") from None
         baselines = [b for b in args.baselines.split(",") if b] if args.baselines else None
         episodes = 50 if getattr(args, "episodes", None) is None else args.episodes
+        out = _headline_out(args.out) if args.out else None  # before minutes of episodes are played
         try:
             text, data = headline(args.headline, env=args.env, overrides=overrides, episodes=episodes,
                                   baselines=baselines, progress=False if args.no_progress else None)
@@ -1850,9 +1851,12 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError as err:  # e.g. agents.sb3_agent.SB3ModelError: a model of another env layout
             raise TrainConfigError(str(err)) from err
         print(text)
-        if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(data, indent=2, default=_json_default))
+        if out is not None:
+            try:
+                out.write_text(json.dumps(data, indent=2, default=_json_default))
+            except OSError as err:
+                raise TrainConfigError(f"--out {out}: cannot write the numbers ({err.strerror or err}); the table "
+                                       "above is all there is") from None
         return 0
     unused = [opt for opt, value in (("--env", getattr(args, "env", None)), ("--set", getattr(args, "set", None)),
                                      ("--episodes", getattr(args, "episodes", None)),
@@ -1868,6 +1872,23 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     print(f"run folder: {result.run_dir} ({result.timesteps} steps, {result.wall_time_s / 60:.1f} min)")
     return 0
+
+
+def _headline_out(out: str) -> Path:
+    """`--out` of `--headline`: the JSON file for the numbers, checked before anything is played (a directory
+    crashed the write after every episode had been played). Its folder is created."""
+    path = Path(out)
+    if path.is_dir():
+        raise TrainConfigError(f"--out with --headline is the JSON file the numbers are written to (e.g. --out "
+                               f"{path / 'headline.json'}); {path} is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise TrainConfigError(f"--out {path}: cannot create its folder {path.parent} ({err.strerror or err})") \
+            from None
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        raise TrainConfigError(f"--out {path}: not writable")
+    return path
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ folder written for a bad recipe, checkpoints left as they were)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -444,3 +445,19 @@ def test_resume_with_a_corrupt_evaluation_record_names_it_and_changes_nothing(fi
         assert needle in str(err.value)
     assert "nothing was changed" in str(err.value).lower()
     assert _snapshot(run) == before  # config.yaml's total_steps was not rewritten
+
+
+# ------------------------------------------------------------------------------------ 9. --headline --out
+def test_headline_out_must_be_a_file_and_is_checked_before_playing(finished_run, tmp_path, capsys, monkeypatch):
+    """--out DIR crashed with IsADirectoryError after every episode had been played."""
+    played = []
+    real = T._evaluate_with_bar
+    monkeypatch.setattr(T, "_evaluate_with_bar", lambda *a: played.append(a[1]) or real(*a))
+    rc = cli.main(["train", "--headline", str(finished_run), "--episodes", "1", "--no-progress", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--out with --headline is the JSON file" in err and f"{tmp_path} is a directory" in err
+    assert not played and "Traceback" not in err
+    out = tmp_path / "new" / "headline.json"
+    assert cli.main(["train", "--headline", str(finished_run), "--episodes", "1", "--no-progress", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert played and {"random", "oracle", "learned s0"} <= set(data["table"]) and data["seeds"] == [10_000]
