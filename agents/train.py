@@ -1384,27 +1384,57 @@ def require_train_extra() -> None:
                                f"{', '.join(missing)}; install torch first: the README's install section)")
 
 
+def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick: Any, cfg: TrainConfig, *,
+                          config_path: str | Path | None, seed: int | None, quick: bool, n_envs: int | None,
+                          total_steps: int | None) -> None:
+    """With --resume, --seed, --n-envs, --quick and --config must agree with the run in `run_dir` (its
+    config.yaml): the run continues as it was started, and an option that would be ignored is an error."""
+    where = run_dir / "config.yaml"
+    how = "--resume continues a run as it was started: drop the option, or train a new run into another --out"
+    if seed is not None and seed != run_seed:
+        raise TrainConfigError(f"--seed {seed} is not the seed of the run in {run_dir} ({run_seed}, in {where}); {how}")
+    if n_envs is not None and n_envs != cfg.n_envs:
+        raise TrainConfigError(f"--n-envs {n_envs} is not the run's n_envs ({cfg.n_envs}, in {where}; its checkpoints "
+                               f"hold one env and seed-schedule position per env); {how}")
+    if quick and not run_quick:
+        raise TrainConfigError(f"--quick: the run in {run_dir} is not a --quick run (quick: false in {where}); {how}")
+    if config_path is not None:
+        recipe = TrainConfig.from_yaml(config_path, quick=quick)
+        changes = {k: v for k, v in (("n_envs", n_envs), ("total_steps", total_steps)) if v is not None}
+        if changes:
+            recipe = recipe.replace(**changes)
+        # the budget is --total-steps' business (a run may have been extended); the name is the file's stem
+        ignore = ("versions", "progress_bar", "extended", "name") + (("total_steps",) if total_steps is not None else ())
+        differ = _differing_keys(stored, recipe.to_dict(), ignore=ignore)
+        if differ:
+            raise TrainConfigError(f"--config {config_path} is not the recipe of the run in {run_dir} (it differs from "
+                                   f"{where} in {', '.join(differ)}{' with --quick' if quick else ''}); {how}")
+
+
 def default_run_dir(name: str, seed: int, quick: bool = False) -> Path:
     """`runs/<name>_s<seed>`, and `runs/<name>_quick_s<seed>` for `--quick` (a quick run in the full run's
     folder made the full run's command refuse to start: "already holds a run")."""
     return Path("runs") / f"{name or 'run'}{'_quick' if quick else ''}_s{seed}"
 
 
-def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | None = None, quick: bool = False,
+def train(config_path: str | Path | None, seed: int | None = None, out_dir: str | Path | None = None,
+          quick: bool = False,
           resume: bool = False, *, n_envs: int | None = None, total_steps: int | None = None,
           stop_after: int | None = None, progress_bar: bool | None = None,
           test_eval: bool = True) -> TrainResult:
     """Train one policy; returns where everything went.
 
-    `config_path`: YAML recipe (ignored on `resume`: the run folder's `config.yaml` is used).
-    `seed`: training seed (any int >= 0). `out_dir`: the run folder (default `runs/<name>_s<seed>`, with
+    `config_path`: YAML recipe (on `resume` the run folder's `config.yaml` is used: a recipe given then must
+    be the run's). `seed`: training seed in [0, 2**32) (default 0; on `resume` the run's, and one given must
+    be it; so must `n_envs` and `quick`). `out_dir`: the run folder (default `runs/<name>_s<seed>`, with
     `quick` `runs/<name>_quick_s<seed>`).
     `quick`: merge the recipe's `quick:` section (a few thousand steps). `resume`: continue from the run
     folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
     many total steps (after its update), saving a checkpoint with the session: a resume then goes on
     exactly as the uninterrupted run (at or past `total_steps`: a normal finish). `test_eval`: run the final
     test on the benchmark's seeds."""
-    _check_seed(seed, "--seed")
+    if seed is not None:
+        _check_seed(seed, "--seed")
     if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
         raise TrainConfigError(f"--stop-after must be an integer >= 1 (the step count at which this session stops), "
                                f"got {stop_after!r}")
@@ -1416,17 +1446,22 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         if not (run_dir / "config.yaml").exists():
             raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder)")
         stored = _run_config(run_dir)
-        seed = stored.pop("seed", None)
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < RUN_SEED_LIMIT:
+        run_seed = stored.pop("seed", None)
+        if isinstance(run_seed, bool) or not isinstance(run_seed, int) or not 0 <= run_seed < RUN_SEED_LIMIT:
             raise TrainConfigError(f"{run_dir / 'config.yaml'}: key 'seed' must be the run's seed (an integer "
-                                   f"in [0, {RUN_SEED_LIMIT - 1}]), got {seed!r}")
+                                   f"in [0, {RUN_SEED_LIMIT - 1}]), got {run_seed!r}")
         stored.pop("versions", None)
-        stored.pop("quick", None)
+        run_quick = stored.pop("quick", False)
         stored.pop("extended", None)
         try:
             cfg = TrainConfig.from_dict(stored)
         except TrainConfigError as err:
             raise TrainConfigError(f"{run_dir / 'config.yaml'}: {err}") from None
+        # --resume goes on with the run's own recipe, seed and envs: an option saying otherwise is refused (it
+        # was ignored); the same values (the command that started the run, plus --resume) are fine
+        _check_resume_options(run_dir, stored, run_seed, run_quick, cfg, config_path=config_path, seed=seed,
+                              quick=quick, n_envs=n_envs, total_steps=total_steps)
+        seed = run_seed
         # everything --resume reads is checked before anything in the run folder changes
         ckpt = latest_checkpoint(run_dir)
         if ckpt is None:
@@ -1457,6 +1492,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         if config_path is None:
             raise TrainConfigError("a config is required: --config configs/train/<name>.yaml")
         cfg = TrainConfig.from_yaml(config_path, quick=quick)
+        seed = 0 if seed is None else seed
         changes = {}
         if n_envs is not None:
             changes["n_envs"] = n_envs
@@ -1795,7 +1831,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Arguments of `memgym train` (agents/cli.py calls this on its subparser)."""
     parser.add_argument("--config", "-c", help="training recipe, e.g. configs/train/life_easy.yaml "
                         "(not needed with --resume)")
-    parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    parser.add_argument("--seed", type=int, help="training seed (default 0; with --resume: the run's)")
     parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>; with --quick "
                         "runs/<config name>_quick_s<seed>); with --headline: the JSON file for the numbers")
     parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
@@ -1831,6 +1867,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if getattr(args, "headline", None):
+        training = [opt for opt, value in (
+            ("--config", getattr(args, "config", None)), ("--seed", getattr(args, "seed", None)),
+            ("--quick", getattr(args, "quick", False) or None), ("--resume", getattr(args, "resume", False) or None),
+            ("--n-envs", getattr(args, "n_envs", None)), ("--total-steps", getattr(args, "total_steps", None)),
+            ("--stop-after", getattr(args, "stop_after", None)), ("--no-test", getattr(args, "no_test", False) or None),
+        ) if value is not None]
+        if training:
+            verb = "applies" if len(training) == 1 else "apply"
+            raise TrainConfigError(f"{', '.join(training)} {verb} only to training, not with --headline (it compares "
+                                   "finished runs; its options: --env, --set, --episodes, --baselines, --out "
+                                   "FILE.json, --no-progress)")
         overrides = {}
         for pair in args.set or []:
             if "=" not in pair:

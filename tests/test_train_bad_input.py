@@ -461,3 +461,48 @@ def test_headline_out_must_be_a_file_and_is_checked_before_playing(finished_run,
     assert cli.main(["train", "--headline", str(finished_run), "--episodes", "1", "--no-progress", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert played and {"random", "oracle", "learned s0"} <= set(data["table"]) and data["seeds"] == [10_000]
+
+
+# ------------------------------------------------------------------------------------ 10. options that were ignored
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--seed", "7"], "--seed 7 is not the seed of the run"),
+        (["--n-envs", "2"], "--n-envs 2 is not the run's n_envs (1"),
+        (["--quick"], "is not a --quick run"),
+        (["--config", "OTHER"], "differs from"),
+    ],
+)
+def test_resume_refuses_options_that_disagree_with_the_run(finished_run, tmp_path, capsys, extra, needle):
+    """`--resume --out RUN --config other.yaml --seed 7 --n-envs 2` exited 0 and went on with the run's
+    own recipe, seed and n_envs: the options were silently ignored."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    other = tiny(tmp_path, "other", hyperparams={"n_steps": 32, "batch_size": 32, "n_epochs": 1}, total_steps=128,
+                 checkpoint_freq=64)
+    extra = [str(other) if e == "OTHER" else e for e in extra]
+    before = _snapshot(run)
+    rc = cli.main(["train", "--resume", "--out", str(run), "--no-progress", "--no-test", "--total-steps", "192", *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "Traceback" not in err, err
+    if "--config" in extra:
+        assert "hyperparams.n_steps" in err and "total_steps" not in err.split("differs from")[1]
+    assert _snapshot(run) == before
+
+
+def test_resume_accepts_the_starting_command_again(finished_run, tmp_path):
+    """The command that started the run plus --resume (same recipe, seed, n_envs) is fine."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    recipe = finished_run.parent / "tiny.yaml"
+    rc = cli.main(["train", "--resume", "--out", str(run), "--config", str(recipe), "--seed", "0", "--n-envs", "1",
+                   "--no-progress", "--no-test"])
+    assert rc == 0 and T.latest_checkpoint(run)[1]["timesteps"] == 128
+
+
+@pytest.mark.parametrize("extra", [["--seed", "3"], ["--config", "x.yaml"], ["--quick"], ["--resume"], ["--n-envs", "2"],
+                                   ["--total-steps", "5"], ["--stop-after", "5"], ["--no-test"]])
+def test_headline_refuses_training_options(finished_run, capsys, extra):
+    rc = cli.main(["train", "--headline", str(finished_run), *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{extra[0]} applies only to training, not with --headline" in err
