@@ -1577,8 +1577,19 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
 
     # -- reference levels on the validation seeds
     if not (run_dir / "baselines.json").exists():
-        base_eps = evaluate_agents(cfg.eval.baselines, cfg, cfg.eval.seeds,
-                                   progress=None if cfg.progress_bar else False) if cfg.eval.baselines else {}
+        old_term = _on_sigterm(_raise_interrupt)  # a kill here said only "Terminated" (exit 143)
+        try:
+            base_eps = evaluate_agents(cfg.eval.baselines, cfg, cfg.eval.seeds,
+                                       progress=None if cfg.progress_bar else False) if cfg.eval.baselines else {}
+        except KeyboardInterrupt:
+            # nothing to keep: the baselines are not a checkpoint; the folder holds no training output, so the
+            # same command starts (or resumes) the run again (`_restartable`)
+            _say("interrupted during the baselines: nothing saved yet; run the same command again")
+            for env in (train_env, eval_env):
+                _close_env(env, interrupted=True)
+            return TrainResult(run_dir, None, start_steps, False, _STOP_REASON_INTERRUPT, 0.0, [], None)
+        finally:
+            _on_sigterm(old_term)
         (run_dir / "baselines.json").write_text(json.dumps(
             {"seeds": cfg.eval.seeds, "summary": summarise(base_eps) if base_eps else {}}, indent=2))
 
@@ -1680,6 +1691,23 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
                            read_evaluations(run_dir / "evaluations.csv"), None)
 
     # -- final artefacts
+    old_term = _on_sigterm(_raise_interrupt)
+    try:
+        return _finish_run(cfg, run_dir, model, evaluator, seed, wall, test_eval, test_seeds)
+    except KeyboardInterrupt:
+        # the run is trained and checkpointed at this step: a resume trains nothing and writes what is missing
+        _say(f"interrupted after training ({model.num_timesteps} steps, checkpointed): finish the run (model.zip, "
+             f"the curve, the final test) with --resume --out {run_dir}")
+        return TrainResult(run_dir, None, int(model.num_timesteps), False, _STOP_REASON_INTERRUPT, wall,
+                           read_evaluations(run_dir / "evaluations.csv"), None)
+    finally:
+        _on_sigterm(old_term)
+
+
+def _finish_run(cfg: TrainConfig, run_dir: Path, model, evaluator, seed: int, wall: float, test_eval: bool,
+                test_seeds: list[int]) -> TrainResult:
+    """The final artefacts of a trained run: the last evaluation row (the final policy's), model.zip and
+    model.json, the learning curve, and with `test_eval` the final test and summary.md."""
     if not evaluator.rows or evaluator.rows[-1]["timesteps"] != model.num_timesteps:
         # the curve always ends with the final policy
         evaluator.eval_env = _vec_env([_EnvFactory(cfg, _SeedList(cfg.eval.seeds))], False)

@@ -5,7 +5,12 @@ progress bars, --stop-after and resume vs the uninterrupted run). Tiny recipes, 
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -14,7 +19,7 @@ import pytest
 
 pytest.importorskip("sb3_contrib")
 
-from test_train import tiny  # noqa: E402
+from test_train import ROOT, tiny  # noqa: E402
 
 from agents import train as T  # noqa: E402
 from agents.train_config import TrainConfig, TrainConfigError  # noqa: E402
@@ -342,3 +347,55 @@ def test_quick_and_full_runs_of_a_recipe_have_their_own_default_folders(tmp_path
     full = T.train(cfg, seed=4, test_eval=False)
     assert full.finished and full.run_dir == Path("runs") / "tiny_s4" and full.timesteps == 128
     assert T.train(None, out_dir=quick.run_dir, resume=True, test_eval=False).timesteps == 64  # still its own run
+
+
+# ------------------------------------------------------------------------ 11. interrupts outside RL
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_during_the_baselines_exits_130_and_says_to_run_the_command_again(tmp_path, sig):
+    """SIGTERM while the baselines played gave exit 143 and only "Terminated"; SIGINT exit 130 and only
+    "memgym train: interrupted": no word on what to do (the docs: code 130, run the same command again)."""
+    cfg = tiny(tmp_path, eval={"freq": 128, "episodes": 900, "test_episodes": 1,
+                               "baselines": ["mem0", "generative_agents"]})  # ~30 s of baselines
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agents.cli", "train", "--config", str(cfg), "--out", str(out), "--no-progress",
+         "--no-test"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell ignores SIGINT
+    )
+    try:
+        deadline = time.time() + 60
+        while not (out / "seeds.json").exists():  # written just before the baselines start
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.time() < deadline
+            time.sleep(0.1)
+        time.sleep(0.5)
+        assert proc.poll() is None
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted during the baselines" in err and "run the same command again" in err, err
+    assert not (out / "baselines.json").exists() and T.latest_checkpoint(out) is None
+
+
+def test_an_interrupt_during_the_final_test_says_how_to_finish_the_run(tmp_path, monkeypatch, capsys):
+    real = T.evaluate_agents
+
+    def interrupt_the_test(agents, cfg, seeds, **kwargs):
+        if seeds[0] >= T.TEST_SEED_START:
+            raise KeyboardInterrupt
+        return real(agents, cfg, seeds, **kwargs)
+
+    monkeypatch.setattr(T, "evaluate_agents", interrupt_the_test)
+    cfg = tiny(tmp_path, total_steps=128)
+    out = tmp_path / "run"
+    stopped = T.train(cfg, seed=0, out_dir=out)
+    assert not stopped.finished and stopped.stop_reason == "interrupted" and stopped.timesteps == 128
+    assert f"finish the run (model.zip, the curve, the final test) with --resume --out {out}" in capsys.readouterr().err
+    monkeypatch.setattr(T, "evaluate_agents", real)
+    done = T.train(None, out_dir=out, resume=True)
+    assert done.finished and done.timesteps == 128 and (out / "test_eval.json").is_file()
