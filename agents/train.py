@@ -1665,6 +1665,16 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
                     tb_log_name="run")
         if session_steps < remaining and model.num_timesteps < cfg.total_steps:
             stop_reason = _STOP_REASON_LIMIT
+        else:
+            last = latest_checkpoint(run_dir)
+            if (last is None or int(last[1]["timesteps"]) < model.num_timesteps) \
+                    and not (ckpt is not None and ckpt[1].get("from_model_zip")):
+                # the run ends on a checkpoint of its final policy (model.zip's), wherever the schedule put the
+                # last one (inside the last rollouts): a later --resume, e.g. to extend the run, starts from here.
+                # (Not when finishing from model.zip itself: the seed schedule's position at its step is
+                # unknown.) Saved before the envs close: its session reads them.
+                checkpointer.num_timesteps = int(model.num_timesteps)
+                checkpointer.save_now(reason="final", session=True)
     except KeyboardInterrupt:
         stop_reason = _STOP_REASON_INTERRUPT
         _say("interrupted: saving a checkpoint before exiting ...")
@@ -1678,14 +1688,6 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
             _close_env(env, interrupted=stop_reason == _STOP_REASON_INTERRUPT)
 
     wall = time.perf_counter() - t0
-    last = latest_checkpoint(run_dir) if stop_reason is None else None
-    if stop_reason is None and (last is None or int(last[1]["timesteps"]) < model.num_timesteps) \
-            and not (ckpt is not None and ckpt[1].get("from_model_zip")):
-        # the run ends on a checkpoint of its final policy (model.zip's), wherever the schedule put the
-        # last one (inside the last rollouts): a later --resume, e.g. to extend the run, starts from here.
-        # (Not when finishing from model.zip itself: the seed schedule's position at its step is unknown.)
-        checkpointer.num_timesteps = int(model.num_timesteps)
-        checkpointer.save_now(reason="final", session=True)
     if stop_reason is not None:
         return TrainResult(run_dir, None, int(model.num_timesteps), False, stop_reason, wall,
                            read_evaluations(run_dir / "evaluations.csv"), None)

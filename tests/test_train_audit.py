@@ -399,3 +399,21 @@ def test_an_interrupt_during_the_final_test_says_how_to_finish_the_run(tmp_path,
     monkeypatch.setattr(T, "evaluate_agents", real)
     done = T.train(None, out_dir=out, resume=True)
     assert done.finished and done.timesteps == 128 and (out / "test_eval.json").is_file()
+
+
+def test_extending_a_finished_run_equals_training_that_long_with_two_envs(tmp_path):
+    """total_steps 100 with two subprocess envs (64-step rollouts) ends at 128 on a checkpoint of its own,
+    saved with its session (that save once read the envs after they were closed: OSError). Extended with
+    --resume --total-steps 192, the run is exactly the one trained to 192 from the start."""
+    common = {"n_envs": 2, "checkpoint_freq": 50, "hyperparams": {"n_steps": 32, "batch_size": 32, "n_epochs": 1},
+              "eval": {"freq": 64, "episodes": 1, "test_episodes": 1, "baselines": []}}
+    run = T.train(tiny(tmp_path, "short", total_steps=100, **common), seed=0, out_dir=tmp_path / "run", test_eval=False)
+    assert run.finished and run.timesteps == 128
+    assert T.latest_checkpoint(run.run_dir)[1]["reason"] == "final"
+    assert (run.run_dir / "checkpoints" / "session_128.pkl").is_file()
+    longer = T.train(None, out_dir=run.run_dir, resume=True, total_steps=192, test_eval=False)
+    whole = T.train(tiny(tmp_path, "long", total_steps=192, **common), seed=0, out_dir=tmp_path / "whole",
+                    test_eval=False)
+    assert longer.finished and longer.timesteps == whole.timesteps == 192
+    assert _same_model(longer.model_path, whole.model_path)
+    assert _results(run.run_dir) == _results(whole.run_dir) and len(_results(whole.run_dir)) == 3
