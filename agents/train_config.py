@@ -200,8 +200,8 @@ class TrainConfig:
         if net_arch is not None and not _valid_net_arch(net_arch):
             raise TrainConfigError("key 'policy_kwargs.net_arch' must be a list of positive ints or a mapping "
                                    f"{{pi: [...], vf: [...]}} (qf for dqn); got {net_arch!r}")
-        _check_values(hyper, HYPERPARAM_VALUES, "hyperparams", algo)
-        _check_values(policy_kwargs, POLICY_KWARG_VALUES, "policy_kwargs", algo)
+        _check_values(hyper, HYPERPARAM_VALUES, "hyperparams")
+        _check_values(policy_kwargs, POLICY_KWARG_VALUES, "policy_kwargs")
         device = data.get("device", "cpu")
         if not isinstance(device, str) or not re.fullmatch(r"cpu|auto|mps|cuda(:\d+)?", device):
             raise TrainConfigError(f"key 'device' must be one of cpu, cuda, cuda:N, mps, auto; got {device!r}")
@@ -505,8 +505,8 @@ def _number(value: Any, key: str) -> float:
 
 
 def _positive(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise TrainConfigError(f"key '{key}' must be a number > 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise TrainConfigError(f"key '{key}' must be a finite number > 0, got {value!r}")
     return float(value)
 
 
@@ -618,7 +618,7 @@ POLICY_KWARG_VALUES: dict[str, tuple[str, Any]] = {
 }
 
 
-def _check_values(values: Mapping[str, Any], table: Mapping[str, tuple[str, Any]], section: str, algo: str) -> None:
+def _check_values(values: Mapping[str, Any], table: Mapping[str, tuple[str, Any]], section: str) -> None:
     for key, value in values.items():
         if key in table:
             text, ok = table[key]

@@ -293,6 +293,8 @@ def _cli_train(tmp_path, *extra) -> tuple[int, Path]:
         ({"total_steps": float("inf")}, "key 'total_steps' must be an integer >= 1, got inf"),
         ({"checkpoint_freq": float("nan")}, "key 'checkpoint_freq' must be an integer >= 1, got nan"),
         ({"eval": {"freq": float("-inf"), "episodes": 1, "baselines": []}}, "key 'eval.freq' must be an integer"),
+        ({"pretrain": {"agent": "versioned", "temperature": float("inf")}},
+         "key 'pretrain.temperature' must be a finite number > 0, got inf"),
     ],
 )
 def test_non_finite_numbers_in_the_recipe_are_clean_errors(tmp_path, capsys, changes, needle):
