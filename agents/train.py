@@ -11,7 +11,7 @@ folder then holds everything needed to inspect, resume and reproduce the run:
 | `evaluations.csv` | one row per evaluation on the validation seeds: steps, return, accuracy, ... |
 | `evaluations.npz` | SB3's own record of the same evaluations |
 | `tb/` | TensorBoard logs (`tensorboard --logdir runs/`) |
-| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json`, what `--resume` continues from |
+| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json` (+ `session_<steps>.pkl` at a rollout's end), what `--resume` continues from |
 | `baselines.json` | every baseline agent on the validation seeds (the reference lines of the curve) |
 | `model.zip`, `model.json` | the final policy, and what is needed to load it (algorithm, action wrapper) |
 | `learning_curve.png` | validation return and accuracy against steps, with the best heuristic's level |
@@ -25,11 +25,14 @@ with an explicit seed from a fixed schedule), so the same seed gives the same ev
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import dataclasses
 import json
 import math
 import os
+import pickle
+import random
 import signal
 import sys
 import time
@@ -58,6 +61,8 @@ EVAL_CSV_FIELDS = ("timesteps", "wall_time_s", "mean_return", "std_return", "mea
                    "episodes", "seeds")
 _STOP_REASON_INTERRUPT = "interrupted"
 _STOP_REASON_LIMIT = "stop_after"
+#: training seeds are in [0, RUN_SEED_LIMIT): NumPy's legacy seeding (SB3's set_random_seed) takes no more
+RUN_SEED_LIMIT = 2**32
 
 
 # ----------------------------------------------------------------------------------------- seeds
@@ -98,6 +103,31 @@ class SeedSchedule(gym.Wrapper):
 
     def episodes_started(self) -> int:
         return self.episode
+
+    def session_state(self) -> dict:
+        """What this worker needs to go on exactly where it is (mid-episode): the schedule's position,
+        the env's whole state (`MemoryEnv.get_state`) and the shaping's last potential. Read-only."""
+        shaping = _find_wrapper(self.env, StorageShaping)
+        return {"episode": self.episode, "last_seed": self.last_seed, "env": self.env.unwrapped.get_state(),
+                "shaping_phi": None if shaping is None else shaping._phi}
+
+    def restore_session(self, state: dict) -> None:
+        """Put this worker back into a :meth:`session_state` (after a `reset`, which the wrappers need)."""
+        self.episode = int(state["episode"])
+        self.last_seed = state["last_seed"]
+        self.env.unwrapped.set_state(state["env"])
+        shaping = _find_wrapper(self.env, StorageShaping)
+        if shaping is not None and state["shaping_phi"] is not None:
+            shaping._phi = float(state["shaping_phi"])
+
+
+def _find_wrapper(env: gym.Env, cls: type) -> gym.Wrapper | None:
+    """The first wrapper of type `cls` in `env`'s wrapper chain, or None."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, cls):
+            return env
+        env = env.env
+    return None
 
 
 class StorageShaping(gym.Wrapper):
@@ -271,12 +301,12 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             if _update_follows(self.locals):
                 self.pending = True
                 return True
-            return self._act()
+            return self._act(after_update=False)
 
         def _flush(self) -> None:
             if self.pending:
                 self.pending = False
-                self._act()
+                self._act(after_update=True)
 
         def _on_rollout_start(self) -> None:
             self._flush()
@@ -340,32 +370,40 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
                 return self._act_or_defer()
             return True
 
-        def _act(self) -> bool:
+        def _act(self, after_update: bool) -> bool:
             return self.evaluate_now()
 
     class Checkpoint(AfterUpdate, CheckpointCallback):
         """CheckpointCallback triggered by the step count, saving the seed schedule's position too. A
         checkpoint that lands on a rollout's end is saved after that rollout's update (`_update_follows`):
-        it holds the policy trained on its steps (the last one is model.zip), and a resume from it
-        continues with a fresh rollout without losing that update."""
+        it holds the policy trained on its steps (the last one is model.zip), and with it the session
+        (`session_<steps>.pkl`: the training envs mid-episode, the last observation, the RNG states), so
+        that a resume from it continues exactly as the uninterrupted run does."""
 
         def __init__(self, counter: EpisodeCounter):
             super().__init__(save_freq=1, save_path=str(run_dir / CHECKPOINT_DIR), name_prefix="model")
             self.counter = counter
             self.next_save = (start_steps // cfg.checkpoint_freq + 1) * cfg.checkpoint_freq
 
-        def save_now(self, reason: str = "schedule") -> Path:
+        def save_now(self, reason: str = "schedule", *, session: bool = False) -> Path:
+            """Save the model and the seed schedule's position; with `session` (only at a rollout's end,
+            after its update: nothing of a rollout is in flight) also the session, for an exact resume.
+            The state file is written last: a checkpoint counts only once it is there."""
             path = Path(self._checkpoint_path(extension="zip"))
             path.parent.mkdir(parents=True, exist_ok=True)
             self.model.save(path)
             if cfg.algo == "dqn" and getattr(self.model, "replay_buffer", None) is not None:
                 self.model.save_replay_buffer(path.with_name(f"replay_buffer_{self.num_timesteps}_steps.pkl"))
+            if session:
+                with (path.parent / f"session_{self.num_timesteps}.pkl").open("wb") as fh:
+                    pickle.dump(_session_state(self.model), fh)
             state = {
                 "timesteps": int(self.num_timesteps),
                 "episodes_started": list(self.counter.started),
                 "reason": reason,
                 "run_seed": run_seed,
                 "wall_time_s": round(time.perf_counter() - t0, 2),
+                "session": bool(session),
             }
             (path.parent / f"state_{self.num_timesteps}.json").write_text(json.dumps(state, indent=2))
             return path
@@ -377,23 +415,27 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
                 self._act_or_defer()
             return True
 
-        def _act(self) -> bool:
-            self.save_now()
+        def _act(self, after_update: bool) -> bool:
+            self.save_now(session=after_update)
             return True
 
-    class StopAfter(BaseCallback):
-        def __init__(self, limit: int | None):
+    class RunHorizon(BaseCallback):
+        """A session that stops early (`--stop-after`) calls `learn()` for fewer steps than the run has
+        left; SB3 then takes the session's end for the run's (`_total_timesteps`), which moves schedules
+        read from it (DQN's exploration rate). This puts the run's end back, so that a stopped and
+        resumed run follows the same schedules as an uninterrupted one."""
+
+        def __init__(self, run_total: int):
             super().__init__()
-            self.limit = limit
-            self.hit = False
+            self.run_total = int(run_total)
+
+        def _on_training_start(self) -> None:
+            self.model._total_timesteps = self.run_total
 
         def _on_step(self) -> bool:
-            if self.limit is not None and self.num_timesteps >= self.limit:
-                self.hit = True
-                return False
             return True
 
-    return EpisodeCounter, HeldOutEval, Checkpoint, StopAfter, n_envs
+    return EpisodeCounter, HeldOutEval, Checkpoint, RunHorizon, n_envs
 
 
 def _update_follows(locals_: dict) -> bool:
@@ -427,20 +469,71 @@ def _append_eval_row(path: Path, row: dict) -> None:
 
 
 def read_evaluations(path: str | Path) -> list[dict]:
-    """Rows of `evaluations.csv` with numeric fields parsed."""
+    """Rows of `evaluations.csv` with numeric fields parsed. A torn last line (no line end: the process was
+    killed while appending it) is left out; any other line that is not an evaluation row is a
+    TrainConfigError naming the file and the line."""
     path = Path(path)
     if not path.exists():
         return []
+    return _parse_evaluations(path)[0]
+
+
+def _parse_evaluations(path: Path) -> tuple[list[dict], str | None]:
+    """(rows, the torn last line or None). Every row is written with its line end, so a last line without
+    one is an unfinished write (a kill mid-append), whatever it holds: it is not a row."""
+    def bad(where: str, problem: str) -> TrainConfigError:
+        return TrainConfigError(f"{path}: {where} is not what memgym train writes ({problem}); it is the run's "
+                                "record of its evaluations: restore the file or repair that line (nothing was "
+                                "changed)")
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise TrainConfigError(f"{path}: cannot be read ({err}); it is the run's record of its evaluations: "
+                               "restore it (nothing was changed)") from None
+    lines = text.splitlines(keepends=True)
+    torn = lines.pop() if lines and not lines[-1].endswith(("\n", "\r")) else None
+    if not lines:
+        return [], torn
+    reader = csv.DictReader(lines)
+    if tuple(reader.fieldnames or ()) != EVAL_CSV_FIELDS:
+        raise bad("line 1", f"the header must be {','.join(EVAL_CSV_FIELDS)}")
     rows = []
-    with path.open() as fh:
-        for row in csv.DictReader(fh):
-            out: dict[str, Any] = dict(row)
+    for lineno, row in enumerate(reader, start=2):
+        if None in row or any(row[key] is None for key in EVAL_CSV_FIELDS):
+            raise bad(f"line {lineno}", f"expected the {len(EVAL_CSV_FIELDS)} fields {','.join(EVAL_CSV_FIELDS)}")
+        out: dict[str, Any] = dict(row)
+        try:
             for key in ("timesteps", "episodes"):
                 out[key] = int(row[key])
             for key in ("wall_time_s", "mean_return", "std_return", "mean_accuracy", "mean_length"):
                 out[key] = float(row[key])
-            rows.append(out)
-    return rows
+        except ValueError as err:
+            raise bad(f"line {lineno}", str(err)) from None
+        rows.append(out)
+    return rows, torn
+
+
+def _check_evaluation_files(run_dir: Path) -> None:
+    """Before a resume changes anything: evaluations.csv parses (a torn last row is said and dropped by the
+    resume's rewrite) and SB3's evaluations.npz loads with its three arrays of one length."""
+    csv_path, npz_path = run_dir / "evaluations.csv", run_dir / "evaluations.npz"
+    if csv_path.exists():
+        _, torn = _parse_evaluations(csv_path)
+        if torn is not None:
+            _say(f"{csv_path}: the last line was cut off ({torn.strip()[:60]!r}, the run was killed while writing "
+                 "it): the resume drops it")
+    if npz_path.exists():
+        try:
+            with np.load(npz_path) as npz:
+                lengths = {len(npz[key]) for key in ("timesteps", "results", "ep_lengths")}
+            if len(lengths) != 1:
+                raise ValueError(f"arrays of different lengths {sorted(lengths)}")
+        except Exception as err:  # noqa: BLE001 - a truncated zip raises BadZipFile, EOFError, KeyError, ...
+            raise TrainConfigError(f"{npz_path}: cannot be read as SB3's record of the evaluations "
+                                   f"({type(err).__name__}: {err}); restore it, or move it away to resume without "
+                                   "it (it then holds only the evaluations from here on; evaluations.csv keeps "
+                                   "them all). Nothing was changed") from None
 
 
 def _truncate_evaluations(path: Path, max_steps: int) -> None:
@@ -492,6 +585,9 @@ def _bad_checkpoint(run_dir: Path, steps: int, path: Path, problem: str) -> Trai
     ckpt_dir = run_dir / CHECKPOINT_DIR
     earlier = [n for n in _checkpoint_steps(run_dir) if n < steps]
     pair = f"{ckpt_dir / f'model_{steps}_steps.zip'} and {ckpt_dir / f'state_{steps}.json'}"
+    if (ckpt_dir / f"session_{steps}.pkl").exists():
+        pair = f"{ckpt_dir / f'model_{steps}_steps.zip'}, {ckpt_dir / f'state_{steps}.json'} and " \
+               f"{ckpt_dir / f'session_{steps}.pkl'}"
     if earlier:
         how = (f"to resume from the previous checkpoint (model_{earlier[-1]}_steps.zip, {earlier[-1]} steps), "
                f"move or delete {pair} and run the same command again")
@@ -523,6 +619,80 @@ def latest_checkpoint(run_dir: str | Path) -> tuple[Path, dict] | None:
         raise _bad_checkpoint(run_dir, best, state_path, f"does not hold this checkpoint's state (expected "
                               f"timesteps {best} and episodes_started, a list of counts per env)")
     return run_dir / CHECKPOINT_DIR / f"model_{best}_steps.zip", state
+
+
+SESSION_FORMAT = 1
+
+
+def _session_state(model) -> dict:
+    """The session of a model at a rollout's end (after its update), besides what `model.save` keeps:
+    every training env mid-episode (`SeedSchedule.session_state`, with Monitor's running episode), the
+    observation and episode starts the next rollout begins from, and the RNG states (Python, NumPy,
+    torch, the action space's). Restored by :func:`_restore_session`, training goes on bit-identically."""
+    import torch
+
+    env = model.get_env()
+    space_rng = getattr(model.action_space, "_np_random", None)
+    return {
+        "format": SESSION_FORMAT,
+        "timesteps": int(model.num_timesteps),
+        "envs": env.env_method("session_state"),
+        "monitor": {"rewards": [list(r) for r in env.get_attr("rewards")],
+                    "total_steps": [int(n) for n in env.get_attr("total_steps")]},
+        "last_obs": copy.deepcopy(model._last_obs),
+        "last_episode_starts": copy.deepcopy(model._last_episode_starts),
+        "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+                "action_space": None if space_rng is None else copy.deepcopy(space_rng.bit_generator.state)},
+    }
+
+
+def _restore_session(model, env, session: dict) -> None:
+    """Put the model's training envs, last observation and the RNGs back into a :func:`_session_state`.
+    The envs are reset first (Monitor and Gymnasium's order check need one before a step); the states
+    then replace what the reset did. Call it last before `learn` (nothing may draw from the RNGs after)."""
+    import torch
+
+    env.reset()
+    for w, state in enumerate(session["envs"]):
+        env.env_method("restore_session", state, indices=[w])
+        env.set_attr("rewards", list(session["monitor"]["rewards"][w]), indices=[w])
+        env.set_attr("total_steps", int(session["monitor"]["total_steps"][w]), indices=[w])
+    model._last_obs = copy.deepcopy(session["last_obs"])
+    model._last_episode_starts = copy.deepcopy(session["last_episode_starts"])
+    rng = session["rng"]
+    random.setstate(rng["python"])
+    np.random.set_state(rng["numpy"])
+    torch.set_rng_state(rng["torch"])
+    if rng["action_space"] is not None:
+        model.action_space.seed(0)  # (creates the generator if there is none) then its saved state
+        model.action_space.np_random.bit_generator.state = copy.deepcopy(rng["action_space"])
+
+
+def _read_session(run_dir: Path, ckpt: tuple[Path, dict], n_envs: int) -> dict | None:
+    """The session saved with a checkpoint (`session_<steps>.pkl`, when its state says so), checked before
+    a resume changes anything: a missing or unreadable one is an error naming it, as for the state file.
+    None for a checkpoint without one (taken inside a rollout: an interrupt, a scheduled one there)."""
+    path, state = ckpt
+    if not state.get("session") or state.get("from_model_zip"):
+        return None
+    steps = int(state["timesteps"])
+    session_path = run_dir / CHECKPOINT_DIR / f"session_{steps}.pkl"
+    try:
+        with session_path.open("rb") as fh:
+            session = pickle.load(fh)
+    except FileNotFoundError:
+        raise _bad_checkpoint(run_dir, steps, session_path, "is missing (state_"
+                              f"{steps}.json says the checkpoint has one)") from None
+    except Exception as err:  # noqa: BLE001 - a truncated pickle raises EOFError, UnpicklingError, ...
+        raise _bad_checkpoint(run_dir, steps, session_path, f"cannot be read ({type(err).__name__}: {err})") \
+            from None
+    ok = (isinstance(session, dict) and session.get("format") == SESSION_FORMAT and session.get("timesteps") == steps
+          and isinstance(session.get("envs"), list) and len(session["envs"]) == n_envs
+          and {"monitor", "last_obs", "last_episode_starts", "rng"} <= session.keys())
+    if not ok:
+        raise _bad_checkpoint(run_dir, steps, session_path, f"does not hold this checkpoint's session (format "
+                              f"{SESSION_FORMAT}, timesteps {steps}, one env state per env of {n_envs})")
+    return session
 
 
 def _newer_final_model(run_dir: Path, ckpt: tuple[Path, dict], total_steps: int) -> tuple[Path, dict]:
@@ -616,21 +786,96 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _build_model(cfg: TrainConfig, env, seed: int, run_dir: Path):
+def _policy_kwargs(policy_kwargs: dict) -> dict:
+    """The recipe's policy_kwargs as SB3 takes them (activation_fn: the torch class for its name)."""
     import torch
 
-    cls = algorithm_class(cfg.algo)
-    policy_kwargs = dict(cfg.policy_kwargs)
-    if "activation_fn" in policy_kwargs:
-        policy_kwargs["activation_fn"] = {
+    out = dict(policy_kwargs)
+    if "activation_fn" in out:
+        out["activation_fn"] = {
             "tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "elu": torch.nn.ELU,
             "leaky_relu": torch.nn.LeakyReLU, "gelu": torch.nn.GELU,
-        }[policy_kwargs["activation_fn"]]
+        }[out["activation_fn"]]
+    return out
+
+
+def _build_model(cfg: TrainConfig, env, seed: int, run_dir: Path):
+    cls = algorithm_class(cfg.algo)
+    policy_kwargs = _policy_kwargs(cfg.policy_kwargs)
     try:
         return cls(cfg.policy, env, seed=seed, tensorboard_log=str(run_dir / "tb"), verbose=0,
                    device=cfg.device, policy_kwargs=policy_kwargs or None, **cfg.hyperparams)
     except TypeError as err:
         raise TrainConfigError(f"key 'hyperparams' of {cfg.algo}: {err}") from err
+
+
+def check_recipe(cfg: TrainConfig) -> None:
+    """What the recipe's values only show when used, checked before a run folder is written (else the run
+    crashed after writing config.yaml and seeds.json, and that folder then refused the corrected command):
+    the env is a MemGym env (a `MemoryEnv`: the baselines, the masks and the metrics need one), the policy
+    fits its observation, and the model builds, once, on `n_envs` throwaway envs, with the recipe's
+    hyperparams and policy_kwargs; an error names the key (each value is tried on its own to find it).
+    The baselines and the warm start's agent are checked by :func:`check_agents`. Call it before seeding
+    the run: building a model draws from the global RNGs."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from envs import MemoryEnv
+
+    flatten = cfg.algo == "dqn"
+    envs = [make_env(cfg.env_id, cfg.env_overrides, flatten=flatten) for _ in range(cfg.n_envs)]
+    try:
+        if not isinstance(envs[0].unwrapped, MemoryEnv):
+            known = sorted(k for k in gym.registry if k.startswith("MemGym/"))
+            raise TrainConfigError(f"key 'env.id': {cfg.env_id} is not a MemGym env (memgym train trains memory "
+                                   f"policies on a MemoryEnv: its masks, metrics and baselines); registered ids: "
+                                   f"{', '.join(known)}")
+        dict_obs = isinstance(envs[0].observation_space, gym.spaces.Dict)
+        want = "MultiInputPolicy" if dict_obs else "MlpPolicy"
+        if cfg.policy != want:
+            raise TrainConfigError(f"key 'policy' must be {want} for {cfg.env_id} (its observation is "
+                                   f"{'a Dict' if dict_obs else 'an array'}); got {cfg.policy!r}")
+        vec = DummyVecEnv([lambda env=env: env for env in envs])
+        cls = algorithm_class(cfg.algo)
+
+        def build(hyper: dict, policy_kwargs: dict) -> None:
+            cls(cfg.policy, vec, seed=0, verbose=0, device=cfg.device,
+                policy_kwargs=_policy_kwargs(policy_kwargs) or None, **hyper)
+
+        try:
+            build(cfg.hyperparams, cfg.policy_kwargs)
+        except Exception as err:  # noqa: BLE001 - SB3 / torch raise Assertion, Type, Value, Runtime errors
+            for section, values in (("hyperparams", cfg.hyperparams), ("policy_kwargs", cfg.policy_kwargs)):
+                for key, value in values.items():
+                    try:
+                        build({key: value}, {}) if section == "hyperparams" else build({}, {key: value})
+                    except Exception as one:  # noqa: BLE001
+                        raise TrainConfigError(f"key '{section}.{key}' is rejected by {cfg.algo} ({value!r}: "
+                                               f"{type(one).__name__}: {one})") from None
+            raise TrainConfigError(f"keys 'hyperparams' and 'policy_kwargs' are rejected together by {cfg.algo} "
+                                   f"with n_envs {cfg.n_envs} ({type(err).__name__}: {err})") from None
+    finally:
+        for env in envs:
+            env.close()
+
+
+def check_agents(cfg: TrainConfig, *, baselines: bool = True, pretrain: bool = True) -> None:
+    """The agents a run plays are usable before the run starts (they were first used after the run folder
+    was written): every `eval.baselines` entry builds (an `sb3:` model file loads and fits the env, a
+    `memsys:` module imports and its factory makes a memory system) and so does `pretrain.agent`. Errors
+    name the key (agents.base.validate_agent_specs does the checking, as for `memgym bench`)."""
+    from agents.base import validate_agent_specs
+
+    probe = _bench().make_env(_bench_env(cfg))
+    try:
+        for wanted, key, names in ((baselines, "eval.baselines", list(cfg.eval.baselines)),
+                                   (pretrain, "pretrain.agent", [cfg.pretrain.agent] if cfg.pretrain.agent else [])):
+            if wanted and names:
+                try:
+                    validate_agent_specs(names, [probe.unwrapped])
+                except ValueError as err:
+                    raise TrainConfigError(f"key '{key}': {err}") from None
+    finally:
+        probe.close()
 
 
 # ----------------------------------------------------------------------------------------- warm start
@@ -1139,21 +1384,60 @@ def require_train_extra() -> None:
                                f"{', '.join(missing)}; install torch first: the README's install section)")
 
 
-def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | None = None, quick: bool = False,
+def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick: Any, cfg: TrainConfig, *,
+                          config_path: str | Path | None, seed: int | None, quick: bool, n_envs: int | None,
+                          total_steps: int | None) -> None:
+    """With --resume, --seed, --n-envs, --quick and --config must agree with the run in `run_dir` (its
+    config.yaml): the run continues as it was started, and an option that would be ignored is an error."""
+    where = run_dir / "config.yaml"
+    how = "--resume continues a run as it was started: drop the option, or train a new run into another --out"
+    if seed is not None and seed != run_seed:
+        raise TrainConfigError(f"--seed {seed} is not the seed of the run in {run_dir} ({run_seed}, in {where}); {how}")
+    if n_envs is not None and n_envs != cfg.n_envs:
+        raise TrainConfigError(f"--n-envs {n_envs} is not the run's n_envs ({cfg.n_envs}, in {where}; its checkpoints "
+                               f"hold one env and seed-schedule position per env); {how}")
+    if quick and not run_quick:
+        raise TrainConfigError(f"--quick: the run in {run_dir} is not a --quick run (quick: false in {where}); {how}")
+    if config_path is not None:
+        recipe = TrainConfig.from_yaml(config_path, quick=quick)
+        changes = {k: v for k, v in (("n_envs", n_envs), ("total_steps", total_steps)) if v is not None}
+        if changes:
+            recipe = recipe.replace(**changes)
+        # the budget is --total-steps' business (a run may have been extended); the name is the file's stem
+        ignore = ("versions", "progress_bar", "extended", "name") + (("total_steps",) if total_steps is not None else ())
+        differ = _differing_keys(stored, recipe.to_dict(), ignore=ignore)
+        if differ:
+            raise TrainConfigError(f"--config {config_path} is not the recipe of the run in {run_dir} (it differs from "
+                                   f"{where} in {', '.join(differ)}{' with --quick' if quick else ''}); {how}")
+
+
+def default_run_dir(name: str, seed: int, quick: bool = False) -> Path:
+    """`runs/<name>_s<seed>`, and `runs/<name>_quick_s<seed>` for `--quick` (a quick run in the full run's
+    folder made the full run's command refuse to start: "already holds a run")."""
+    return Path("runs") / f"{name or 'run'}{'_quick' if quick else ''}_s{seed}"
+
+
+def train(config_path: str | Path | None, seed: int | None = None, out_dir: str | Path | None = None,
+          quick: bool = False,
           resume: bool = False, *, n_envs: int | None = None, total_steps: int | None = None,
           stop_after: int | None = None, progress_bar: bool | None = None,
           test_eval: bool = True) -> TrainResult:
     """Train one policy; returns where everything went.
 
-    `config_path`: YAML recipe (ignored on `resume`: the run folder's `config.yaml` is used).
-    `seed`: training seed (any int >= 0). `out_dir`: the run folder (default `runs/<name>_s<seed>`).
+    `config_path`: YAML recipe (on `resume` the run folder's `config.yaml` is used: a recipe given then must
+    be the run's). `seed`: training seed in [0, 2**32) (default 0; on `resume` the run's, and one given must
+    be it; so must `n_envs` and `quick`). `out_dir`: the run folder (default `runs/<name>_s<seed>`, with
+    `quick` `runs/<name>_quick_s<seed>`).
     `quick`: merge the recipe's `quick:` section (a few thousand steps). `resume`: continue from the run
-    folder's latest checkpoint. `stop_after`: stop this session after that many total steps, saving a
-    checkpoint, as Ctrl-C does (the run stays resumable). `test_eval`: run the final test on the
-    benchmark's seeds.
-    """
-    if seed < 0:
-        raise TrainConfigError(f"seed must be >= 0, got {seed}")
+    folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
+    many total steps (after its update), saving a checkpoint with the session: a resume then goes on
+    exactly as the uninterrupted run (at or past `total_steps`: a normal finish). `test_eval`: run the final
+    test on the benchmark's seeds."""
+    if seed is not None:
+        _check_seed(seed, "--seed")
+    if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
+        raise TrainConfigError(f"--stop-after must be an integer >= 1 (the step count at which this session stops), "
+                               f"got {stop_after!r}")
     require_train_extra()
     if resume:
         if out_dir is None:
@@ -1162,17 +1446,22 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         if not (run_dir / "config.yaml").exists():
             raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder)")
         stored = _run_config(run_dir)
-        seed = stored.pop("seed", None)
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        run_seed = stored.pop("seed", None)
+        if isinstance(run_seed, bool) or not isinstance(run_seed, int) or not 0 <= run_seed < RUN_SEED_LIMIT:
             raise TrainConfigError(f"{run_dir / 'config.yaml'}: key 'seed' must be the run's seed (an integer "
-                                   f">= 0), got {seed!r}")
+                                   f"in [0, {RUN_SEED_LIMIT - 1}]), got {run_seed!r}")
         stored.pop("versions", None)
-        stored.pop("quick", None)
+        run_quick = stored.pop("quick", False)
         stored.pop("extended", None)
         try:
             cfg = TrainConfig.from_dict(stored)
         except TrainConfigError as err:
             raise TrainConfigError(f"{run_dir / 'config.yaml'}: {err}") from None
+        # --resume goes on with the run's own recipe, seed and envs: an option saying otherwise is refused (it
+        # was ignored); the same values (the command that started the run, plus --resume) are fine
+        _check_resume_options(run_dir, stored, run_seed, run_quick, cfg, config_path=config_path, seed=seed,
+                              quick=quick, n_envs=n_envs, total_steps=total_steps)
+        seed = run_seed
         # everything --resume reads is checked before anything in the run folder changes
         ckpt = latest_checkpoint(run_dir)
         if ckpt is None:
@@ -1185,6 +1474,13 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
                 f"envs, the run's config.yaml has n_envs {cfg.n_envs}")
         _check_checkpoint_model(run_dir, ckpt, cfg)
         ckpt = _newer_final_model(run_dir, ckpt, total_steps if total_steps is not None else cfg.total_steps)
+        session = _read_session(run_dir, ckpt, cfg.n_envs)
+        _check_evaluation_files(run_dir)
+        check_agents(cfg, baselines=test_eval or not (run_dir / "baselines.json").exists(), pretrain=False)
+        at = int(ckpt[1]["timesteps"])
+        if stop_after is not None and stop_after <= at:
+            raise TrainConfigError(f"--stop-after must be greater than the step count the run resumes from ({at}, "
+                                   f"{ckpt[0].name} in {run_dir}), got {stop_after}")
         if total_steps is not None and total_steps != cfg.total_steps:
             # extending (or shortening) a run: the run folder's config records the new budget
             cfg = cfg.replace(total_steps=total_steps)
@@ -1196,6 +1492,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         if config_path is None:
             raise TrainConfigError("a config is required: --config configs/train/<name>.yaml")
         cfg = TrainConfig.from_yaml(config_path, quick=quick)
+        seed = 0 if seed is None else seed
         changes = {}
         if n_envs is not None:
             changes["n_envs"] = n_envs
@@ -1203,11 +1500,27 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
             changes["total_steps"] = total_steps
         if changes:
             cfg = cfg.replace(**changes)
-        run_dir = Path(out_dir) if out_dir is not None else Path("runs") / f"{cfg.name or 'run'}_s{seed}"
+        run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg.name, seed, quick)
+        wanted = cfg.to_dict() | {"seed": seed, "quick": bool(quick)}
         if ((run_dir / "config.yaml").exists() or (run_dir / CHECKPOINT_DIR).exists()) and \
-                not _restartable(run_dir, cfg.to_dict() | {"seed": seed, "quick": bool(quick)}):
-            raise TrainConfigError(f"run folder {run_dir} already holds a run: pass --resume to continue it, "
-                                   "or choose another --out")
+                not _restartable(run_dir, wanted):
+            if (run_dir / "model.zip").exists() or _checkpoint_steps(run_dir):
+                raise TrainConfigError(f"run folder {run_dir} already holds a run: pass --resume to continue it, "
+                                       "or choose another --out")
+            # nothing to resume there: the start of a run of another recipe or seed (stopped before its first
+            # checkpoint); --resume cannot continue it and this command would mix two runs
+            stored = _stored_run(run_dir)
+            what = f"its config.yaml differs in {', '.join(_differing_keys(stored, wanted))}" if stored else \
+                "its config.yaml is missing or unreadable"
+            raise TrainConfigError(f"run folder {run_dir} holds the start of another run (no checkpoint yet; {what}): "
+                                   f"run the command that started it, choose another --out, or delete {run_dir}")
+        # the recipe's values that only show when used, before anything is written (a crash there left a
+        # folder behind that refused the corrected command)
+        try:
+            check_recipe(cfg)
+            check_agents(cfg)
+        except TrainConfigError as err:
+            raise TrainConfigError(f"{config_path}: {err}") from None
     if progress_bar is not None:
         cfg.progress_bar = progress_bar
     if quick and not resume:
@@ -1246,7 +1559,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     # -- resume point (checked above, before anything was written)
     start_steps, started = 0, [0] * cfg.n_envs
     if not resume:
-        ckpt = None
+        ckpt, session = None, None
     if ckpt is not None:
         start_steps = int(ckpt[1]["timesteps"])
         started = [int(x) for x in ckpt[1]["episodes_started"]]
@@ -1264,8 +1577,19 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
 
     # -- reference levels on the validation seeds
     if not (run_dir / "baselines.json").exists():
-        base_eps = evaluate_agents(cfg.eval.baselines, cfg, cfg.eval.seeds,
-                                   progress=None if cfg.progress_bar else False) if cfg.eval.baselines else {}
+        old_term = _on_sigterm(_raise_interrupt)  # a kill here said only "Terminated" (exit 143)
+        try:
+            base_eps = evaluate_agents(cfg.eval.baselines, cfg, cfg.eval.seeds,
+                                       progress=None if cfg.progress_bar else False) if cfg.eval.baselines else {}
+        except KeyboardInterrupt:
+            # nothing to keep: the baselines are not a checkpoint; the folder holds no training output, so the
+            # same command starts (or resumes) the run again (`_restartable`)
+            _say("interrupted during the baselines: nothing saved yet; run the same command again")
+            for env in (train_env, eval_env):
+                _close_env(env, interrupted=True)
+            return TrainResult(run_dir, None, start_steps, False, _STOP_REASON_INTERRUPT, 0.0, [], None)
+        finally:
+            _on_sigterm(old_term)
         (run_dir / "baselines.json").write_text(json.dumps(
             {"seeds": cfg.eval.seeds, "summary": summarise(base_eps) if base_eps else {}}, indent=2))
 
@@ -1277,7 +1601,8 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
         replay = ckpt[0].with_name(f"replay_buffer_{start_steps}_steps.pkl")
         if cfg.algo == "dqn" and replay.exists():
             model.load_replay_buffer(replay)
-        model.set_random_seed(seed + start_steps)
+        if session is None:  # a checkpoint inside a rollout: deterministic, not the uninterrupted run's course
+            model.set_random_seed((seed + start_steps) % RUN_SEED_LIMIT)
         t0 -= float(ckpt[1].get("wall_time_s", 0.0))
     else:
         model = _build_model(cfg, train_env, seed, run_dir)
@@ -1302,7 +1627,7 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
                  f"(op agreement {stats['op_agreement']:.3f}, demo return {stats['demo_mean_return']:.3f}, "
                  f"{stats['wall_time_s']}s)")
 
-    EpisodeCounter, HeldOutEval, Checkpoint, StopAfter, _ = _callbacks(cfg, run_dir, eval_env, start_steps, seed, t0)
+    EpisodeCounter, HeldOutEval, Checkpoint, RunHorizon, _ = _callbacks(cfg, run_dir, eval_env, start_steps, seed, t0)
     counter = EpisodeCounter(started)
     evaluator = HeldOutEval(eval_env, n_eval_episodes=cfg.eval.episodes, log_path=str(run_dir),
                             deterministic=cfg.eval.deterministic, warn=False)
@@ -1315,48 +1640,76 @@ def train(config_path: str | Path | None, seed: int = 0, out_dir: str | Path | N
     if ckpt is not None:  # the rows kept by the resume (the final-row check below reads them)
         evaluator.rows = read_evaluations(run_dir / "evaluations.csv")
     checkpointer = Checkpoint(counter)
-    stopper = StopAfter(stop_after)
     from stable_baselines3.common.callbacks import CallbackList
-
-    callbacks = CallbackList([counter, checkpointer, evaluator, stopper])
 
     # -- learn
     stop_reason: str | None = None
     remaining = max(cfg.total_steps - start_steps, 0)
+    session_steps = remaining
+    parts = [counter, checkpointer, evaluator]
+    if stop_after is not None and stop_after - start_steps < remaining:
+        # --stop-after N: this session learns up to the end of the rollout reaching N, that rollout's update
+        # included (learn() stops only between rollouts); the run's own end stays SB3's horizon (RunHorizon)
+        session_steps = stop_after - start_steps
+        parts.append(RunHorizon(start_steps + remaining))
+    callbacks = CallbackList(parts)
+    if session is not None:
+        _restore_session(model, train_env, session)  # last: nothing may draw from the RNGs before learn()
     old_term = _on_sigterm(_raise_interrupt)  # `kill` / a scheduler's preemption saves like Ctrl-C
     try:
         # also with nothing left (a checkpoint at or past total_steps: a finished run, the overshoot to the
         # end of the last rollout, or a run killed after its last checkpoint): learn(0) trains nothing but
         # gives the callbacks the model and its logger, which the final evaluation below needs
-        model.learn(total_timesteps=remaining, callback=callbacks, progress_bar=cfg.progress_bar and remaining > 0,
-                    reset_num_timesteps=ckpt is None, tb_log_name="run")
-        if stopper.hit and model.num_timesteps < cfg.total_steps:
+        model.learn(total_timesteps=session_steps, callback=callbacks,
+                    progress_bar=cfg.progress_bar and session_steps > 0, reset_num_timesteps=ckpt is None,
+                    tb_log_name="run")
+        if session_steps < remaining and model.num_timesteps < cfg.total_steps:
             stop_reason = _STOP_REASON_LIMIT
+        else:
+            last = latest_checkpoint(run_dir)
+            if (last is None or int(last[1]["timesteps"]) < model.num_timesteps) \
+                    and not (ckpt is not None and ckpt[1].get("from_model_zip")):
+                # the run ends on a checkpoint of its final policy (model.zip's), wherever the schedule put the
+                # last one (inside the last rollouts): a later --resume, e.g. to extend the run, starts from here.
+                # (Not when finishing from model.zip itself: the seed schedule's position at its step is
+                # unknown.) Saved before the envs close: its session reads them.
+                checkpointer.num_timesteps = int(model.num_timesteps)
+                checkpointer.save_now(reason="final", session=True)
     except KeyboardInterrupt:
         stop_reason = _STOP_REASON_INTERRUPT
         _say("interrupted: saving a checkpoint before exiting ...")
     finally:
         _on_sigterm(old_term)
         if stop_reason is not None:
-            path = checkpointer.save_now(reason=stop_reason)
+            # a planned stop is at a rollout's end, after its update: its session is saved for an exact resume
+            path = checkpointer.save_now(reason=stop_reason, session=stop_reason == _STOP_REASON_LIMIT)
             _say(f"saved {path} ({model.num_timesteps} steps); continue with --resume --out {run_dir}")
         for env in (train_env, eval_env):
             _close_env(env, interrupted=stop_reason == _STOP_REASON_INTERRUPT)
 
     wall = time.perf_counter() - t0
-    last = latest_checkpoint(run_dir) if stop_reason is None else None
-    if stop_reason is None and (last is None or int(last[1]["timesteps"]) < model.num_timesteps) \
-            and not (ckpt is not None and ckpt[1].get("from_model_zip")):
-        # the run ends on a checkpoint of its final policy (model.zip's), wherever the schedule put the
-        # last one (inside the last rollouts): a later --resume, e.g. to extend the run, starts from here.
-        # (Not when finishing from model.zip itself: the seed schedule's position at its step is unknown.)
-        checkpointer.num_timesteps = int(model.num_timesteps)
-        checkpointer.save_now(reason="final")
     if stop_reason is not None:
         return TrainResult(run_dir, None, int(model.num_timesteps), False, stop_reason, wall,
                            read_evaluations(run_dir / "evaluations.csv"), None)
 
     # -- final artefacts
+    old_term = _on_sigterm(_raise_interrupt)
+    try:
+        return _finish_run(cfg, run_dir, model, evaluator, seed, wall, test_eval, test_seeds)
+    except KeyboardInterrupt:
+        # the run is trained and checkpointed at this step: a resume trains nothing and writes what is missing
+        _say(f"interrupted after training ({model.num_timesteps} steps, checkpointed): finish the run (model.zip, "
+             f"the curve, the final test) with --resume --out {run_dir}")
+        return TrainResult(run_dir, None, int(model.num_timesteps), False, _STOP_REASON_INTERRUPT, wall,
+                           read_evaluations(run_dir / "evaluations.csv"), None)
+    finally:
+        _on_sigterm(old_term)
+
+
+def _finish_run(cfg: TrainConfig, run_dir: Path, model, evaluator, seed: int, wall: float, test_eval: bool,
+                test_seeds: list[int]) -> TrainResult:
+    """The final artefacts of a trained run: the last evaluation row (the final policy's), model.zip and
+    model.json, the learning curve, and with `test_eval` the final test and summary.md."""
     if not evaluator.rows or evaluator.rows[-1]["timesteps"] != model.num_timesteps:
         # the curve always ends with the final policy
         evaluator.eval_env = _vec_env([_EnvFactory(cfg, _SeedList(cfg.eval.seeds))], False)
@@ -1416,6 +1769,30 @@ def _restartable(run_dir: Path, resolved: dict) -> bool:
         {k: v for k, v in yaml.safe_load(yaml.safe_dump(resolved, sort_keys=False)).items() if k not in ignore}
 
 
+def _stored_run(run_dir: Path) -> dict:
+    """The run folder's config.yaml as a mapping ({} when unreadable: the caller only reports on it)."""
+    try:
+        return _run_config(run_dir)
+    except TrainConfigError:
+        return {}
+
+
+def _differing_keys(stored: dict, wanted: dict, prefix: str = "",
+                    ignore: tuple[str, ...] = ("versions", "progress_bar", "extended")) -> list[str]:
+    """Dotted keys whose values differ between two resolved recipes (nested mappings compared key by key)."""
+    wanted = yaml.safe_load(yaml.safe_dump(wanted, sort_keys=False))  # tuples -> lists, as stored
+    out = []
+    for key in dict.fromkeys([*stored, *wanted]):
+        if not prefix and key in ignore:
+            continue
+        a, b = stored.get(key), wanted.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differing_keys(a, b, f"{prefix}{key}.", ())
+        elif a != b:
+            out.append(f"{prefix}{key}")
+    return out
+
+
 def _set_aside_partial(run_dir: Path) -> Path | None:
     """Move what RL wrote before a run was killed without a checkpoint (``tb/``, ``evaluations.*``, an
     empty ``checkpoints/``) into ``run_dir/partial-<n>/`` (the first free n), so that a restart neither
@@ -1452,6 +1829,11 @@ def _close_env(env, *, interrupted: bool) -> None:
         pass
 
 
+def _check_seed(seed: Any, label: str) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < RUN_SEED_LIMIT:
+        raise TrainConfigError(f"{label} must be an integer in [0, {RUN_SEED_LIMIT - 1}] (2**32 - 1), got {seed!r}")
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -1479,15 +1861,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Arguments of `memgym train` (agents/cli.py calls this on its subparser)."""
     parser.add_argument("--config", "-c", help="training recipe, e.g. configs/train/life_easy.yaml "
                         "(not needed with --resume)")
-    parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
-    parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>)")
+    parser.add_argument("--seed", type=int, help="training seed (default 0; with --resume: the run's)")
+    parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>; with --quick "
+                        "runs/<config name>_quick_s<seed>); with --headline: the JSON file for the numbers")
     parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
     parser.add_argument("--total-steps", type=int, help="override total_steps of the config (with --resume: "
                         "extend the run to that many steps)")
-    parser.add_argument("--stop-after", type=int, help="stop this session at that many steps: save a checkpoint "
-                        "and exit with code 0 (a planned stop; continue with --resume)")
+    parser.add_argument("--stop-after", type=int, help="stop this session at the end of the rollout reaching that "
+                        "many steps: save a checkpoint and exit with code 0 (a planned stop; --resume then goes on "
+                        "exactly as an uninterrupted run)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-test", action="store_true", help="skip the final test on the benchmark seeds")
     parser.add_argument("--headline", nargs="+", metavar="RUN", help="instead of training: compare the models of "
@@ -1513,6 +1897,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if getattr(args, "headline", None):
+        training = [opt for opt, value in (
+            ("--config", getattr(args, "config", None)), ("--seed", getattr(args, "seed", None)),
+            ("--quick", getattr(args, "quick", False) or None), ("--resume", getattr(args, "resume", False) or None),
+            ("--n-envs", getattr(args, "n_envs", None)), ("--total-steps", getattr(args, "total_steps", None)),
+            ("--stop-after", getattr(args, "stop_after", None)), ("--no-test", getattr(args, "no_test", False) or None),
+        ) if value is not None]
+        if training:
+            verb = "applies" if len(training) == 1 else "apply"
+            raise TrainConfigError(f"{', '.join(training)} {verb} only to training, not with --headline (it compares "
+                                   "finished runs; its options: --env, --set, --episodes, --baselines, --out "
+                                   "FILE.json, --no-progress)")
         overrides = {}
         for pair in args.set or []:
             if "=" not in pair:
@@ -1524,6 +1919,7 @@ def _run(args: argparse.Namespace) -> int:
                 raise TrainConfigError(f"--set {key.strip()}: the value is not valid YAML ({err})") from None
         baselines = [b for b in args.baselines.split(",") if b] if args.baselines else None
         episodes = 50 if getattr(args, "episodes", None) is None else args.episodes
+        out = _headline_out(args.out) if args.out else None  # before minutes of episodes are played
         try:
             text, data = headline(args.headline, env=args.env, overrides=overrides, episodes=episodes,
                                   baselines=baselines, progress=False if args.no_progress else None)
@@ -1532,9 +1928,12 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError as err:  # e.g. agents.sb3_agent.SB3ModelError: a model of another env layout
             raise TrainConfigError(str(err)) from err
         print(text)
-        if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(data, indent=2, default=_json_default))
+        if out is not None:
+            try:
+                out.write_text(json.dumps(data, indent=2, default=_json_default))
+            except OSError as err:
+                raise TrainConfigError(f"--out {out}: cannot write the numbers ({err.strerror or err}); the table "
+                                       "above is all there is") from None
         return 0
     unused = [opt for opt, value in (("--env", getattr(args, "env", None)), ("--set", getattr(args, "set", None)),
                                      ("--episodes", getattr(args, "episodes", None)),
@@ -1550,6 +1949,23 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     print(f"run folder: {result.run_dir} ({result.timesteps} steps, {result.wall_time_s / 60:.1f} min)")
     return 0
+
+
+def _headline_out(out: str) -> Path:
+    """`--out` of `--headline`: the JSON file for the numbers, checked before anything is played (a directory
+    crashed the write after every episode had been played). Its folder is created."""
+    path = Path(out)
+    if path.is_dir():
+        raise TrainConfigError(f"--out with --headline is the JSON file the numbers are written to (e.g. --out "
+                               f"{path / 'headline.json'}); {path} is a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise TrainConfigError(f"--out {path}: cannot create its folder {path.parent} ({err.strerror or err})") \
+            from None
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        raise TrainConfigError(f"--out {path}: not writable")
+    return path
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -119,8 +119,17 @@ class TrainConfig:
         path = Path(path)
         if not path.exists():
             raise TrainConfigError(f"training config not found: {path}")
+        if path.is_dir():
+            raise TrainConfigError(f"training config {path} is a directory: give the recipe's YAML file, e.g. "
+                                   "configs/train/life_easy.yaml")
         try:
-            data = yaml.safe_load(path.read_text())
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise TrainConfigError(f"{path}: not a UTF-8 text file ({err}); a recipe is YAML text") from None
+        except OSError as err:
+            raise TrainConfigError(f"training config {path} cannot be read ({err.strerror or err})") from None
+        try:
+            data = yaml.safe_load(text)
         except yaml.YAMLError as err:
             raise TrainConfigError(f"{path}: not valid YAML: {err}") from err
         if not isinstance(data, Mapping):
@@ -191,6 +200,11 @@ class TrainConfig:
         if net_arch is not None and not _valid_net_arch(net_arch):
             raise TrainConfigError("key 'policy_kwargs.net_arch' must be a list of positive ints or a mapping "
                                    f"{{pi: [...], vf: [...]}} (qf for dqn); got {net_arch!r}")
+        _check_values(hyper, HYPERPARAM_VALUES, "hyperparams")
+        _check_values(policy_kwargs, POLICY_KWARG_VALUES, "policy_kwargs")
+        device = data.get("device", "cpu")
+        if not isinstance(device, str) or not re.fullmatch(r"cpu|auto|mps|cuda(:\d+)?", device):
+            raise TrainConfigError(f"key 'device' must be one of cpu, cuda, cuda:N, mps, auto; got {device!r}")
 
         ev = _mapping(data.get("eval", {}) or {}, "eval")
         _check_keys(ev, tuple(f.name for f in dataclasses.fields(EvalSettings)), "eval.")
@@ -257,14 +271,15 @@ class TrainConfig:
             pretrain=pretrain,
             shaping=_choice(data.get("shaping", "none"), "shaping", SHAPINGS),
             progress_bar=_bool(data.get("progress_bar", True), "progress_bar"),
-            device=str(data.get("device", "cpu")),
+            device=device,
             name=str(data.get("name", "") or ""),
         )
         cfg.check_hyperparams()
         return cfg
 
     def check_hyperparams(self) -> None:
-        """Names of `hyperparams` must be constructor arguments of the chosen algorithm."""
+        """Names of `hyperparams` must be constructor arguments of the chosen algorithm, names of
+        `policy_kwargs` arguments of its policy that a recipe can give (no Python classes)."""
         allowed = _algo_arguments(self.algo)
         if allowed is None:  # SB3 not installed: checked again when the model is built
             return
@@ -272,6 +287,11 @@ class TrainConfig:
             if key not in allowed:
                 raise TrainConfigError(f"key 'hyperparams.{key}' is not an argument of {self.algo}; allowed: "
                                        f"{', '.join(sorted(allowed))}")
+        allowed_pk = _policy_arguments(self.algo, self.policy)
+        for key in self.policy_kwargs:
+            if key not in allowed_pk:
+                raise TrainConfigError(f"key 'policy_kwargs.{key}' is not an argument of {self.algo}'s {self.policy} "
+                                       f"that a recipe can set; allowed: {', '.join(sorted(allowed_pk))}")
 
     # ----------------------------------------------------------------------------- output
     def to_dict(self) -> dict[str, Any]:
@@ -442,7 +462,8 @@ def _mapping(value: Any, key: str) -> Mapping:
 
 
 def _int(value: Any, key: str, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or int(value) != value:
         raise TrainConfigError(f"key '{key}' must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
         raise TrainConfigError(f"key '{key}' must be an integer >= {minimum}, got {value!r}")
@@ -484,8 +505,8 @@ def _number(value: Any, key: str) -> float:
 
 
 def _positive(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise TrainConfigError(f"key '{key}' must be a number > 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise TrainConfigError(f"key '{key}' must be a finite number > 0, got {value!r}")
     return float(value)
 
 
@@ -510,6 +531,115 @@ def _valid_net_arch(net_arch: Any) -> bool:
     if isinstance(net_arch, Mapping):
         return set(net_arch) <= {"pi", "vf", "qf"} and all(ints(v) for v in net_arch.values())
     return ints(net_arch)
+
+
+def _number_in(lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False, none: bool = False):
+    left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+    text = f"a number in {left}{lo:g}, {hi:g}{right}" if hi != math.inf else \
+        (f"a number > {lo:g}" if lo_open else f"a number >= {lo:g}")
+
+    def ok(v: Any) -> bool:
+        if v is None:
+            return none
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            return False
+        return (lo < v if lo_open else lo <= v) and (v < hi if hi_open else v <= hi)
+
+    return (text + (" or null" if none else ""), ok)
+
+
+def _integer(minimum: int, *, also: tuple = ()):
+    def ok(v: Any) -> bool:
+        return v in also and not isinstance(v, bool) or \
+            (isinstance(v, int) and not isinstance(v, bool) and v >= minimum)
+
+    return (f"an integer >= {minimum}" + "".join(f" or {a}" for a in also), ok)
+
+
+_BOOL = ("true or false", lambda v: isinstance(v, bool))
+_MAPPING = ("a mapping of keyword arguments", lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v))
+
+
+def _train_freq_ok(v: Any) -> bool:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v >= 1
+    return (isinstance(v, list | tuple) and len(v) == 2 and isinstance(v[0], int) and not isinstance(v[0], bool)
+            and v[0] >= 1 and v[1] in ("step", "episode"))
+
+
+#: Allowed values of the algorithms' hyper-parameters a recipe sets (SB3's meaning). A value outside crashed
+#: mid-run (n_steps -5, batch_size 0) or trained something meaningless (gamma 5); names not listed here are
+#: checked by building the model once before the run starts (agents.train.check_recipe).
+HYPERPARAM_VALUES: dict[str, tuple[str, Any]] = {
+    "learning_rate": _number_in(0, math.inf, lo_open=True),
+    "n_steps": _integer(1),
+    "batch_size": _integer(1),
+    "n_epochs": _integer(1),
+    "gamma": _number_in(0, 1, lo_open=True),
+    "gae_lambda": _number_in(0, 1),
+    "clip_range": _number_in(0, math.inf, lo_open=True),
+    "clip_range_vf": _number_in(0, math.inf, lo_open=True, none=True),
+    "normalize_advantage": _BOOL,
+    "ent_coef": _number_in(0, math.inf),
+    "vf_coef": _number_in(0, math.inf),
+    "max_grad_norm": _number_in(0, math.inf, lo_open=True),
+    "use_sde": _BOOL,
+    "sde_sample_freq": _integer(-1),
+    "target_kl": _number_in(0, math.inf, lo_open=True, none=True),
+    "stats_window_size": _integer(1),
+    "rms_prop_eps": _number_in(0, math.inf, lo_open=True),
+    "use_rms_prop": _BOOL,
+    "buffer_size": _integer(1),
+    "learning_starts": _integer(0),
+    "tau": _number_in(0, 1, lo_open=True),
+    "train_freq": ("an integer >= 1 or [n, step|episode]", _train_freq_ok),
+    "gradient_steps": _integer(1, also=(-1,)),
+    "optimize_memory_usage": _BOOL,
+    "target_update_interval": _integer(1),
+    "exploration_fraction": _number_in(0, 1),
+    "exploration_initial_eps": _number_in(0, 1),
+    "exploration_final_eps": _number_in(0, 1),
+    "replay_buffer_kwargs": _MAPPING,
+    "rollout_buffer_kwargs": _MAPPING,
+}
+
+#: policy_kwargs a recipe can set (the others of SB3's policies take Python classes, or are set by the
+#: algorithm), with their allowed values (net_arch and activation_fn are checked above).
+POLICY_KWARG_VALUES: dict[str, tuple[str, Any]] = {
+    "net_arch": ("see above", lambda v: True),
+    "activation_fn": ("see above", lambda v: True),
+    "ortho_init": _BOOL,
+    "log_std_init": ("a finite number", lambda v: not isinstance(v, bool) and isinstance(v, int | float)
+                     and math.isfinite(v)),
+    "share_features_extractor": _BOOL,
+    "normalize_images": _BOOL,
+    "optimizer_kwargs": _MAPPING,
+    "features_extractor_kwargs": _MAPPING,
+}
+
+
+def _check_values(values: Mapping[str, Any], table: Mapping[str, tuple[str, Any]], section: str) -> None:
+    for key, value in values.items():
+        if key in table:
+            text, ok = table[key]
+            if not ok(value):
+                hint = ""
+                if isinstance(value, str):
+                    try:
+                        float(value)
+                        hint = f" (YAML 1.1 reads {value} as text: write it with a dot, e.g. 3.0e-4, or as 0.0003)"
+                    except ValueError:
+                        pass
+                raise TrainConfigError(f"key '{section}.{key}' must be {text}; got {value!r}{hint}")
+
+
+def _policy_arguments(algo: str, policy: str) -> set[str]:
+    """The `policy_kwargs` a recipe may set for `algo`'s `policy`: arguments of that policy class that are in
+    POLICY_KWARG_VALUES."""
+    import inspect
+
+    policy_class = algorithm_class(algo).policy_aliases[policy]
+    return set(inspect.signature(policy_class.__init__).parameters) & set(POLICY_KWARG_VALUES)
 
 
 def _algo_arguments(algo: str) -> set[str] | None:

@@ -1,17 +1,25 @@
-"""memgym train: defects found by the training audit (resume of a finished checkpoint, Ctrl-C in the warm
+"""memgym train: defects found by the training audits (resume of a finished checkpoint, Ctrl-C in the warm
 start, the last evaluation row and checkpoint vs model.zip, TensorBoard accuracy steps, --headline keys,
-progress bars). Tiny recipes, seconds each."""
+progress bars, --stop-after and resume vs the uninterrupted run). Tiny recipes, seconds each."""
 
 from __future__ import annotations
 
+import io
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("sb3_contrib")
 
-from test_train import tiny  # noqa: E402
+from test_train import ROOT, tiny  # noqa: E402
 
 from agents import train as T  # noqa: E402
 from agents.train_config import TrainConfig, TrainConfigError  # noqa: E402
@@ -33,6 +41,36 @@ def _evaluate_on_validation(model_path, cfg: TrainConfig) -> float:
 def _same_weights(a, b) -> bool:
     pa, pb = T.load_model(a).policy.state_dict(), T.load_model(b).policy.state_dict()
     return all(np.array_equal(pa[k].numpy(), pb[k].numpy()) for k in pa)
+
+
+def _torch_members(path) -> dict:
+    """Every torch file of a saved model (policy weights, optimizer state, ...), loaded."""
+    import torch
+
+    with zipfile.ZipFile(path) as z:
+        return {n: torch.load(io.BytesIO(z.read(n)), weights_only=False) for n in z.namelist() if n.endswith(".pth")}
+
+
+def _same_model(a, b) -> bool:
+    """Bit-identical policy weights and optimizer state (every tensor, exactly)."""
+    import torch
+
+    def same(x, y) -> bool:
+        if isinstance(x, torch.Tensor):
+            return isinstance(y, torch.Tensor) and x.dtype == y.dtype and torch.equal(x, y)
+        if isinstance(x, dict):
+            return isinstance(y, dict) and x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+        if isinstance(x, list | tuple):
+            return isinstance(y, list | tuple) and len(x) == len(y) and all(same(i, j) for i, j in zip(x, y))
+        return x == y
+
+    ma, mb = _torch_members(a), _torch_members(b)
+    return ma.keys() == mb.keys() and "policy.pth" in ma and same(ma, mb)
+
+
+def _results(run) -> list[dict]:
+    """The evaluation rows without their wall time."""
+    return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in T.read_evaluations(run / "evaluations.csv")]
 
 
 # ------------------------------------------------------------------------ 1. resume at or past total_steps
@@ -75,7 +113,7 @@ def test_same_command_after_ctrl_c_in_the_warm_start_starts_the_run(tmp_path, mo
 
     monkeypatch.setattr(T, "pretrain_by_imitation", real)
     # another recipe or seed in that folder is still refused (it holds this run's config)
-    with pytest.raises(TrainConfigError, match="already holds a run"):
+    with pytest.raises(TrainConfigError, match="holds the start of another run .*differs in seed"):
         T.train(cfg, seed=1, out_dir=out, test_eval=False)
     result = T.train(cfg, seed=0, out_dir=out, test_eval=False)  # "run the same command again"
     assert result.finished and result.timesteps == 256 and (out / "pretrain.json").is_file()
@@ -103,7 +141,7 @@ def test_same_command_after_a_kill_before_the_first_checkpoint_starts_the_run(tm
 
     with pytest.raises(TrainConfigError, match="without --resume to start it again"):
         T.train(None, out_dir=out, resume=True, test_eval=False)
-    with pytest.raises(TrainConfigError, match="already holds a run"):  # another seed: still refused
+    with pytest.raises(TrainConfigError, match="holds the start of another run"):  # another seed: still refused
         T.train(cfg, seed=1, out_dir=out, test_eval=False)
     again = T.train(cfg, seed=0, out_dir=out, test_eval=False)
     assert again.finished and again.timesteps == first.timesteps
@@ -260,3 +298,122 @@ def test_the_best_heuristic_is_never_a_privileged_or_learned_agent(monkeypatch):
            for n in ["sb3:m.zip", "random", "oracle", "versioned", "oracle[-LINK]"]}
     assert T.best_heuristic(T.summarise(eps)) == "versioned"
     assert not T.is_heuristic("memsys:pkg.mod:make") and not T.is_heuristic("sb3:x.zip")
+
+
+# ------------------------------------------------------------------------ 9. --stop-after, then --resume
+def test_stop_after_then_resume_equals_the_uninterrupted_run(tmp_path):
+    """--stop-after returned from the rollout's last step before its update: the stop checkpoint (and the
+    evaluation at that step) held the policy of one rollout earlier, and the resume re-seeded the RNGs and
+    reset the envs. Now a session stops at the end of the rollout reaching N, after its update, and saves
+    the session (envs mid-episode, RNG states): stopped inside a rollout (100 -> 128), resumed, stopped on a
+    rollout's end (256), resumed to the end, the run is the uninterrupted one, exactly."""
+    cfg = tiny(tmp_path, total_steps=384)
+    whole = T.train(cfg, seed=2, out_dir=tmp_path / "whole", test_eval=False)
+    assert whole.finished and whole.timesteps == 384
+
+    out = tmp_path / "sliced"
+    first = T.train(cfg, seed=2, out_dir=out, stop_after=100, test_eval=False)
+    assert first.stop_reason == "stop_after" and first.timesteps == 128  # the end of the rollout reaching 100
+    assert _same_model(out / "checkpoints" / "model_128_steps.zip", whole.run_dir / "checkpoints" / "model_128_steps.zip")
+    assert _results(out) == _results(whole.run_dir)[:1]
+    second = T.train(None, out_dir=out, resume=True, stop_after=256, test_eval=False)
+    assert second.stop_reason == "stop_after" and second.timesteps == 256
+    last = T.train(None, out_dir=out, resume=True, test_eval=False)
+    assert last.finished and last.timesteps == 384
+    assert _same_model(last.model_path, whole.model_path)
+    assert _results(out) == _results(whole.run_dir) and [r["timesteps"] for r in _results(out)] == [128, 256, 384]
+
+
+def test_stop_after_at_or_past_total_steps_is_a_normal_finish(tmp_path):
+    """--stop-after 256 with total_steps 256 counted as finished (model.zip written) but stopped before the
+    last update, so model.zip was not the uninterrupted run's policy."""
+    cfg = tiny(tmp_path)
+    whole = T.train(cfg, seed=1, out_dir=tmp_path / "whole", test_eval=False)
+    for stop in (256, 1000):
+        run = T.train(cfg, seed=1, out_dir=tmp_path / f"stop{stop}", stop_after=stop, test_eval=False)
+        assert run.finished and run.stop_reason is None and run.timesteps == 256
+        assert _same_model(run.model_path, whole.model_path)
+        assert _results(run.run_dir) == _results(whole.run_dir)
+
+
+# ------------------------------------------------------------------------ 10. --quick's default run folder
+def test_quick_and_full_runs_of_a_recipe_have_their_own_default_folders(tmp_path, monkeypatch):
+    """--quick and the full run both defaulted to runs/<name>_s<seed>: after a quick try the full run was
+    refused ("already holds a run: pass --resume", which would have extended the quick recipe)."""
+    cfg = tiny(tmp_path, total_steps=128, quick={"total_steps": 64, "eval": {"freq": 64}})
+    monkeypatch.chdir(tmp_path)
+    quick = T.train(cfg, seed=4, quick=True, test_eval=False)
+    assert quick.finished and quick.run_dir == Path("runs") / "tiny_quick_s4" and quick.timesteps == 64
+    full = T.train(cfg, seed=4, test_eval=False)
+    assert full.finished and full.run_dir == Path("runs") / "tiny_s4" and full.timesteps == 128
+    assert T.train(None, out_dir=quick.run_dir, resume=True, test_eval=False).timesteps == 64  # still its own run
+
+
+# ------------------------------------------------------------------------ 11. interrupts outside RL
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_during_the_baselines_exits_130_and_says_to_run_the_command_again(tmp_path, sig):
+    """SIGTERM while the baselines played gave exit 143 and only "Terminated"; SIGINT exit 130 and only
+    "memgym train: interrupted": no word on what to do (the docs: code 130, run the same command again)."""
+    cfg = tiny(tmp_path, eval={"freq": 128, "episodes": 900, "test_episodes": 1,
+                               "baselines": ["mem0", "generative_agents"]})  # ~30 s of baselines
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agents.cli", "train", "--config", str(cfg), "--out", str(out), "--no-progress",
+         "--no-test"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell ignores SIGINT
+    )
+    try:
+        deadline = time.time() + 60
+        while not (out / "seeds.json").exists():  # written just before the baselines start
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.time() < deadline
+            time.sleep(0.1)
+        time.sleep(0.5)
+        assert proc.poll() is None
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted during the baselines" in err and "run the same command again" in err, err
+    assert not (out / "baselines.json").exists() and T.latest_checkpoint(out) is None
+
+
+def test_an_interrupt_during_the_final_test_says_how_to_finish_the_run(tmp_path, monkeypatch, capsys):
+    real = T.evaluate_agents
+
+    def interrupt_the_test(agents, cfg, seeds, **kwargs):
+        if seeds[0] >= T.TEST_SEED_START:
+            raise KeyboardInterrupt
+        return real(agents, cfg, seeds, **kwargs)
+
+    monkeypatch.setattr(T, "evaluate_agents", interrupt_the_test)
+    cfg = tiny(tmp_path, total_steps=128)
+    out = tmp_path / "run"
+    stopped = T.train(cfg, seed=0, out_dir=out)
+    assert not stopped.finished and stopped.stop_reason == "interrupted" and stopped.timesteps == 128
+    assert f"finish the run (model.zip, the curve, the final test) with --resume --out {out}" in capsys.readouterr().err
+    monkeypatch.setattr(T, "evaluate_agents", real)
+    done = T.train(None, out_dir=out, resume=True)
+    assert done.finished and done.timesteps == 128 and (out / "test_eval.json").is_file()
+
+
+def test_extending_a_finished_run_equals_training_that_long_with_two_envs(tmp_path):
+    """total_steps 100 with two subprocess envs (64-step rollouts) ends at 128 on a checkpoint of its own,
+    saved with its session (that save once read the envs after they were closed: OSError). Extended with
+    --resume --total-steps 192, the run is exactly the one trained to 192 from the start."""
+    common = {"n_envs": 2, "checkpoint_freq": 50, "hyperparams": {"n_steps": 32, "batch_size": 32, "n_epochs": 1},
+              "eval": {"freq": 64, "episodes": 1, "test_episodes": 1, "baselines": []}}
+    run = T.train(tiny(tmp_path, "short", total_steps=100, **common), seed=0, out_dir=tmp_path / "run", test_eval=False)
+    assert run.finished and run.timesteps == 128
+    assert T.latest_checkpoint(run.run_dir)[1]["reason"] == "final"
+    assert (run.run_dir / "checkpoints" / "session_128.pkl").is_file()
+    longer = T.train(None, out_dir=run.run_dir, resume=True, total_steps=192, test_eval=False)
+    whole = T.train(tiny(tmp_path, "long", total_steps=192, **common), seed=0, out_dir=tmp_path / "whole",
+                    test_eval=False)
+    assert longer.finished and longer.timesteps == whole.timesteps == 192
+    assert _same_model(longer.model_path, whole.model_path)
+    assert _results(run.run_dir) == _results(whole.run_dir) and len(_results(whole.run_dir)) == 3

@@ -5,6 +5,7 @@ folder written for a bad recipe, checkpoints left as they were)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -35,13 +36,15 @@ def _snapshot(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
-    """A finished tiny run (seconds): checkpoints at 64 and 128 steps, model.zip, model.json."""
+    """A finished tiny run (seconds): checkpoints at 64 and 128 steps (both at a rollout's end: with their
+    sessions), model.zip, model.json."""
     tmp = tmp_path_factory.mktemp("run")
     cfg = tiny(tmp, total_steps=128, checkpoint_freq=64)
     result = T.train(cfg, seed=0, out_dir=tmp / "run", test_eval=False)
     assert result.finished
     assert sorted(p.name for p in (result.run_dir / "checkpoints").iterdir()) == [
-        "model_128_steps.zip", "model_64_steps.zip", "state_128.json", "state_64.json"]
+        "model_128_steps.zip", "model_64_steps.zip", "session_128.pkl", "session_64.pkl", "state_128.json",
+        "state_64.json"]
     return result.run_dir
 
 
@@ -131,7 +134,8 @@ def test_headline_options_without_headline_are_refused(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------ 3. --resume
-@pytest.mark.parametrize("victim", ["checkpoints/state_128.json", "checkpoints/model_128_steps.zip"])
+@pytest.mark.parametrize("victim", ["checkpoints/state_128.json", "checkpoints/model_128_steps.zip",
+                                    "checkpoints/session_128.pkl"])
 def test_resume_from_a_corrupt_checkpoint_names_the_file_and_changes_nothing(finished_run, tmp_path, capsys,
                                                                            victim):
     run = tmp_path / "run"
@@ -275,3 +279,232 @@ def test_train_without_the_train_extra_names_it_and_writes_nothing(tmp_path, mon
     assert "memgym train: error:" in err and "pip install 'memgym[train]'" in err
     assert T.TRAIN_MODULES[module] in err and "Traceback" not in err
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ 6. unreadable or out-of-range input
+def _cli_train(tmp_path, *extra) -> tuple[int, Path]:
+    out = tmp_path / "run"
+    return cli.main(["train", "--out", str(out), "--no-progress", "--no-test", *extra]), out
+
+
+@pytest.mark.parametrize(
+    "changes, needle",
+    [
+        ({"total_steps": float("inf")}, "key 'total_steps' must be an integer >= 1, got inf"),
+        ({"checkpoint_freq": float("nan")}, "key 'checkpoint_freq' must be an integer >= 1, got nan"),
+        ({"eval": {"freq": float("-inf"), "episodes": 1, "baselines": []}}, "key 'eval.freq' must be an integer"),
+        ({"pretrain": {"agent": "versioned", "temperature": float("inf")}},
+         "key 'pretrain.temperature' must be a finite number > 0, got inf"),
+    ],
+)
+def test_non_finite_numbers_in_the_recipe_are_clean_errors(tmp_path, capsys, changes, needle):
+    """int(inf) raised OverflowError and int(nan) ValueError: tracebacks, not the key."""
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, **changes)))
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("memgym train: error: ") and needle in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_a_config_that_is_a_directory_or_not_utf8_is_a_clean_error(tmp_path, capsys):
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes("name: caf\xe9\nenv: MemGym/Life-Easy-v0\n".encode("latin-1"))
+    for path, needle in ((folder, "is a directory"), (latin1, "not a UTF-8 text file")):
+        rc, out = _cli_train(tmp_path, "--config", str(path))
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("memgym train: error: ") and "Traceback" not in err
+        assert str(path) in err and needle in err
+        assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--seed", "5000000000"], "--seed must be an integer in [0, 4294967295]"),
+        (["--seed", "-1"], "--seed must be an integer in [0, 4294967295]"),
+        (["--stop-after", "0"], "--stop-after must be an integer >= 1"),
+        (["--stop-after", "-1"], "--stop-after must be an integer >= 1"),
+    ],
+)
+def test_out_of_range_seed_or_stop_after_is_refused_before_anything_is_written(tmp_path, capsys, extra, needle):
+    """--seed 5000000000 crashed in NumPy's seeding and left an empty run folder; --stop-after 0 or -1 trained
+    one step and wrote a stop checkpoint at step 1."""
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path)), *extra)
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_resume_with_stop_after_at_or_below_the_checkpoint_is_refused_and_changes_nothing(finished_run, tmp_path):
+    """--resume --total-steps 512 --stop-after 100 on a run at 128 steps trained one step and wrote a
+    checkpoint at 129 (and rewrote config.yaml's total_steps)."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    before = _snapshot(run)
+    for stop in (100, 128):
+        with pytest.raises(TrainConfigError, match=r"--stop-after must be greater than the step count the run "
+                                                   r"resumes from \(128, model_128_steps.zip"):
+            T.train(None, out_dir=run, resume=True, total_steps=512, stop_after=stop, test_eval=False)
+    assert _snapshot(run) == before
+
+
+# ------------------------------------------------------------------------------------ 7. values only a build shows
+@pytest.mark.parametrize(
+    "changes, needles",
+    [
+        ({"hyperparams": {"n_steps": 64, "batch_size": 32, "learning_rate": "abc"}},
+         ["key 'hyperparams.learning_rate' must be a number > 0", "'abc'"]),
+        ({"hyperparams": {"n_steps": 64, "batch_size": 32, "learning_rate": "3e-4"}},
+         ["key 'hyperparams.learning_rate'", "3.0e-4"]),
+        ({"hyperparams": {"n_steps": -5, "batch_size": 32}}, ["key 'hyperparams.n_steps' must be an integer >= 1"]),
+        ({"hyperparams": {"n_steps": 64, "batch_size": 32, "gamma": 5}},
+         ["key 'hyperparams.gamma' must be a number in (0, 1]"]),
+        ({"hyperparams": {"n_steps": 64, "batch_size": 0}}, ["key 'hyperparams.batch_size' must be an integer >= 1"]),
+        ({"policy_kwargs": {"foo": 1}}, ["key 'policy_kwargs.foo' is not an argument", "net_arch", "ortho_init"]),
+        ({"policy_kwargs": {"ortho_init": "yes"}}, ["key 'policy_kwargs.ortho_init' must be true or false"]),
+        ({"device": "tpu"}, ["key 'device' must be one of cpu, cuda, cuda:N, mps, auto", "'tpu'"]),
+        ({"policy": "MlpPolicy"}, ["key 'policy' must be MultiInputPolicy", "Dict"]),
+        ({"env": {"id": "CartPole-v1"}}, ["key 'env.id'", "not a MemGym env", "MemGym/Life-Easy-v0"]),
+        ({"eval": {"freq": 128, "episodes": 1, "baselines": ["random", "sb3:/nope/model.zip"]}},
+         ["key 'eval.baselines'", "sb3:/nope/model.zip"]),
+        ({"eval": {"freq": 128, "episodes": 1, "baselines": ["memsys:nope.mod:make"]}},
+         ["key 'eval.baselines'", "memsys:nope.mod:make"]),
+        ({"pretrain": {"agent": "memsys:nope"}}, ["key 'pretrain.agent'", "memsys:nope"]),
+        # only building the model shows these: the error names the key that fails on its own
+        ({"algo": "ppo", "hyperparams": {"n_steps": 1, "batch_size": 32}}, ["key 'hyperparams.n_steps' is rejected by ppo",
+                                                                             "n_steps * n_envs"]),
+        ({"policy_kwargs": {"optimizer_kwargs": {"betas": 5}}}, ["key 'policy_kwargs.optimizer_kwargs' is rejected"]),
+    ],
+)
+def test_recipe_values_that_crashed_the_run_are_refused_before_anything_is_written(tmp_path, capsys, changes,
+                                                                                     needles):
+    """Each of these passed validation, crashed with a traceback after config.yaml and seeds.json were
+    written, and that folder then refused the corrected command ("already holds a run")."""
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, **changes)))
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("memgym train: error: ") and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    assert not out.exists()
+
+
+def test_a_folder_holding_the_start_of_another_run_says_what_differs(tmp_path, capsys):
+    """A run folder with config.yaml and seeds.json but no checkpoint (a run stopped before its first one) of
+    another recipe: the corrected command was told to pass --resume, and --resume to drop it."""
+    first = tiny(tmp_path, "first")
+    out = tmp_path / "run"
+    stopped = T.train(first, seed=0, out_dir=out, test_eval=False)
+    shutil.rmtree(out / "checkpoints")
+    for name in ("model.zip", "model.json", "evaluations.csv", "evaluations.npz", "learning_curve.png"):
+        (out / name).unlink()
+    shutil.rmtree(out / "tb")
+    assert stopped.finished and sorted(p.name for p in out.iterdir()) == ["baselines.json", "config.yaml", "seeds.json"]
+    other = tiny(tmp_path, "other", hyperparams={"n_steps": 32, "batch_size": 32, "n_epochs": 1})
+    rc, _ = _cli_train(tmp_path, "--config", str(other), "--seed", "1")
+    err = capsys.readouterr().err
+    assert rc == 2 and "holds the start of another run" in err and "--resume" not in err
+    assert "differs in name, hyperparams.n_steps, seed" in err and f"delete {out}" in err
+
+
+# ------------------------------------------------------------------------------------ 8. evaluations.csv / .npz on resume
+def test_resume_drops_a_torn_last_evaluation_row(finished_run, tmp_path, capsys):
+    """A kill while a row was appended leaves a last line without its line end: --resume crashed on it
+    (TypeError: int() of None) after rewriting config.yaml. It is dropped now, and the run extends."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    rows = T.read_evaluations(run / "evaluations.csv")
+    with (run / "evaluations.csv").open("a") as fh:
+        fh.write("300,0.5,0.1")
+    assert T.read_evaluations(run / "evaluations.csv") == rows  # never read as a row
+    result = T.train(None, out_dir=run, resume=True, total_steps=192, test_eval=False)
+    assert result.finished and result.timesteps == 192
+    assert "the last line was cut off ('300,0.5,0.1'" in capsys.readouterr().err
+    after = T.read_evaluations(run / "evaluations.csv")
+    assert after[:len(rows)] == rows and [r["timesteps"] for r in after] == [128, 192]
+    assert (run / "evaluations.csv").read_text().endswith("\n")
+
+
+@pytest.mark.parametrize(
+    "damage, needles",
+    [
+        (lambda p: p.write_text(p.read_text().replace("\n", "\nnot,a,row\n", 1)),
+         ["evaluations.csv: line 2 is not what memgym train writes", "expected the 8 fields"]),
+        (lambda p: p.write_text("steps,return\n1,2\n"), ["evaluations.csv: line 1", "the header must be timesteps,"]),
+        (lambda p: p.with_suffix(".npz").write_bytes(p.with_suffix(".npz").read_bytes()[:40]),
+         ["evaluations.npz: cannot be read as SB3's record", "move it away"]),
+    ],
+)
+def test_resume_with_a_corrupt_evaluation_record_names_it_and_changes_nothing(finished_run, tmp_path, damage,
+                                                                            needles):
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    damage(run / "evaluations.csv")
+    before = _snapshot(run)
+    with pytest.raises(TrainConfigError) as err:
+        T.train(None, out_dir=run, resume=True, total_steps=256, test_eval=False)
+    for needle in needles:
+        assert needle in str(err.value)
+    assert "nothing was changed" in str(err.value).lower()
+    assert _snapshot(run) == before  # config.yaml's total_steps was not rewritten
+
+
+# ------------------------------------------------------------------------------------ 9. --headline --out
+def test_headline_out_must_be_a_file_and_is_checked_before_playing(finished_run, tmp_path, capsys, monkeypatch):
+    """--out DIR crashed with IsADirectoryError after every episode had been played."""
+    played = []
+    real = T._evaluate_with_bar
+    monkeypatch.setattr(T, "_evaluate_with_bar", lambda *a: played.append(a[1]) or real(*a))
+    rc = cli.main(["train", "--headline", str(finished_run), "--episodes", "1", "--no-progress", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--out with --headline is the JSON file" in err and f"{tmp_path} is a directory" in err
+    assert not played and "Traceback" not in err
+    out = tmp_path / "new" / "headline.json"
+    assert cli.main(["train", "--headline", str(finished_run), "--episodes", "1", "--no-progress", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert played and {"random", "oracle", "learned s0"} <= set(data["table"]) and data["seeds"] == [10_000]
+
+
+# ------------------------------------------------------------------------------------ 10. options that were ignored
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--seed", "7"], "--seed 7 is not the seed of the run"),
+        (["--n-envs", "2"], "--n-envs 2 is not the run's n_envs (1"),
+        (["--quick"], "is not a --quick run"),
+        (["--config", "OTHER"], "differs from"),
+    ],
+)
+def test_resume_refuses_options_that_disagree_with_the_run(finished_run, tmp_path, capsys, extra, needle):
+    """`--resume --out RUN --config other.yaml --seed 7 --n-envs 2` exited 0 and went on with the run's
+    own recipe, seed and n_envs: the options were silently ignored."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    other = tiny(tmp_path, "other", hyperparams={"n_steps": 32, "batch_size": 32, "n_epochs": 1}, total_steps=128,
+                 checkpoint_freq=64)
+    extra = [str(other) if e == "OTHER" else e for e in extra]
+    before = _snapshot(run)
+    rc = cli.main(["train", "--resume", "--out", str(run), "--no-progress", "--no-test", "--total-steps", "192", *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "Traceback" not in err, err
+    if "--config" in extra:
+        assert "hyperparams.n_steps" in err and "total_steps" not in err.split("differs from")[1]
+    assert _snapshot(run) == before
+
+
+def test_resume_accepts_the_starting_command_again(finished_run, tmp_path):
+    """The command that started the run plus --resume (same recipe, seed, n_envs) is fine."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    recipe = finished_run.parent / "tiny.yaml"
+    rc = cli.main(["train", "--resume", "--out", str(run), "--config", str(recipe), "--seed", "0", "--n-envs", "1",
+                   "--no-progress", "--no-test"])
+    assert rc == 0 and T.latest_checkpoint(run)[1]["timesteps"] == 128
+
+
+@pytest.mark.parametrize("extra", [["--seed", "3"], ["--config", "x.yaml"], ["--quick"], ["--resume"], ["--n-envs", "2"],
+                                   ["--total-steps", "5"], ["--stop-after", "5"], ["--no-test"]])
+def test_headline_refuses_training_options(finished_run, capsys, extra):
+    rc = cli.main(["train", "--headline", str(finished_run), *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{extra[0]} applies only to training, not with --headline" in err
