@@ -39,6 +39,7 @@ TEST_SEED_START = 10_000  # the benchmark's held-out seeds (agents.bench.EVAL_SE
 DEFAULT_BASELINES = (
     "random",
     "oracle",
+    "abstain",  # the do-nothing floor (stores nothing, answers "unknown")
     "write_all",
     "fifo",
     "importance",
