@@ -46,9 +46,9 @@ FAMILY_OPS: dict[str, tuple[str, ...] | None] = {
 WRITE_ALL_BELOW = ("update", "consolidation", "erasure", "life")
 ABLATIONS: list[tuple[str, ...]] = [("WRITE",), ("UPDATE",), ("LINK",), ("REFLECT",), ("QUERY",), ("FORGET",),
                                     ("UPDATE", "FORGET")]
-POLICIES = ["oracle"] + ["-" + "/".join(a) for a in ABLATIONS] + ["write_all", "random", "noop"]
+POLICIES = ["oracle"] + ["-" + "/".join(a) for a in ABLATIONS] + ["write_all", "random", "noop", "abstain"]
 #: policies whose mean return is printed (reward defaults: good management must beat them all)
-RETURN_POLICIES = ["oracle", "write_all", "random", "noop"]
+RETURN_POLICIES = ["oracle", "write_all", "random", "noop", "abstain"]
 
 
 class WriteAll:
@@ -64,6 +64,14 @@ class Noop:
 
     def act(self, world: World):
         return Op.NOOP, None
+
+
+class Abstain:
+    """Never stores, QUERYs every question: the empty store answers "unknown" (issue 4's "always
+    answer unknown"; the ``abstain`` baseline of agents/)."""
+
+    def act(self, world: World):
+        return (Op.QUERY, None) if world.event.kind == "question" else (Op.NOOP, None)
 
 
 class RandomPolicy:
@@ -89,6 +97,8 @@ def make_policy(name: str, seed: int):
         return RandomPolicy(seed + 7919)
     if name == "noop":
         return Noop()
+    if name == "abstain":
+        return Abstain()
     return Oracle(disabled_ops=name[1:].split("/"))
 
 
@@ -213,7 +223,7 @@ def main(argv=None) -> int:
         for f in fams:
             o, _ = ci(returns[(f, d, "oracle")])
             worst = max(ci(returns[(f, d, p)])[0] for p in RETURN_POLICIES[1:])
-            checks.append((f"oracle return above write_all/random/noop on {f}/{d}", o > worst, f"{o:.1f} vs {worst:.1f}"))
+            checks.append((f"oracle return above write_all/random/noop/abstain on {f}/{d}", o > worst, f"{o:.1f} vs {worst:.1f}"))
     print()
     for name, ok, detail in checks:
         print(f"[{'PASS' if ok else 'FAIL'}] {name}: {detail}")
