@@ -799,12 +799,21 @@ def _policy_kwargs(policy_kwargs: dict) -> dict:
     return out
 
 
+def _hyperparams(hyper: dict) -> dict:
+    """The recipe's hyperparams as SB3 takes them: YAML has no tuples, and SB3 reads a 2-item
+    ``train_freq`` ([4, episode]) only as a tuple."""
+    out = dict(hyper)
+    if isinstance(out.get("train_freq"), list):
+        out["train_freq"] = tuple(out["train_freq"])
+    return out
+
+
 def _build_model(cfg: TrainConfig, env, seed: int, run_dir: Path):
     cls = algorithm_class(cfg.algo)
     policy_kwargs = _policy_kwargs(cfg.policy_kwargs)
     try:
         return cls(cfg.policy, env, seed=seed, tensorboard_log=str(run_dir / "tb"), verbose=0,
-                   device=cfg.device, policy_kwargs=policy_kwargs or None, **cfg.hyperparams)
+                   device=cfg.device, policy_kwargs=policy_kwargs or None, **_hyperparams(cfg.hyperparams))
     except TypeError as err:
         raise TrainConfigError(f"key 'hyperparams' of {cfg.algo}: {err}") from err
 
@@ -839,11 +848,17 @@ def check_recipe(cfg: TrainConfig) -> None:
 
         def build(hyper: dict, policy_kwargs: dict) -> None:
             cls(cfg.policy, vec, seed=0, verbose=0, device=cfg.device,
-                policy_kwargs=_policy_kwargs(policy_kwargs) or None, **hyper)
+                policy_kwargs=_policy_kwargs(policy_kwargs) or None, **_hyperparams(hyper))
 
         try:
             build(cfg.hyperparams, cfg.policy_kwargs)
         except Exception as err:  # noqa: BLE001 - SB3 / torch raise Assertion, Type, Value, Runtime errors
+            try:  # the algorithm's defaults alone: what fails there is the device (or the env), not a key
+                build({}, {})
+            except Exception as base:  # noqa: BLE001
+                raise TrainConfigError(f"key 'device': {cfg.algo} cannot be built on device {cfg.device!r} for "
+                                       f"{cfg.env_id} even with its default hyperparams ({type(base).__name__}: "
+                                       f"{base})") from None
             for section, values in (("hyperparams", cfg.hyperparams), ("policy_kwargs", cfg.policy_kwargs)):
                 for key, value in values.items():
                     try:
@@ -1127,8 +1142,10 @@ def is_heuristic(name: str) -> bool:
     """Whether a baseline counts as a heuristic to beat: a registered agent that reads no hidden payloads,
     not `random` (the floor), not an oracle or ablated oracle (privileged), not a trained model (`sb3:`)
     or an external memory system (`memsys:`)."""
-    if name == "random" or name.startswith(("sb3:", "memsys:", "oracle")):
-        return False
+    from agents.bench import FLOORS
+
+    if name == "random" or name in FLOORS or name.startswith(("sb3:", "memsys:", "oracle")):
+        return False  # (FLOORS: `abstain` stores nothing; the headline pairs the learned policy with it apart)
     from agents.base import make_agent
 
     try:
@@ -1263,27 +1280,34 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     lines += ["", f"Learned policy over training seeds: normalised {np.mean(seeds_means):.3f} "
               f"(min {np.min(seeds_means):.3f}, max {np.max(seeds_means):.3f})."]
     best = max((n for n in table if is_heuristic(n)), key=lambda n: table[n]["normalised"], default=None)
-    paired: dict[str, dict] = {}
-    if best is not None:
-        lines.append(f"Best heuristic: {best} {table[best]['normalised']:.3f}.")
+
+    def paired_with(ref_name: str, what: str) -> dict[str, dict]:
         # Paired on the same test seeds: the episode-to-episode spread (some worlds are harder for every
         # agent) cancels, so the difference's CI is far narrower than either score's.
-        ref = np.array([_row_return(r) for r in rows[best]])
+        ref = np.array([_row_return(r) for r in rows[ref_name]])
         diffs = {name: np.array([_row_return(r) for r in eps]) - ref for name, eps in learned.items()}
         diffs[f"learned (mean of {len(learned)} runs)"] = np.mean(list(diffs.values()), axis=0)
-        lines += ["", f"Paired on the same seeds (learned return minus {best}'s, per episode, over the oracle - random "
-                  "range; 95% bootstrap CI):", "",
-                  "| difference | normalised [95% CI] | episodes better / worse / equal |", "| --- | ---: | ---: |"]
+        lines.extend(["", f"Paired on the same seeds with {what} (learned return minus {ref_name}'s, per episode, "
+                      "over the oracle - random range; 95% bootstrap CI):", "",
+                      "| difference | normalised [95% CI] | episodes better / worse / equal |", "| --- | ---: | ---: |"])
+        out = {}
         for name, d in diffs.items():
             norm = d / (orc - rnd)
             lo, hi = bench.bootstrap_ci(norm)
             counts = (int((d > 1e-9).sum()), int((d < -1e-9).sum()), int((np.abs(d) <= 1e-9).sum()))
-            paired[name] = {"normalised": float(norm.mean()), "normalised_ci": [float(lo), float(hi)],
-                            "better_worse_equal": list(counts)}
-            lines.append(f"| {name} - {best} | {norm.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+            out[name] = {"normalised": float(norm.mean()), "normalised_ci": [float(lo), float(hi)],
+                         "better_worse_equal": list(counts)}
+            lines.append(f"| {name} - {ref_name} | {norm.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] | "
                          f"{counts[0]} / {counts[1]} / {counts[2]} |")
+        return out
+
+    paired: dict[str, dict] = {}
+    if best is not None:
+        lines.append(f"Best heuristic: {best} {table[best]['normalised']:.3f}.")
+        paired = paired_with(best, "the best heuristic")
+    floors = {f: paired_with(f, "the do-nothing floor") for f in bench.FLOORS if f in rows}
     return "\n".join(lines), {"env": label, "seeds": seeds, "table": table_all, "best_heuristic": best,
-                               "paired": paired}
+                               "paired": paired, "paired_floors": floors}
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -1386,7 +1410,7 @@ def require_train_extra() -> None:
 
 def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick: Any, cfg: TrainConfig, *,
                           config_path: str | Path | None, seed: int | None, quick: bool, n_envs: int | None,
-                          total_steps: int | None) -> None:
+                          total_steps: int | None, extended: bool = False) -> None:
     """With --resume, --seed, --n-envs, --quick and --config must agree with the run in `run_dir` (its
     config.yaml): the run continues as it was started, and an option that would be ignored is an error."""
     where = run_dir / "config.yaml"
@@ -1403,9 +1427,14 @@ def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick:
         changes = {k: v for k, v in (("n_envs", n_envs), ("total_steps", total_steps)) if v is not None}
         if changes:
             recipe = recipe.replace(**changes)
-        # the budget is --total-steps' business (a run may have been extended); the name is the file's stem
-        ignore = ("versions", "progress_bar", "extended", "name") + (("total_steps",) if total_steps is not None else ())
-        differ = _differing_keys(stored, recipe.to_dict(), ignore=ignore)
+        # the budget is --total-steps' business (a run may have been extended, and config.yaml then holds
+        # the extended budget); the name is the file's stem; the baselines train nothing (they only add
+        # rows to the curve and the summary: a recipe that gained one still continues its runs)
+        budget = total_steps is not None or extended
+        ignore = ("versions", "progress_bar", "extended", "name") + (("total_steps",) if budget else ())
+        # the run's recipe as resolved now (`cfg`: keys added since its config.yaml was written take their
+        # defaults, as in the recipe compared with it)
+        differ = [k for k in _differing_keys(cfg.to_dict(), recipe.to_dict(), ignore=ignore) if k != "eval.baselines"]
         if differ:
             raise TrainConfigError(f"--config {config_path} is not the recipe of the run in {run_dir} (it differs from "
                                    f"{where} in {', '.join(differ)}{' with --quick' if quick else ''}); {how}")
@@ -1452,7 +1481,7 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
                                    f"in [0, {RUN_SEED_LIMIT - 1}]), got {run_seed!r}")
         stored.pop("versions", None)
         run_quick = stored.pop("quick", False)
-        stored.pop("extended", None)
+        extended = bool(stored.pop("extended", None))
         try:
             cfg = TrainConfig.from_dict(stored)
         except TrainConfigError as err:
@@ -1460,7 +1489,7 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         # --resume goes on with the run's own recipe, seed and envs: an option saying otherwise is refused (it
         # was ignored); the same values (the command that started the run, plus --resume) are fine
         _check_resume_options(run_dir, stored, run_seed, run_quick, cfg, config_path=config_path, seed=seed,
-                              quick=quick, n_envs=n_envs, total_steps=total_steps)
+                              quick=quick, n_envs=n_envs, total_steps=total_steps, extended=extended)
         seed = run_seed
         # everything --resume reads is checked before anything in the run folder changes
         ckpt = latest_checkpoint(run_dir)

@@ -198,9 +198,10 @@ class TrainConfig:
             raise TrainConfigError(f"key 'policy_kwargs.activation_fn' must be one of {', '.join(ACTIVATIONS)}; "
                                    f"got {act!r}")
         net_arch = policy_kwargs.get("net_arch")
-        if net_arch is not None and not _valid_net_arch(net_arch):
-            raise TrainConfigError("key 'policy_kwargs.net_arch' must be a list of positive ints or a mapping "
-                                   f"{{pi: [...], vf: [...]}} (qf for dqn); got {net_arch!r}")
+        if net_arch is not None and not _valid_net_arch(net_arch, algo):
+            form = ("a list of positive ints (DQN's Q-network takes no mapping)" if algo == "dqn" else
+                    "a list of positive ints or a mapping {pi: [...], vf: [...]}")
+            raise TrainConfigError(f"key 'policy_kwargs.net_arch' must be {form}; got {net_arch!r}")
         _check_values(hyper, HYPERPARAM_VALUES, "hyperparams")
         _check_values(policy_kwargs, POLICY_KWARG_VALUES, "policy_kwargs")
         device = data.get("device", "cpu")
@@ -525,12 +526,12 @@ def _bool(value: Any, key: str) -> bool:
     return value
 
 
-def _valid_net_arch(net_arch: Any) -> bool:
+def _valid_net_arch(net_arch: Any, algo: str = "maskable_ppo") -> bool:
     def ints(x: Any) -> bool:
         return isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in x)
 
-    if isinstance(net_arch, Mapping):
-        return set(net_arch) <= {"pi", "vf", "qf"} and all(ints(v) for v in net_arch.values())
+    if isinstance(net_arch, Mapping):  # actor-critic algorithms only (SB3's DQN indexes a list)
+        return algo != "dqn" and set(net_arch) <= {"pi", "vf"} and all(ints(v) for v in net_arch.values())
     return ints(net_arch)
 
 

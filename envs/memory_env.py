@@ -461,8 +461,10 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if list(ids) != expected:
             raise ValueError(f"set_state: state['env']['ids'] {list(ids)} are not the candidates of "
                              f"state['world'] ({expected}): the two parts come from different snapshots")
+        # steps taken so far; after the last event the env still counts the (penalised no-op) steps an
+        # agent sends past the end, so any number from there on belongs to a finished world
         done_steps = int(world._i) + (1 if world.done else 0)
-        if steps != done_steps:
+        if steps != done_steps and not (world.done and steps > done_steps):
             raise ValueError(f"set_state: state['env']['steps'] is {steps} but state['world'] is at step "
                              f"{done_steps} of its episode: the two parts come from different snapshots")
         if cfg != self.config:

@@ -157,6 +157,18 @@ def test_snapshot_whose_parts_disagree_is_rejected_before_anything_changes(break
     assert _digest(a, 150) == _digest(b, 150)
 
 
+def test_snapshot_taken_after_steps_past_the_end_restores():
+    env = MemoryEnv("life-easy", horizon=10)
+    env.reset(seed=0)
+    for _ in range(10):
+        env.step(WRITE)
+    _, reward, _, truncated, info = env.step(np.array([0, 0]))  # past the end: a penalised no-op
+    assert truncated and info["invalid_action"]
+    snap = env.get_state()
+    env.set_state(snap)
+    assert env._steps == 11
+
+
 def test_set_state_keeps_the_world_object_that_agents_hold():
     a, _ = _twins()
     world = a.world

@@ -82,7 +82,8 @@ def test_shipped_configs_load_full_and_quick():
         ({"shaping": "potential"}, "key 'shaping' must be one of none, storage_potential, storage_potential_discounted"),
         ({"pretrain": {"agent": "oracle"}}, "key 'pretrain.agent' must be the name of a non-privileged"),
         ({"pretrain": {"epochs": -1}}, "key 'pretrain.epochs' must be an integer >= 0"),
-        ({"pretrain": {"agent": "versioned"}, "algo": "dqn", "hyperparams": {}}, "key 'pretrain'"),
+        ({"pretrain": {"agent": "versioned"}, "algo": "dqn", "hyperparams": {}, "policy_kwargs": {"net_arch": [64]}},
+         "key 'pretrain'"),
     ],
 )
 def test_bad_config_names_the_key(tmp_path, patch, needle):

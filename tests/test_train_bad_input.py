@@ -508,3 +508,51 @@ def test_headline_refuses_training_options(finished_run, capsys, extra):
     rc = cli.main(["train", "--headline", str(finished_run), *extra])
     err = capsys.readouterr().err
     assert rc == 2 and f"{extra[0]} applies only to training, not with --headline" in err
+
+
+# ------------------------------------------------------------------------- review of the fixes above
+def test_a_device_that_cannot_build_the_model_is_blamed_not_a_hyperparameter(tmp_path, capsys):
+    """With a device torch lacks (mps on Linux) the first hyperparameter tried alone was named."""
+    import torch
+
+    if torch.backends.mps.is_available():  # pragma: no cover - macOS with Metal
+        pytest.skip("mps works here")
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, device="mps")))
+    err = capsys.readouterr().err
+    assert rc == 2 and "key 'device'" in err and "'mps'" in err and "hyperparams." not in err, err
+    assert not out.exists()
+
+
+def test_dqn_takes_train_freq_as_the_validator_advertises_and_refuses_a_net_arch_mapping(tmp_path, capsys):
+    """`train_freq: [1, episode]` passed validation and SB3 refused the list (it wants a tuple); a
+    `net_arch` mapping was advertised for DQN, whose Q-network indexes a list (KeyError: 0)."""
+    dqn = {"algo": "dqn", "hyperparams": {"learning_starts": 16, "buffer_size": 500, "batch_size": 16,
+                                          "train_freq": [1, "episode"]}}
+    T.check_recipe(TrainConfig.from_yaml(tiny(tmp_path, **dqn)))  # builds
+    with pytest.raises(TrainConfigError, match=r"net_arch' must be a list of positive ints \(DQN"):
+        TrainConfig.from_yaml(tiny(tmp_path, **dqn, policy_kwargs={"net_arch": {"qf": [64]}}))
+
+
+def test_resume_with_the_starting_recipe_after_an_extension_or_a_new_baseline(finished_run, tmp_path):
+    """`--resume --config RECIPE` was refused for a run extended with --total-steps (config.yaml holds the
+    extended budget) and for a recipe that only gained a baseline (baselines train nothing)."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    recipe = finished_run.parent / "tiny.yaml"
+    assert cli.main(["train", "--resume", "--out", str(run), "--total-steps", "192", "--no-progress", "--no-test"]) == 0
+    assert cli.main(["train", "--resume", "--out", str(run), "--config", str(recipe), "--no-progress",
+                     "--no-test"]) == 0
+    data = yaml.safe_load(recipe.read_text())
+    data.setdefault("eval", {})["baselines"] = ["random", "oracle", "abstain", "versioned"]
+    more = tmp_path / "tiny.yaml"
+    more.write_text(yaml.safe_dump(data))
+    assert cli.main(["train", "--resume", "--out", str(run), "--config", str(more), "--no-progress",
+                     "--no-test"]) == 0
+
+
+def test_the_do_nothing_floor_is_not_the_best_heuristic():
+    """`abstain` (stores nothing) was picked as the "best heuristic" once it outscored them; it is a
+    floor, compared apart in the headline (`paired_floors`)."""
+    assert not T.is_heuristic("abstain") and T.is_heuristic("versioned")
+    summary = {"abstain": {"mean_return": 5.0}, "versioned": {"mean_return": 1.0}, "random": {"mean_return": -9.0}}
+    assert T.best_heuristic(summary) == "versioned"
