@@ -830,6 +830,17 @@ def check_recipe(cfg: TrainConfig) -> None:
 
     from envs import MemoryEnv
 
+    if cfg.algo in ("ppo", "maskable_ppo") and cfg.hyperparams.get("normalize_advantage", True):
+        # PPO normalises each minibatch's advantages by their std: NaN for a single sample (SB3's PPO
+        # asserts it; sb3-contrib's MaskablePPO trained on into NaN logits and crashed mid-run)
+        batch = cfg.hyperparams.get("batch_size", 64)
+        rollout = cfg.hyperparams.get("n_steps", 2048) * cfg.n_envs
+        if batch < 2:
+            raise TrainConfigError(f"key 'hyperparams.batch_size' must be >= 2 for {cfg.algo} (advantages are "
+                                   f"normalised per minibatch); got {batch}")
+        if rollout < 2:
+            raise TrainConfigError(f"key 'hyperparams.n_steps' times n_envs must be >= 2 for {cfg.algo} (a "
+                                   f"rollout of one step has no advantage spread); got {rollout}")
     flatten = cfg.algo == "dqn"
     envs = [make_env(cfg.env_id, cfg.env_overrides, flatten=flatten) for _ in range(cfg.n_envs)]
     try:
@@ -1207,8 +1218,13 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
         raise TrainConfigError(f"--episodes must be an integer >= 1, got {episodes!r}")
     env_id = env or metas[0]["env"]["id"]
     over = {**(metas[0]["env"].get("overrides") or {}), **(overrides or {})}
-    check_env(env_id, over, id_label="--env" if env else f"{run_dirs[0] / 'model.json'}: env.id",
-              override_label="--set {}", overrides_label="--set")
+    id_label = "--env" if env else f"{run_dirs[0] / 'model.json'}: env.id"
+    check_env(env_id, over, id_label=id_label, override_label="--set {}", overrides_label="--set")
+    if not env_id.split(":", 1)[-1].startswith("MemGym/"):  # the headline plays MemGym baselines and metrics
+        import envs
+
+        raise TrainConfigError(f"{id_label}: {env_id} is not a MemGym env; registered ids: "
+                               f"{', '.join(envs.registered_ids())}")
     spec: Any = {"id": env_id, "overrides": over} if over else env_id
     seeds = list(range(TEST_SEED_START, TEST_SEED_START + episodes))
     if baselines is not None:

@@ -401,6 +401,8 @@ def check_env(env_id: str, overrides: Mapping[str, Any], *, id_label: str = "key
     else:  # another package's id: it must at least be registered with Gymnasium
         import gymnasium as gym
 
+        import envs  # noqa: F401 - registers the MemGym ids the error lists
+
         try:
             gym.spec(env_id)
         except gym.error.Error as err:

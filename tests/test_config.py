@@ -120,3 +120,19 @@ def test_the_preset_command_runs_without_a_warning(tmp_path):
     assert WorldConfig.preset("life", "easy").to_yaml() in run.stdout
     assert (tmp_path / "life-easy.yaml").read_text().startswith("# memgym world preset life-easy (written by "
                                                                 "`python -m world --write`)")
+
+
+def test_nan_and_inf_are_refused_in_every_number_field():
+    """A NaN passed every range check (`value < lo` is False for it): noise_ratio=nan ran a world without
+    chit-chat, thread_rate=nan crashed later without naming the key."""
+    import math
+
+    from world.config import _SPECS
+
+    floats = [name for name, spec in _SPECS.items() if float in spec.types]
+    assert {"noise_ratio", "thread_rate", "decay", "forget_threshold", "level_up"} <= set(floats)
+    base = WorldConfig.preset("life", "easy")
+    for name in floats:
+        for bad in (math.nan, math.inf, -math.inf):
+            with pytest.raises(ConfigError, match=f"^{name}: must be"):
+                base.replace(**{name: bad})

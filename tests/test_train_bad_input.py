@@ -372,8 +372,9 @@ def test_resume_with_stop_after_at_or_below_the_checkpoint_is_refused_and_change
          ["key 'eval.baselines'", "memsys:nope.mod:make"]),
         ({"pretrain": {"agent": "memsys:nope"}}, ["key 'pretrain.agent'", "memsys:nope"]),
         # only building the model shows these: the error names the key that fails on its own
-        ({"algo": "ppo", "hyperparams": {"n_steps": 1, "batch_size": 32}}, ["key 'hyperparams.n_steps' is rejected by ppo",
-                                                                             "n_steps * n_envs"]),
+        ({"algo": "ppo", "hyperparams": {"n_steps": 1, "batch_size": 32}},
+         ["key 'hyperparams.n_steps' times n_envs must be >= 2 for ppo"]),
+        ({"algo": "a2c", "hyperparams": {"n_steps": 5, "vf_coef": "x"}}, ["key 'hyperparams.vf_coef'"]),
         ({"policy_kwargs": {"optimizer_kwargs": {"betas": 5}}}, ["key 'policy_kwargs.optimizer_kwargs' is rejected"]),
     ],
 )
@@ -556,3 +557,25 @@ def test_the_do_nothing_floor_is_not_the_best_heuristic():
     assert not T.is_heuristic("abstain") and T.is_heuristic("versioned")
     summary = {"abstain": {"mean_return": 5.0}, "versioned": {"mean_return": 1.0}, "random": {"mean_return": -9.0}}
     assert T.best_heuristic(summary) == "versioned"
+
+
+@pytest.mark.parametrize("algo", ["maskable_ppo", "ppo"])
+@pytest.mark.parametrize("hyper, needle", [({"n_steps": 64, "batch_size": 1}, "key 'hyperparams.batch_size' must be >= 2"),
+                                           ({"n_steps": 1, "batch_size": 2}, "key 'hyperparams.n_steps' times n_envs")])
+def test_a_ppo_minibatch_of_one_is_refused_before_anything_is_written(tmp_path, capsys, algo, hyper, needle):
+    """MaskablePPO took batch_size 1 (or a one-step rollout), wrote the run folder and died mid-run on NaN
+    logits (one advantage has no std)."""
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, algo=algo, hyperparams=hyper)))
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("env_id", ["Foo-v0", "CartPole-v1"])
+def test_headline_and_recipe_name_the_memgym_ids_for_an_unknown_or_foreign_env(finished_run, tmp_path, capsys, env_id):
+    rc = cli.main(["train", "--headline", str(finished_run), "--env", env_id])
+    err = capsys.readouterr().err
+    assert rc == 2 and "MemGym/Life-Easy-v0" in err and "family:" not in err, err
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, env={"id": env_id})))
+    err = capsys.readouterr().err
+    assert rc == 2 and "MemGym/Life-Easy-v0" in err, err

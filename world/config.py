@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,7 +312,9 @@ def _check(name: str, value: Any) -> None:
         raise ConfigError(f"{name}: must be {spec.describe()}, got {type(value).__name__} {value!r}")
     if spec.choices is not None and value not in spec.choices:
         raise ConfigError(f"{name}: must be {spec.describe()}, got {value!r}")
-    if spec.lo is not None and value < spec.lo or spec.hi is not None and value > spec.hi:
+    # (written so that NaN fails: every comparison with it is False; inf is no number of a world either)
+    if (spec.lo is not None and not value >= spec.lo) or (spec.hi is not None and not value <= spec.hi) \
+            or (isinstance(value, float) and not math.isfinite(value)):
         raise ConfigError(f"{name}: must be {spec.describe()}, got {value!r}")
 
 
