@@ -135,8 +135,17 @@ class Oracle:
         if self.on(Op.FORGET) and self._to_forget:
             for item in list(self._to_forget):
                 if item[0] == "stale":
-                    _, s, r, new = item
-                    victims = [m for m in acc.find(s, r, kinds=FACT_KINDS) if acc.payload(m)["object"] != new]
+                    # the versions older than the newest stated value, read now: a later change may have
+                    # been UPDATEd onto the written one since this was queued, and FORGET erases a whole
+                    # chain, so nothing in the newest version's chain (nor with its value) is a victim
+                    _, s, r, _new = item
+                    facts = acc.find(s, r, kinds=FACT_KINDS)
+                    victims = []
+                    if facts:
+                        newest = max(facts, key=lambda m: acc.payload(m)["event"])
+                        keep = set(acc.chain(newest)) | {newest}
+                        value = acc.payload(newest)["object"]
+                        victims = [m for m in facts if m not in keep and acc.payload(m)["object"] != value]
                 else:
                     s, r = item
                     victims = acc.find(s, r)
@@ -193,12 +202,12 @@ class Oracle:
 
 
 def _gold(world: World, q: dict) -> str | None:
-    """The gold of the question that last uses the statement ``q`` (None: no question uses it)."""
-    script = world.privileged.script
+    """The gold of the question that last uses the statement ``q`` (None: no question uses it). In an
+    endless world that question may not be generated yet (still pending beyond the window): read there
+    too (else the oracle skipped every habit whose question crossed a window's end)."""
     i = q.get("last_use", -1)
-    if not 0 <= i < len(script) or script[i] is None:
-        return None
-    return script[i].payload.get("gold")
+    payload = world.privileged.future_payload(i) if i >= 0 else None
+    return None if payload is None else payload.get("gold")
 
 
 def _majority(payloads: list[dict]) -> str | None:

@@ -976,6 +976,18 @@ class OracleAccess:
         newest ``chunk`` + ``world.families.ENDLESS_HISTORY`` events are always kept)."""
         return self._w._gen.events
 
+    def future_payload(self, index: int) -> dict | None:
+        """The payload of event ``index`` whether the script holds it yet or not: an endless world places
+        a thread's later events (its question) before it generates the window that holds them, so the
+        question of a statement in this window may still be pending. None: no such event (released,
+        or a free slot)."""
+        events = self._w._gen.events
+        if 0 <= index < len(events):
+            e = events[index]
+            return None if e is None else e.payload
+        pending = self._w._gen._pending.get(index)
+        return None if pending is None else pending[2]
+
     @property
     def index(self) -> int:
         return self._w._i
