@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -343,31 +344,48 @@ class EpisodeError(RuntimeError):
     """An episode raised; the message names the agent, env and seed and carries the traceback."""
 
 
-def _task(args: tuple) -> list[tuple[dict, dict]]:
-    """Worker entry: one (agent, family, difficulty, overrides) group over a chunk of seeds."""
-    from agents.memory_system import MemorySystemError
-    from agents.sb3_agent import SB3ModelError
+class AgentFailedError(ValueError):
+    """Agents raised during the run (a user's memory system or model, usually). The other agents'
+    results were kept: ``payload`` holds them (written to ``out_dir`` when one was given, with the
+    tracebacks in ``errors.txt``); ``failures`` lists one dict per failed agent (agent, family,
+    difficulty, seed, error, traceback)."""
+
+    def __init__(self, failures: list[dict], payload: dict, out_dir: str | os.PathLike | None) -> None:
+        self.failures, self.payload = failures, payload
+        lines = [f"agent {f['agent']!r} failed on {f['family']}/{f['difficulty']}, seed {f['seed']}: {f['error']}"
+                 for f in failures]
+        kept = [a for a in payload["agents"]]
+        where = (f"; the other agents' results ({', '.join(kept)}) were written to {out_dir}, the traceback"
+                 f"{'s' if len(failures) > 1 else ''} to {Path(out_dir) / ERRORS_FILE}" if out_dir is not None
+                 else "; the other agents' results are in this error's payload")
+        super().__init__("; ".join(lines) + where)
+
+
+ERRORS_FILE = "errors.txt"
+
+
+def _task(args: tuple) -> tuple[list[tuple[dict, dict]], dict | None]:
+    """Worker entry: one (agent, family, difficulty, overrides) group over a chunk of seeds. Returns the
+    episodes played and, when an episode raised, what failed (the group stops there; the run goes on
+    with the other groups, so one failing agent loses no other agent's results)."""
+    import traceback
 
     spec, family, difficulty, overrides, seeds = args
-    agent = make_agent(spec)
-    env = _finite_env(make_env(family, difficulty, overrides))
     out = []
-    for seed in seeds:
-        try:
+    seed = seeds[0] if seeds else None
+    try:
+        agent = make_agent(spec)
+        env = _finite_env(make_env(family, difficulty, overrides))
+        for seed in seeds:
             row, timing = run_episode(agent, env, seed)
-        except SB3ModelError:  # a model of another env layout: a user error (memgym bench: error: ...), not a crash
-            raise
-        except MemorySystemError as exc:  # a memsys: adapter returned a wrong shape: a user error too
-            raise MemorySystemError(f"agent {spec!r} on {family}/{difficulty}, seed {seed}: {exc}") from None
-        except Exception as exc:  # name the episode: the traceback of a worker process is easy to lose
-            import traceback
-
-            raise EpisodeError(f"agent {spec!r} on {family}/{difficulty}, seed {seed}: {exc!r}\n"
-                               f"{traceback.format_exc()}") from exc
-        key = {"agent": spec, "family": family, "difficulty": difficulty, "seed": int(seed)}
-        out.append(({**key, "env_id": env_id_for(family, difficulty), **row}, {**key, **timing}))
-    env.close()
-    return out
+            key = {"agent": spec, "family": family, "difficulty": difficulty, "seed": int(seed)}
+            out.append(({**key, "env_id": env_id_for(family, difficulty), **row}, {**key, **timing}))
+        env.close()
+    except Exception as exc:  # noqa: BLE001 - the user's code raises anything; named, reported once, kept
+        msg = str(exc) if isinstance(exc, ValueError) else repr(exc)  # (MemorySystemError, SB3ModelError: messages)
+        return out, {"agent": spec, "family": family, "difficulty": difficulty, "seed": seed,
+                     "error": msg, "traceback": traceback.format_exc()}
+    return out, None
 
 
 def _sort_key(row: dict) -> tuple:
@@ -536,26 +554,35 @@ def _pool_context():
     return mp.get_context("fork" if "fork" in methods and sys.platform.startswith("linux") else "spawn")
 
 
-def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str = "bench") -> tuple[list, list]:
+def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str = "bench",
+              failures: list | None = None) -> tuple[list, list]:
+    """Play every task; returns (rows, timings). A task whose episode raised adds what failed to
+    ``failures`` (when given; else the first failure is raised as an :class:`EpisodeError`)."""
     total = sum(len(t[-1]) for t in tasks)
     bar = _progress(total, desc, progress)
     rows, timings = [], []
+
+    def take(result) -> None:
+        chunk, failed = result
+        for row, timing in chunk:
+            rows.append(row)
+            timings.append(timing)
+        if bar is not None:
+            bar.update(len(chunk))
+        if failed is not None:
+            if failures is None:
+                raise EpisodeError(f"agent {failed['agent']!r} on {failed['family']}/{failed['difficulty']}, seed "
+                                   f"{failed['seed']}: {failed['error']}\n{failed['traceback']}")
+            failures.append(failed)
+
     try:
         if workers <= 1 or len(tasks) <= 1:
             for t in tasks:
-                for row, timing in _task(t):
-                    rows.append(row)
-                    timings.append(timing)
-                    if bar is not None:
-                        bar.update(1)
+                take(_task(t))
         else:
             with _pool_context().Pool(processes=workers) as pool:
-                for chunk in pool.imap_unordered(_task, tasks, chunksize=1):
-                    for row, timing in chunk:
-                        rows.append(row)
-                        timings.append(timing)
-                    if bar is not None:
-                        bar.update(len(chunk))
+                for result in pool.imap_unordered(_task, tasks, chunksize=1):
+                    take(result)
     finally:
         if bar is not None:
             bar.close()
@@ -633,8 +660,21 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
         report.prepare_out_dir(out_dir, report.OUTPUT_FILES)
     tasks = build_tasks(agents, families, difficulties, seed_list, overrides)
     t0 = time.perf_counter()
-    rows, timings = run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})")
+    failures: list[dict] = []
+    rows, timings = run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})",
+                              failures=failures)
     elapsed = time.perf_counter() - t0
+    failures.sort(key=lambda f: (f["agent"], f["family"], f["difficulty"], f["seed"] or 0))
+    failed = list(dict.fromkeys(f["agent"] for f in failures))
+    if any(a in REFERENCE_AGENTS for a in failed):  # no normalised score without them: our bug, not the user's
+        first = next(f for f in failures if f["agent"] in REFERENCE_AGENTS)
+        raise EpisodeError(f"agent {first['agent']!r} on {first['family']}/{first['difficulty']}, seed "
+                           f"{first['seed']}: {first['error']}\n{first['traceback']}")
+    if failed:  # a failed agent's other episodes would be a partial, misleading row: it is left out whole
+        agents = [a for a in agents if a not in failed]
+        rows = [r for r in rows if r["agent"] not in failed]
+        timings = [t for t in timings if t["agent"] not in failed]
+        failures = [next(f for f in failures if f["agent"] == a) for a in failed]
     rows.sort(key=_sort_key)
     timings.sort(key=_sort_key)
     for i, r in enumerate(rows):
@@ -660,6 +700,15 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     written = report.write_all(payload, out_dir, timings=timing_payload, plot=plot) if out_dir is not None else {}
     payload["_timings"] = timing_payload  # not written to results.json
     payload["_written"] = written  # (the files really written: no PNG without matplotlib)
+    if out_dir is not None:
+        errors = Path(out_dir) / ERRORS_FILE
+        if failures:
+            errors.write_text("".join(f"agent {f['agent']!r} on {f['family']}/{f['difficulty']}, seed {f['seed']}: "
+                                      f"{f['error']}\n{f['traceback']}\n" for f in failures))
+        elif errors.is_file():  # an earlier run's: it does not belong to these results
+            errors.unlink()
+    if failures:
+        raise AgentFailedError(failures, payload, out_dir)
     return payload
 
 

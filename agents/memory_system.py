@@ -5,9 +5,10 @@ The ``MemorySystem`` protocol is what a memory library (Mem0, Zep, Letta, your o
     class MemorySystem(Protocol):
         def add(self, text: str, metadata: dict) -> AddResult: ...
         def search(self, query: str, k: int) -> list[dict]: ...      # [{"id", "text", "score"}, ...]
-        def delete(self, id: str) -> bool: ...
-        # optional: def reset(self) -> None   (called at the start of every episode; without it the
-        #           adapter builds a fresh system for every episode: the factory is called again)
+        def delete(self, id: str) -> bool: ...    # False (or 0): not deleted; True / None / a report: deleted
+        # optional: def reset(self) -> None, or reset(self, seed) (called at the start of every episode,
+        #           with the episode's seed when it takes one; without reset() the adapter builds a
+        #           fresh system for every episode: the factory is called again)
 
 ``add`` returns what the library decided for the new text, in Mem0's shape: a list of
 ``{"id": ..., "event": "ADD" | "UPDATE" | "DELETE" | "NONE"}`` (or ``{"results": [...]}``, as
@@ -27,6 +28,18 @@ memory *management* (what it stores, updates and deletes) on the same worlds and
 other agent. One operation per event: a DELETE that comes with an ADD is carried out at the next
 event where the library stores nothing; a target must be among the env's K candidates, otherwise
 UPDATE falls back to WRITE and FORGET waits.
+
+What the library sees and what counts: ``add(text, metadata)`` gets each statement's text with
+``metadata = {"step": ..., "session": ..., "kind": "statement"}`` (questions and requests never reach
+``add``); a question's ``search`` uses ``k`` (5 by default) and its hits are only checked for their
+shape: the world's fixed reader answers from its own retrieval over the mirror, so a library's
+ranking does not change its score, and the world stores the event's own text (a library's rewritten
+or merged memory text is never what is graded). When one ``add`` reports several decisions, one is
+mirrored: an UPDATE of a mirrored memory that is among the candidates, else an ADD, else an UPDATE of
+a memory the world does not hold (written as new); DELETEs wait for a free event. The mirror lives
+under the world's rules: a WRITE beyond capacity is refused and ACT-R sweeps drop decayed memories,
+and the library is not told. A system that draws random numbers must seed itself from
+``reset(seed)`` for an episode to stay a pure function of its seed.
 
 :class:`TinyMemorySystem` is a small reference implementation (bag of words, Mem0-like ADD /
 UPDATE / NONE decisions) used by the tests and as a template; ``memgym bench --agents tiny_memory``
@@ -177,7 +190,10 @@ class MemorySystemAgent(BaseAgent):
     def reset(self, seed: int | None) -> None:
         super().reset(seed)
         if callable(getattr(self.system, "reset", None)):
-            self.system.reset()
+            if _takes_an_argument(self.system.reset):
+                self.system.reset(seed)  # (a system that draws random numbers seeds itself per episode)
+            else:
+                self.system.reset()
         elif not self._fresh:  # no reset(): a fresh system from the factory (or the pristine copy)
             self.system = self._factory() if self._factory is not None else copy.deepcopy(self._template)
         self._fresh = False
@@ -204,22 +220,33 @@ class MemorySystemAgent(BaseAgent):
             return QUERY, 0
         if ev.kind == "request":
             for sid in _hits(self.system.search(ev.text, 1))[:1]:  # the best hit only, even if k is ignored
-                if self.system.delete(sid):
+                # False (or 0) = not deleted; True, None (many clients return nothing) or a report = deleted
+                done = self.system.delete(sid)
+                if done is not False and not (isinstance(done, int) and not isinstance(done, bool) and done == 0):
                     self._deletes.append(sid)
             return self._flush_delete()
         events = _events(self.system.add(ev.text, {"step": ev.step, "session": ev.session, "kind": ev.kind}))
         for sid, e in events:
             if e == "DELETE":
                 self._deletes.append(sid)
+        # one world operation per event, and the world stores this event's text: an UPDATE of a mirrored
+        # memory the env offers as a target first, then an ADD, then an UPDATE of a memory the world
+        # does not hold (written as new); the other decisions of the same add() are not mirrored
+        fallback = None
         for sid, e in events:
             if e == "UPDATE":
                 slot = self._slot(sid)
-                self._pending = sid
-                return (UPDATE, slot) if slot is not None and self.view.valid(UPDATE, slot) else (WRITE, 0)
+                if slot is not None and self.view.valid(UPDATE, slot):
+                    self._pending = sid
+                    return UPDATE, slot
+                fallback = fallback or sid
         for sid, e in events:
             if e == "ADD":
                 self._pending = sid
                 return WRITE, 0
+        if fallback is not None:
+            self._pending = fallback
+            return WRITE, 0
         return self._flush_delete()
 
     def _flush_delete(self) -> tuple[int, int]:
@@ -233,6 +260,19 @@ class MemorySystemAgent(BaseAgent):
                 self._to_world.pop(sid, None)
                 return FORGET, slot
         return NOOP, 0
+
+
+def _takes_an_argument(method: Callable) -> bool:
+    """Whether ``method`` accepts one positional argument (``reset(seed)``), by its signature."""
+    import inspect
+
+    try:
+        inspect.signature(method).bind(0)
+    except TypeError:
+        return False
+    except ValueError:  # no signature (a builtin): call it the documented way, without arguments
+        return False
+    return True
 
 
 _WORD = re.compile(r"[a-z0-9]+")

@@ -210,6 +210,102 @@ def test_bench_reports_a_wrong_shape_as_a_clean_error(tmp_path, monkeypatch, cap
                      "--workers", "1", "--set", "horizon=20", "--no-progress", "--no-plot", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert err.startswith("memgym bench: error: agent 'memsys:shaped_bad:Bad' on recall/easy, seed 10000: "
+    assert err.startswith("memgym bench: error: agent 'memsys:shaped_bad:Bad' failed on recall/easy, seed 10000: "
                           "MemorySystem.add returned ('m1', 'UPDATE'): a tuple is ambiguous"), err
     assert "Traceback" not in err
+    import json
+
+    assert json.loads((out / "results.json").read_text())["agents"] == ["random", "oracle"]  # kept
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_memory_system_that_raises_loses_no_other_agents_results(tmp_path, monkeypatch, capsys, workers):
+    """A user's system raising mid-run stopped the bench with a doubled traceback (exit 1) and wrote
+    nothing: every other agent's finished episodes were lost."""
+    import json
+
+    from agents import cli
+
+    (tmp_path / "raising.py").write_text(textwrap.dedent('''
+        from agents.memory_system import TinyMemorySystem
+
+        class Raises(TinyMemorySystem):
+            def add(self, text, metadata):
+                if metadata["step"] > 15:
+                    raise KeyError("boom")
+                return super().add(text, metadata)
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = tmp_path / "o"
+    code = cli.main(["bench", "--agents", "write_all,memsys:raising:Raises", "--families", "recall", "--seeds", "2",
+                     "--workers", workers, "--set", "horizon=30", "--no-progress", "--no-plot", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert "agent 'memsys:raising:Raises' failed on recall/easy" in err and "KeyError('boom')" in err
+    data = json.loads((out / "results.json").read_text())
+    assert data["agents"] == ["write_all", "random", "oracle"]
+    assert {e["agent"] for e in data["episodes"]} == {"write_all", "random", "oracle"} and len(data["episodes"]) == 6
+    errors = (out / "errors.txt").read_text()
+    assert errors.count("Traceback") == 1 and "KeyError: 'boom'" in errors
+
+
+def test_delete_returning_none_counts_as_deleted():
+    """Many clients' delete returns nothing: the adapter ignored those deletions (no FORGET), so every
+    erased fact leaked. False still means "not deleted"."""
+    from agents.bench import evaluate
+    from agents.memory_system import MemorySystemAgent
+
+    class NoneDelete(TinyMemorySystem):
+        def delete(self, id):
+            super().delete(id)
+            return None
+
+    class FalseDelete(TinyMemorySystem):
+        def delete(self, id):
+            return False
+
+    seeds = list(range(10_000, 10_004))
+    ref = evaluate(MemorySystemAgent(TinyMemorySystem(), name="t"), "MemGym/Erasure-Easy-v0", seeds)
+    none = evaluate(MemorySystemAgent(NoneDelete(), name="t"), "MemGym/Erasure-Easy-v0", seeds)
+    false = evaluate(MemorySystemAgent(FalseDelete(), name="t"), "MemGym/Erasure-Easy-v0", seeds)
+    forgets = [sum(r["ops"]["FORGET"] for r in rows) for rows in (ref, none, false)]
+    assert forgets[0] > 0 and forgets[1] == forgets[0] and forgets[2] == 0
+    assert [r["return"] for r in none] == [r["return"] for r in ref]
+
+
+def test_reset_gets_the_episode_seed_when_it_takes_one():
+    from agents.memory_system import MemorySystemAgent
+
+    seen = []
+
+    class Seeded(TinyMemorySystem):
+        def reset(self, seed=None):
+            seen.append(seed)
+            super().reset()
+
+    _play_seeds = MemorySystemAgent(Seeded(), name="s")
+    from agents.bench import evaluate
+
+    evaluate(_play_seeds, ENV, [10_003, 10_004])
+    assert seen[-2:] == [10_003, 10_004]
+
+
+def test_several_decisions_mirror_an_update_of_a_held_memory_else_the_add():
+    """An UPDATE of an id the world does not hold came first and was written under that id, while the
+    ADD in the same result (the memory that held the text) was dropped."""
+    from agents.memory_system import MemorySystemAgent
+
+    class TwoDecisions(TinyMemorySystem):
+        def add(self, text, metadata):
+            out = super().add(text, metadata)
+            ids = [e["id"] for e in out] if isinstance(out, list) else [out] if isinstance(out, str) else []
+            if not ids:
+                return out
+            return [{"id": "summary", "event": "UPDATE"}] + [{"id": i, "event": "ADD"} for i in ids[:1]]
+
+    agent = MemorySystemAgent(TwoDecisions(), name="two")
+    from agents.bench import evaluate
+
+    evaluate(agent, ENV, [10_000])
+    assert "summary" not in agent._to_world and agent._to_world  # the ADDs were mirrored
