@@ -350,15 +350,25 @@ class AgentFailedError(ValueError):
     tracebacks in ``errors.txt``); ``failures`` lists one dict per failed agent (agent, family,
     difficulty, seed, error, traceback)."""
 
-    def __init__(self, failures: list[dict], payload: dict, out_dir: str | os.PathLike | None) -> None:
+    def __init__(self, failures: list[dict], payload: dict, out_dir: str | os.PathLike | None,
+                 write_error: str | None = None) -> None:
         self.failures, self.payload = failures, payload
         lines = [f"agent {f['agent']!r} failed on {f['family']}/{f['difficulty']}, seed {f['seed']}: {f['error']}"
                  for f in failures]
         kept = [a for a in payload["agents"]]
-        where = (f"; the other agents' results ({', '.join(kept)}) were written to {out_dir}, the traceback"
-                 f"{'s' if len(failures) > 1 else ''} to {Path(out_dir) / ERRORS_FILE}" if out_dir is not None
-                 else "; the other agents' results are in this error's payload")
+        if write_error is not None:  # the outputs could not be written where asked: say where they went
+            where = f"; the other agents' results ({', '.join(kept)}) were not written: {write_error}"
+        elif out_dir is not None:
+            where = (f"; the other agents' results ({', '.join(kept)}) were written to {out_dir}, the traceback"
+                     f"{'s' if len(failures) > 1 else ''} to {Path(out_dir) / ERRORS_FILE}")
+        else:
+            where = "; the other agents' results are in this error's payload"
         super().__init__("; ".join(lines) + where)
+
+
+def _errors_text(failures: list[dict]) -> str:
+    return "".join(f"agent {f['agent']!r} on {f['family']}/{f['difficulty']}, seed {f['seed']}: {f['error']}\n"
+                   f"{f['traceback']}\n" for f in failures)
 
 
 ERRORS_FILE = "errors.txt"
@@ -381,7 +391,10 @@ def _task(args: tuple) -> tuple[list[tuple[dict, dict]], dict | None]:
             key = {"agent": spec, "family": family, "difficulty": difficulty, "seed": int(seed)}
             out.append(({**key, "env_id": env_id_for(family, difficulty), **row}, {**key, **timing}))
         env.close()
-    except Exception as exc:  # noqa: BLE001 - the user's code raises anything; named, reported once, kept
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's code raises anything (SystemExit too: it killed
+        # a pool worker, and the run then waited for that worker forever); named, reported once, kept
         msg = str(exc) if isinstance(exc, ValueError) else repr(exc)  # (MemorySystemError, SB3ModelError: messages)
         return out, {"agent": spec, "family": family, "difficulty": difficulty, "seed": seed,
                      "error": msg, "traceback": traceback.format_exc()}
@@ -657,7 +670,7 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
         for env in envs:
             env.close()
     if out_dir is not None:
-        report.prepare_out_dir(out_dir, report.OUTPUT_FILES)
+        report.prepare_out_dir(out_dir, (*report.OUTPUT_FILES, ERRORS_FILE))
     tasks = build_tasks(agents, families, difficulties, seed_list, overrides)
     t0 = time.perf_counter()
     failures: list[dict] = []
@@ -697,14 +710,20 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     timing_payload = {"workers": workers, "wall_s": elapsed, "episodes": len(rows),
                       "steps": int(sum(r["events"] for r in rows)), "per_episode": timings}
     # a write failure (report.OutputWriteError) names the file and where results.json was saved instead
-    written = report.write_all(payload, out_dir, timings=timing_payload, plot=plot) if out_dir is not None else {}
+    try:
+        written = report.write_all(payload, out_dir, timings=timing_payload, plot=plot) if out_dir is not None else {}
+    except report.OutputWriteError as exc:
+        if not failures:
+            raise
+        if exc.saved is not None:  # the tracebacks go where the results went
+            (exc.saved / ERRORS_FILE).write_text(_errors_text(failures))
+        raise AgentFailedError(failures, payload, out_dir, write_error=str(exc)) from None
     payload["_timings"] = timing_payload  # not written to results.json
     payload["_written"] = written  # (the files really written: no PNG without matplotlib)
     if out_dir is not None:
         errors = Path(out_dir) / ERRORS_FILE
         if failures:
-            errors.write_text("".join(f"agent {f['agent']!r} on {f['family']}/{f['difficulty']}, seed {f['seed']}: "
-                                      f"{f['error']}\n{f['traceback']}\n" for f in failures))
+            errors.write_text(_errors_text(failures))
         elif errors.is_file():  # an earlier run's: it does not belong to these results
             errors.unlink()
     if failures:

@@ -190,8 +190,11 @@ class MemorySystemAgent(BaseAgent):
     def reset(self, seed: int | None) -> None:
         super().reset(seed)
         if callable(getattr(self.system, "reset", None)):
-            if _takes_an_argument(self.system.reset):
-                self.system.reset(seed)  # (a system that draws random numbers seeds itself per episode)
+            how = _seed_parameter(self.system.reset)  # (a system drawing random numbers seeds itself per episode)
+            if how == "keyword":
+                self.system.reset(seed=seed)
+            elif how == "positional":
+                self.system.reset(seed)
             else:
                 self.system.reset()
         elif not self._fresh:  # no reset(): a fresh system from the factory (or the pristine copy)
@@ -220,9 +223,7 @@ class MemorySystemAgent(BaseAgent):
             return QUERY, 0
         if ev.kind == "request":
             for sid in _hits(self.system.search(ev.text, 1))[:1]:  # the best hit only, even if k is ignored
-                # False (or 0) = not deleted; True, None (many clients return nothing) or a report = deleted
-                done = self.system.delete(sid)
-                if done is not False and not (isinstance(done, int) and not isinstance(done, bool) and done == 0):
+                if _deleted(self.system.delete(sid)):
                     self._deletes.append(sid)
             return self._flush_delete()
         events = _events(self.system.add(ev.text, {"step": ev.step, "session": ev.session, "kind": ev.kind}))
@@ -262,16 +263,38 @@ class MemorySystemAgent(BaseAgent):
         return NOOP, 0
 
 
-def _takes_an_argument(method: Callable) -> bool:
-    """Whether ``method`` accepts one positional argument (``reset(seed)``), by its signature."""
+def _seed_parameter(method: Callable) -> str | None:
+    """How ``reset`` takes the episode's seed, by its signature: "keyword" (a parameter named ``seed``,
+    Gymnasium's ``reset(*, seed=None)`` included), "positional" (any one positional argument), or None
+    (none, or no signature: a builtin is called the documented way, without arguments)."""
     import inspect
 
     try:
-        inspect.signature(method).bind(0)
+        sig = inspect.signature(method)
+    except (TypeError, ValueError):
+        return None
+    seed = sig.parameters.get("seed")
+    if seed is not None and seed.kind is not inspect.Parameter.POSITIONAL_ONLY:
+        return "keyword"
+    try:
+        sig.bind(0)
     except TypeError:
-        return False
-    except ValueError:  # no signature (a builtin): call it the documented way, without arguments
-        return False
+        return None
+    return "positional"
+
+
+def _deleted(result: Any) -> bool:
+    """What ``delete`` returned, read as "deleted": False or 0 (numpy's too) = not deleted; True, None
+    (many clients return nothing) or a report (a dict, ...) = deleted."""
+    import numbers
+
+    if result is None:
+        return True
+    if isinstance(result, (bool, numbers.Number)) or type(result).__module__ == "numpy":
+        try:
+            return bool(result)
+        except (TypeError, ValueError):  # (an array: ambiguous; a report of some kind)
+            return True
     return True
 
 

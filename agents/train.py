@@ -841,6 +841,12 @@ def check_recipe(cfg: TrainConfig) -> None:
         if rollout < 2:
             raise TrainConfigError(f"key 'hyperparams.n_steps' times n_envs must be >= 2 for {cfg.algo} (a "
                                    f"rollout of one step has no advantage spread); got {rollout}")
+        if cfg.algo == "maskable_ppo" and rollout % batch == 1:  # (SB3's PPO skips such a minibatch's
+            # normalisation; MaskablePPO does not: the rollout's last minibatch of one sample is NaN)
+            raise TrainConfigError(f"key 'hyperparams.batch_size' ({batch}) leaves a last minibatch of one sample "
+                                   f"of the {rollout}-step rollout (n_steps {rollout // cfg.n_envs} x n_envs "
+                                   f"{cfg.n_envs}), which MaskablePPO normalises to NaN; choose a batch_size "
+                                   f"that divides {rollout} or leaves >= 2")
     flatten = cfg.algo == "dqn"
     envs = [make_env(cfg.env_id, cfg.env_overrides, flatten=flatten) for _ in range(cfg.n_envs)]
     try:

@@ -265,7 +265,20 @@ def test_delete_returning_none_counts_as_deleted():
         def delete(self, id):
             return False
 
+    import numpy as np
+
+    class NumpyFalseDelete(TinyMemorySystem):
+        def delete(self, id):
+            return np.bool_(False)
+
+    class NumpyZeroDelete(TinyMemorySystem):
+        def delete(self, id):
+            return np.int64(0)
+
     seeds = list(range(10_000, 10_004))
+    for cls in (NumpyFalseDelete, NumpyZeroDelete):  # numpy's False / 0 mean "not deleted" too
+        rows = evaluate(MemorySystemAgent(cls(), name="t"), "MemGym/Erasure-Easy-v0", seeds)
+        assert sum(r["ops"]["FORGET"] for r in rows) == 0
     ref = evaluate(MemorySystemAgent(TinyMemorySystem(), name="t"), "MemGym/Erasure-Easy-v0", seeds)
     none = evaluate(MemorySystemAgent(NoneDelete(), name="t"), "MemGym/Erasure-Easy-v0", seeds)
     false = evaluate(MemorySystemAgent(FalseDelete(), name="t"), "MemGym/Erasure-Easy-v0", seeds)
@@ -284,11 +297,17 @@ def test_reset_gets_the_episode_seed_when_it_takes_one():
             seen.append(seed)
             super().reset()
 
-    _play_seeds = MemorySystemAgent(Seeded(), name="s")
+    class KeywordSeeded(TinyMemorySystem):  # Gymnasium's reset(*, seed=None) form
+        def reset(self, *, seed=None):
+            seen.append(("kw", seed))
+            super().reset()
+
     from agents.bench import evaluate
 
-    evaluate(_play_seeds, ENV, [10_003, 10_004])
+    evaluate(MemorySystemAgent(Seeded(), name="s"), ENV, [10_003, 10_004])
     assert seen[-2:] == [10_003, 10_004]
+    evaluate(MemorySystemAgent(KeywordSeeded(), name="s"), ENV, [10_003, 10_004])
+    assert seen[-2:] == [("kw", 10_003), ("kw", 10_004)]
 
 
 def test_several_decisions_mirror_an_update_of_a_held_memory_else_the_add():
@@ -309,3 +328,65 @@ def test_several_decisions_mirror_an_update_of_a_held_memory_else_the_add():
 
     evaluate(agent, ENV, [10_000])
     assert "summary" not in agent._to_world and agent._to_world  # the ADDs were mirrored
+
+
+def test_a_memory_system_that_exits_is_reported_and_loses_nothing(tmp_path, monkeypatch, capsys):
+    """SystemExit from a system killed a pool worker (the run then waited forever) or, with one worker,
+    ended the run silently with nothing written."""
+    import json
+
+    from agents import cli
+
+    (tmp_path / "exiting.py").write_text(textwrap.dedent('''
+        from agents.memory_system import TinyMemorySystem
+
+        class Exits(TinyMemorySystem):
+            def add(self, text, metadata):
+                if metadata["step"] > 15:
+                    raise SystemExit(3)
+                return super().add(text, metadata)
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = tmp_path / "o"
+    code = cli.main(["bench", "--agents", "write_all,memsys:exiting:Exits", "--families", "recall", "--seeds", "2",
+                     "--workers", "2", "--set", "horizon=30", "--no-progress", "--no-plot", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "agent 'memsys:exiting:Exits' failed" in err and "SystemExit(3)" in err, err
+    assert json.loads((out / "results.json").read_text())["agents"] == ["write_all", "random", "oracle"]
+
+
+def test_an_agent_failure_is_still_reported_when_the_outputs_cannot_be_written(tmp_path, monkeypatch):
+    from agents import bench, report
+
+    (tmp_path / "raising2.py").write_text(textwrap.dedent('''
+        from agents.memory_system import TinyMemorySystem
+
+        class Raises(TinyMemorySystem):
+            def add(self, text, metadata):
+                raise KeyError("boom")
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "o"
+    real = report.write_all
+
+    def fail_after_run(payload, out_dir, **kw):
+        (Path(out_dir) / report.CSV).mkdir(parents=True)  # something in the way appears during the run
+        return real(payload, out_dir, **kw)
+
+    monkeypatch.setattr(report, "write_all", fail_after_run)
+    with pytest.raises(bench.AgentFailedError) as exc:
+        bench.run_bench("quick", agents=["memsys:raising2:Raises"], families=["recall"], seeds=1, workers=1,
+                        out_dir=out, progress=False, plot=False, overrides={"horizon": 20})
+    msg = str(exc.value)
+    assert "agent 'memsys:raising2:Raises' failed" in msg and "were not written" in msg and "saved to" in msg, msg
+
+
+def test_a_folder_in_place_of_errors_txt_is_refused_before_the_run(tmp_path):
+    from agents import bench, report
+
+    out = tmp_path / "o"
+    (out / bench.ERRORS_FILE).mkdir(parents=True)
+    with pytest.raises(report.OutputDirError):
+        bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=1, workers=1, out_dir=out,
+                        progress=False, plot=False, overrides={"horizon": 20})

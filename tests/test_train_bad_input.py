@@ -579,3 +579,15 @@ def test_headline_and_recipe_name_the_memgym_ids_for_an_unknown_or_foreign_env(f
     rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, env={"id": env_id})))
     err = capsys.readouterr().err
     assert rc == 2 and "MemGym/Life-Easy-v0" in err, err
+
+
+def test_a_maskable_ppo_rollout_leaving_a_last_minibatch_of_one_is_refused(tmp_path, capsys):
+    """n_steps 33, batch_size 32: the rollout's last minibatch holds one sample, which MaskablePPO
+    normalises to NaN (SB3's PPO skips it): the run died mid-way after writing its folder."""
+    hyper = {"n_steps": 33, "batch_size": 32, "n_epochs": 1}
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, hyperparams=hyper)))
+    err = capsys.readouterr().err
+    assert rc == 2 and "leaves a last minibatch of one sample" in err, err
+    assert not out.exists()
+    with pytest.warns(UserWarning, match="truncated mini-batch of size 1"):  # PPO copes (and says so)
+        T.check_recipe(TrainConfig.from_yaml(tiny(tmp_path, algo="ppo", hyperparams=hyper)))
