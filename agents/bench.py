@@ -396,6 +396,7 @@ def _task(args: tuple) -> tuple[list[tuple[dict, dict]], dict | None]:
     except BaseException as exc:  # noqa: BLE001 - the user's code raises anything (SystemExit too: it killed
         # a pool worker, and the run then waited for that worker forever); named, reported once, kept
         msg = str(exc) if isinstance(exc, ValueError) else repr(exc)  # (MemorySystemError, SB3ModelError: messages)
+        msg = " ".join(msg.split())  # one line (errors.txt keeps the whole traceback)
         return out, {"agent": spec, "family": family, "difficulty": difficulty, "seed": seed,
                      "error": msg, "traceback": traceback.format_exc()}
     return out, None

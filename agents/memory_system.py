@@ -7,8 +7,8 @@ The ``MemorySystem`` protocol is what a memory library (Mem0, Zep, Letta, your o
         def search(self, query: str, k: int) -> list[dict]: ...      # [{"id", "text", "score"}, ...]
         def delete(self, id: str) -> bool: ...    # False (or 0): not deleted; True / None / a report: deleted
         # optional: def reset(self) -> None, or reset(self, seed) (called at the start of every episode,
-        #           with the episode's seed when it takes one; without reset() the adapter builds a
-        #           fresh system for every episode: the factory is called again)
+        #           with the episode's seed given to a parameter named `seed`; without reset() the
+        #           adapter builds a fresh system for every episode: the factory is called again)
 
 ``add`` returns what the library decided for the new text, in Mem0's shape: a list of
 ``{"id": ..., "event": "ADD" | "UPDATE" | "DELETE" | "NONE"}`` (or ``{"results": [...]}``, as
@@ -264,9 +264,11 @@ class MemorySystemAgent(BaseAgent):
 
 
 def _seed_parameter(method: Callable) -> str | None:
-    """How ``reset`` takes the episode's seed, by its signature: "keyword" (a parameter named ``seed``,
-    Gymnasium's ``reset(*, seed=None)`` included), "positional" (any one positional argument), or None
-    (none, or no signature: a builtin is called the documented way, without arguments)."""
+    """How ``reset`` takes the episode's seed, by its signature: only a parameter named ``seed`` gets it
+    ("keyword"; "positional" when it is positional-only; Gymnasium's ``reset(*, seed=None)`` included).
+    Anything else (``reset(self)``, ``reset(self, hard=False)``, ``reset(*args, **kw)`` of a proxy, no
+    signature) is called without arguments: a seed passed to another parameter would change what it
+    means (``hard=10001``) or reach an inner ``reset()`` that takes none."""
     import inspect
 
     try:
@@ -274,13 +276,9 @@ def _seed_parameter(method: Callable) -> str | None:
     except (TypeError, ValueError):
         return None
     seed = sig.parameters.get("seed")
-    if seed is not None and seed.kind is not inspect.Parameter.POSITIONAL_ONLY:
-        return "keyword"
-    try:
-        sig.bind(0)
-    except TypeError:
+    if seed is None or seed.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
         return None
-    return "positional"
+    return "positional" if seed.kind is inspect.Parameter.POSITIONAL_ONLY else "keyword"
 
 
 def _deleted(result: Any) -> bool:

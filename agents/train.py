@@ -1112,7 +1112,17 @@ def _episode_bar(total: int, desc: str, enabled: bool | None):
 
 def _evaluate_with_bar(bench, name: str, env: Any, seeds: Sequence[int], bar) -> list[dict]:
     bar.set_postfix_str(name if len(name) <= 40 else f"...{name[-37:]}", refresh=False)
-    rows = list(bench.evaluate(name, env, list(seeds)))
+    try:
+        rows = list(bench.evaluate(name, env, list(seeds)))
+    except (KeyboardInterrupt, ValueError):  # (an interrupt; a user error that already names itself)
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a baseline's own code (a memsys: library, an sb3: model)
+        # raised, SystemExit included (it ended the run silently): one line naming it, as memgym bench does
+        msg = " ".join((str(exc) or type(exc).__name__).split())
+        env_id = env["id"] if isinstance(env, dict) else env
+        raise TrainConfigError(
+            f"agent {name!r} failed while playing {env_id} (seeds {seeds[0]}..{seeds[-1]}): {type(exc).__name__}: "
+            f"{msg} (`memgym bench --agents {name} --out DIR` writes its traceback to DIR/errors.txt)") from None
     bar.update(len(seeds))
     return rows
 

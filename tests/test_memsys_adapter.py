@@ -390,3 +390,52 @@ def test_a_folder_in_place_of_errors_txt_is_refused_before_the_run(tmp_path):
     with pytest.raises(report.OutputDirError):
         bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=1, workers=1, out_dir=out,
                         progress=False, plot=False, overrides={"horizon": 20})
+
+
+def test_reset_parameters_not_named_seed_get_nothing():
+    """`reset(self, keep=False)` got the seed as `keep` (episodes leaked into each other for every seed
+    but 0), and a proxy's `reset(*a, **k)` forwarded it to an inner reset() that takes none."""
+    from agents.bench import evaluate
+    from agents.memory_system import MemorySystemAgent
+
+    class Keep(TinyMemorySystem):
+        def reset(self, keep=False):
+            if not keep:
+                super().reset()
+
+    class Proxy(TinyMemorySystem):
+        def __init__(self):
+            self.inner = TinyMemorySystem()
+
+        def reset(self, *a, **k):
+            return self.inner.reset(*a, **k)
+
+        def add(self, text, metadata):
+            return self.inner.add(text, metadata)
+
+        def search(self, query, k):
+            return self.inner.search(query, k)
+
+        def delete(self, id):
+            return self.inner.delete(id)
+
+    ref = [r["return"] for r in evaluate(MemorySystemAgent(TinyMemorySystem(), name="t"), ENV, [10_000, 10_001])]
+    for system in (Keep(), Proxy()):
+        assert [r["return"] for r in evaluate(MemorySystemAgent(system, name="t"), ENV, [10_000, 10_001])] == ref
+
+
+def test_a_multi_line_error_is_reported_in_one_line(tmp_path, monkeypatch, capsys):
+    from agents import cli
+
+    (tmp_path / "multiline.py").write_text(textwrap.dedent('''
+        from agents.memory_system import TinyMemorySystem
+
+        class Two(TinyMemorySystem):
+            def add(self, text, metadata):
+                raise ValueError("line one\\nline two")
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = cli.main(["bench", "--agents", "memsys:multiline:Two", "--families", "recall", "--seeds", "1",
+                     "--workers", "1", "--set", "horizon=20", "--no-progress", "--no-plot", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "line one line two" in err, err

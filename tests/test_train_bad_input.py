@@ -591,3 +591,25 @@ def test_a_maskable_ppo_rollout_leaving_a_last_minibatch_of_one_is_refused(tmp_p
     assert not out.exists()
     with pytest.warns(UserWarning, match="truncated mini-batch of size 1"):  # PPO copes (and says so)
         T.check_recipe(TrainConfig.from_yaml(tiny(tmp_path, algo="ppo", hyperparams=hyper)))
+
+
+@pytest.mark.parametrize("body, needle", [('raise RuntimeError("boom in add")', "RuntimeError: boom in add"),
+                                          ("raise SystemExit(3)", "SystemExit: 3")])
+def test_headline_reports_a_failing_baseline_in_one_line(finished_run, tmp_path, monkeypatch, capsys, body, needle):
+    """A raising memsys: baseline gave a raw traceback (exit 1), a sys.exit() one ended the command silently."""
+    import textwrap
+
+    module = "failing_sys_exit" if "SystemExit" in body else "failing_sys_raise"  # (imports are cached)
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(f'''
+        from agents.memory_system import TinyMemorySystem
+
+        class Fails(TinyMemorySystem):
+            def add(self, text, metadata):
+                {body}
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc = cli.main(["train", "--headline", str(finished_run), "--episodes", "1", "--baselines",
+                   f"memsys:{module}:Fails,random", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"agent 'memsys:{module}:Fails' failed while playing" in err and needle in err, err
+    assert "Traceback" not in err
