@@ -49,26 +49,25 @@ def _csv(text: str | None, option: str = "list") -> list[str] | None:
     return items
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: an int >= 1 (argparse names the option in its error)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _int_at_least(low: int, what: str = ""):
+    """argparse type: an int >= ``low`` (argparse names the option in its error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    parse.__name__ = what or f"int >= {low}"  # (argparse shows it in "invalid ... value" messages)
+    return parse
 
 
-def _nonnegative_int(text: str) -> int:
-    """argparse type: an int >= 0, e.g. a seed (Gymnasium refuses negative seeds with a traceback)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_positive_int = _int_at_least(1, "positive int")
+# a seed: Gymnasium refuses negative seeds with a traceback
+_nonnegative_int = _int_at_least(0, "non-negative int")
 
 
 def _overrides(pairs: Sequence[str] | None, world_choice: dict[str, str] | None = None) -> dict:
