@@ -594,13 +594,71 @@ def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str
             for t in tasks:
                 take(_task(t))
         else:
-            with _pool_context().Pool(processes=workers) as pool:
-                for result in pool.imap_unordered(_task, tasks, chunksize=1):
-                    take(result)
+            _run_in_pool(tasks, workers, take)
     finally:
         if bar is not None:
             bar.close()
     return rows, timings
+
+
+_STARTED = None  # in a pool worker: where it says which task it starts (see _run_in_pool)
+
+
+def _worker_init(started) -> None:
+    import signal
+
+    global _STARTED
+    _STARTED = started
+    # Ctrl-C reaches the whole process group: the main process stops the run and terminates the pool;
+    # a worker that also raised KeyboardInterrupt only printed a traceback on the way out
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _tracked_task(args: tuple) -> tuple:
+    index, task = args
+    if _STARTED is not None:
+        _STARTED.put((os.getpid(), index))  # (a SimpleQueue: written before the task runs, no feeder thread)
+    return _task(task)
+
+
+def _died(task: tuple, exitcode: int | None) -> dict:
+    spec, family, difficulty, _, seeds = task
+    return {"agent": spec, "family": family, "difficulty": difficulty, "seed": seeds[0] if seeds else None,
+            "error": f"its worker process died (exit code {exitcode}) while playing seeds {seeds[0]}..{seeds[-1]}: "
+                     "os._exit() or a crash in native code; there is no traceback",
+            "traceback": "(the process ended without a Python exception)\n"}
+
+
+def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
+    """Play ``tasks`` in a pool of ``workers`` processes, handing each result to ``take``. A worker that
+    dies without a Python exception (``os._exit``, a segfault in a library, the OOM killer) loses its
+    task: ``multiprocessing.Pool`` replaces the worker but never answers for that task, so the run
+    would wait forever. Each worker says which task it starts; a task whose worker is gone is reported
+    as a failure of its agent and the other tasks go on."""
+    ctx = _pool_context()
+    started = ctx.SimpleQueue()
+    with ctx.Pool(processes=workers, initializer=_worker_init, initargs=(started,)) as pool:
+        pending = {i: pool.apply_async(_tracked_task, ((i, t),)) for i, t in enumerate(tasks)}
+        running: dict[int, int] = {}  # worker pid -> index of the task it runs
+        procs: dict[int, Any] = {}  # worker pid -> its Process (kept: the pool drops dead ones)
+        while pending:
+            for p in getattr(pool, "_pool", ()):  # (private: without it no death is detected, as before)
+                procs.setdefault(p.pid, p)
+            while not started.empty():
+                pid, index = started.get()
+                running[pid] = index
+            done = [i for i, r in pending.items() if r.ready()]
+            for i in done:
+                take(pending.pop(i).get())
+            for pid, index in list(running.items()):
+                proc = procs.get(pid)
+                if proc is not None and proc.exitcode is not None:  # dead (a live worker has None)
+                    del running[pid]
+                    if index in pending and not pending[index].ready():
+                        del pending[index]
+                        take(([], _died(tasks[index], proc.exitcode)))
+            if pending and not done:
+                next(iter(pending.values())).wait(0.05)
 
 
 def build_tasks(agents: Sequence[str], families: Sequence[str], difficulties: Sequence[str], seeds: Sequence[int],

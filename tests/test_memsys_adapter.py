@@ -439,3 +439,32 @@ def test_a_multi_line_error_is_reported_in_one_line(tmp_path, monkeypatch, capsy
                      "--workers", "1", "--set", "horizon=20", "--no-progress", "--no-plot", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "line one line two" in err, err
+
+
+def test_a_worker_that_dies_without_an_exception_is_reported_and_the_run_ends(tmp_path):
+    """os._exit() (or a segfault in a native library) in a worker: multiprocessing.Pool replaced the
+    worker and waited for its task forever."""
+    import json
+
+    (tmp_path / "dying.py").write_text(textwrap.dedent('''
+        import os
+
+        from agents.memory_system import TinyMemorySystem
+
+        class Dies(TinyMemorySystem):
+            def add(self, text, metadata):
+                if metadata["step"] > 5:
+                    os._exit(9)
+                return super().add(text, metadata)
+        '''))
+    out = tmp_path / "o"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    # in a subprocess with a timeout: the bug this guards against was a run that never ended
+    proc = subprocess.run([sys.executable, "-m", "agents.cli", "bench", "--agents", "write_all,memsys:dying:Dies",
+                           "--families", "recall", "--seeds", "2", "--workers", "2", "--set", "horizon=30",
+                           "--no-progress", "--no-plot", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    err = proc.stderr
+    assert proc.returncode == 2 and "agent 'memsys:dying:Dies' failed" in err, err
+    assert "worker process died (exit code 9)" in err and "Traceback" not in err, err
+    assert json.loads((out / "results.json").read_text())["agents"] == ["write_all", "random", "oracle"]
