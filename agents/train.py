@@ -855,6 +855,11 @@ def check_recipe(cfg: TrainConfig) -> None:
             raise TrainConfigError(f"key 'env.id': {cfg.env_id} is not a MemGym env (memgym train trains memory "
                                    f"policies on a MemoryEnv: its masks, metrics and baselines); registered ids: "
                                    f"{', '.join(known)}")
+        if envs[0].unwrapped.config.horizon is None:  # (its validation episodes never ended: the run hung there)
+            raise TrainConfigError(f"key 'env.overrides.horizon': {cfg.env_id} never ends (horizon: null), so its "
+                                   f"validation and test episodes would not either; give a horizon, e.g. "
+                                   f"env: {{id: {cfg.env_id}, overrides: {{horizon: 800}}}} (the endless world runs "
+                                   f"unchanged up to it)")
         dict_obs = isinstance(envs[0].observation_space, gym.spaces.Dict)
         want = "MultiInputPolicy" if dict_obs else "MlpPolicy"
         if cfg.policy != want:

@@ -366,6 +366,8 @@ def test_resume_with_stop_after_at_or_below_the_checkpoint_is_refused_and_change
         ({"device": "tpu"}, ["key 'device' must be one of cpu, cuda, cuda:N, mps, auto", "'tpu'"]),
         ({"policy": "MlpPolicy"}, ["key 'policy' must be MultiInputPolicy", "Dict"]),
         ({"env": {"id": "CartPole-v1"}}, ["key 'env.id'", "not a MemGym env", "MemGym/Life-Easy-v0"]),
+        # an endless env without a horizon: the first validation episode never ended (the run hung)
+        ({"env": {"id": "MemGym/Life-Endless-v0"}}, ["key 'env.overrides.horizon'", "never ends", "horizon: 800"]),
         ({"eval": {"freq": 128, "episodes": 1, "baselines": ["random", "sb3:/nope/model.zip"]}},
          ["key 'eval.baselines'", "sb3:/nope/model.zip"]),
         ({"eval": {"freq": 128, "episodes": 1, "baselines": ["memsys:nope.mod:make"]}},
