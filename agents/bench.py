@@ -355,7 +355,7 @@ class AgentFailedError(ValueError):
         self.failures, self.payload = failures, payload
         lines = [f"agent {f['agent']!r} failed on {f['family']}/{f['difficulty']}, seed {f['seed']}: {f['error']}"
                  for f in failures]
-        kept = [a for a in payload["agents"]]
+        kept = payload["agents"]
         if write_error is not None:  # the outputs could not be written where asked: say where they went
             where = f"; the other agents' results ({', '.join(kept)}) were not written: {write_error}"
         elif out_dir is not None:
