@@ -211,3 +211,57 @@ def test_retrieval_probability_takes_arrays():
     assert p[0] == p[1] and 0.5 < p[0] < 1.0
     with pytest.raises(ValueError, match="tau must"):
         retrieval_probability(np.array([0.1, 0.2]), tau=np.array([0.0, np.nan]))
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda: base_level([float("nan")]), "lags"),
+    (lambda: base_level([float("inf")]), "lags"),
+    (lambda: optimized_learning(2, float("nan")), "life"),
+    (lambda: optimized_learning(2, float("inf")), "life"),
+    (lambda: optimized_learning(2.5, 10.0), "n must be an integer"),
+    (lambda: hybrid_base_level([1.0, 2.0], 3.5, 10.0, k=2), "n must be an integer"),
+    (lambda: hybrid_base_level([1.0, 2.0], 3, 10.0, k=2.0), "k must be an integer"),
+    (lambda: hybrid_base_level_batch(10.0, np.array([0.0]), np.array([3]), np.array([[5.0, 8.0]]), d=1.0), "decay d"),
+    (lambda: hybrid_base_level_batch(10.0, np.array([0.0]), np.array([3]), np.array([[5.0, 8.0]]), d=0.0), "decay d"),
+    (lambda: ActRRecord(created_step=0).activation(float("nan")), "current_step"),
+    (lambda: retrieval_latency(0.0, -1.0), "latency factor"),
+    (lambda: failure_latency(0.0, -2.0), "latency factor"),
+    (lambda: failure_latency(float("nan")), "tau"),
+])
+def test_public_functions_refuse_non_finite_or_out_of_domain_input(call, field):
+    with pytest.raises(ValueError, match=field):
+        call()
+
+
+def test_a_presentation_before_creation_is_refused():
+    rec = ActRRecord(created_step=10, k=1)
+    with pytest.raises(ValueError, match="before the record's creation"):
+        rec.bump(2)
+    assert rec.n == 1 and rec.recent == [10.0]  # nothing recorded
+
+
+def test_extreme_activations_give_limits_without_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(retrieval_probability(-1000.0)) == 0.0
+        assert failure_latency(-1000.0) == math.inf
+        assert float(retrieval_latency(-1000.0)) == math.inf
+
+
+@pytest.mark.parametrize("m", [10, 300])
+def test_batch_padding_may_sit_anywhere_in_a_row(m):
+    # the fast path for > 256 rows read a single presentation from column 0 only: padding first
+    # gave -inf activations there and finite ones below 257 rows
+    created = np.arange(m, dtype=float)
+    n = np.ones(m, dtype=np.int64)
+    right = np.full((m, 2), -np.inf)
+    right[:, 1] = created
+    left = np.full((m, 2), -np.inf)
+    left[:, 0] = created
+    for flag in (False, True):
+        a = hybrid_base_level_batch(1000.0, created, n, right.copy(), assume_no_nan=flag)
+        b = hybrid_base_level_batch(1000.0, created, n, left.copy(), assume_no_nan=flag)
+        assert np.isfinite(a).all()
+        assert a.tobytes() == b.tobytes()

@@ -112,3 +112,24 @@ def test_max_iter_must_be_an_integer_whatever_the_graph(bad):
     with pytest.raises(ValueError, match=r"max_iter must be an integer >= 0"):
         personalized_pagerank(tm, np.ones(3), max_iter=bad)
     assert personalized_pagerank(tm, np.ones(3), max_iter=np.int64(100))[1] == "power"
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_non_finite_personalization_is_refused(bad):
+    g = nx.DiGraph([(0, 1), (1, 2)])
+    tm = transition_matrix(nx.to_scipy_sparse_array(g, nodelist=[0, 1, 2]))
+    with pytest.raises(ValueError, match="finite"):
+        personalized_pagerank(tm, np.array([bad, 1.0, 0.0]))
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -1.0])
+def test_edge_weights_must_be_finite_and_non_negative(weight):
+    g = AssocGraph()
+    for node in "abc":
+        g.add_node(node, "x")
+    g.add_edge("a", "b", "rel")
+    with pytest.raises(ValueError, match="edge weight"):
+        g.add_edge("b", "c", "rel", weight)
+    assert g.number_of_edges() == 1  # nothing half-added
+    scores, _, _ = g.ppr(["a"])
+    assert np.isfinite(scores).all() and (scores >= 0).all()

@@ -68,8 +68,8 @@ def base_level(lags: Sequence[float], d: float = 0.5) -> float:
         raise ValueError("lags must hold at least one presentation (creation counts as one)")
     total = 0.0
     for t in lags:
-        if t <= 0:
-            raise ValueError(f"lags must be > 0, got {t!r}")
+        if not 0 < t < math.inf:  # (NaN fails too)
+            raise ValueError(f"lags must be finite and > 0, got {t!r}")
         total += t ** (-d)
     return math.log(total)
 
@@ -77,8 +77,9 @@ def base_level(lags: Sequence[float], d: float = 0.5) -> float:
 def optimized_learning(n: int, life: float, d: float = 0.5) -> float:
     """Optimized-learning approximation B = ln(n / (1 - d)) - d ln(L), L = time since creation."""
     _check_d(d)
-    if n < 1 or life <= 0:
-        raise ValueError(f"need n >= 1 and L > 0, got n={n!r}, L={life!r}")
+    _check_count("n", n, " (creation counts)")
+    if not 0 < life < math.inf:
+        raise ValueError(f"life (L = time since creation) must be finite and > 0, got {life!r}")
     return math.log(n / (1.0 - d)) - d * math.log(life)
 
 
@@ -98,9 +99,9 @@ def hybrid_base_level(recent_lags: Sequence[float], n: int, life: float, d: floa
     lags = sorted(float(t) for t in recent_lags)
     if k is None:
         k = len(lags)
-    if n < 1:
-        raise ValueError(f"n must be >= 1 (creation counts as a presentation), got {n!r}")
-    if k < 1 or len(lags) != min(n, k):
+    _check_count("n", n, " (creation counts as a presentation)")
+    _check_count("k", k)
+    if len(lags) != min(n, k):
         raise ValueError(f"need len(recent_lags) = min(n, k) with k >= 1; got {len(lags)} lags, n={n}, k={k}")
     if not all(0 < t < math.inf for t in lags) or not 0 < life < math.inf:
         raise ValueError(f"recent_lags and life (L) must be finite and > 0, got {lags!r}, L={life!r}")
@@ -125,16 +126,20 @@ def hybrid_base_level_batch(
 
     created: (m,) creation times; n: (m,) presentation counts (creation included);
     recent: (m, k) times of the k most recent presentations, NaN or -inf where fewer than k exist.
-    Lags are clipped below at `min_lag`. Exact when n <= k.
+    Lags are clipped below at `min_lag`. Exact when n <= k. `assume_no_nan`: the caller promises
+    that ``recent`` holds no NaN (padding is -inf), which skips a scan.
     """
+    if not 0.0 < d < 1.0:  # (inline: a hot path)
+        _check_d(d)
     m = len(n)
     if m > 256 and assume_no_nan:
-        # Most memories were never retrieved (n == 1): their only term is the first column. Compute
-        # those rows from that column alone and the others in full. Same operations per element, so
-        # the result is bit-identical to the general path (adding exact zeros changes nothing).
+        # Most memories were never retrieved (n == 1): their only term is their one presentation time,
+        # the row's maximum (the rest is -inf padding, wherever it sits). Compute those rows from that
+        # alone and the others in full. Same operations per element, so the result is bit-identical
+        # to the general path (adding exact zeros changes nothing).
         multi = (n != 1).nonzero()[0]
         if len(multi) * 4 < m:
-            lag1 = np.maximum(now - recent[:, 0], min_lag)
+            lag1 = np.maximum(now - np.maximum.reduce(recent, axis=1), min_lag)
             if d == 0.5:
                 np.sqrt(lag1, out=lag1)
                 np.divide(1.0, lag1, out=lag1)
@@ -217,22 +222,37 @@ def _tail_rows_sqrt(now: float, created: list, n: list, lags: list, k: int, min_
 
 
 def retrieval_probability(activation, tau: float = 0.0, s: float = 0.25):
-    """P = 1 / (1 + exp(-(A - tau) / s)); works on floats and numpy arrays."""
+    """P = 1 / (1 + exp(-(A - tau) / s)); works on floats and numpy arrays. A far below tau gives 0.0
+    (exp overflows to inf: no warning)."""
     if not np.all((np.asarray(s, dtype=float) > 0) & np.isfinite(s)):
         raise ValueError(f"noise scale s must be finite and > 0, got {s!r}")
     if not np.all(np.isfinite(np.asarray(tau, dtype=float))):
         raise ValueError(f"threshold tau must be finite, got {tau!r}")
-    return 1.0 / (1.0 + np.exp(-(np.asarray(activation, dtype=float) - tau) / s))
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-(np.asarray(activation, dtype=float) - tau) / s))
+
+
+def _check_factor(latency_factor) -> None:
+    if not np.all((np.asarray(latency_factor, dtype=float) > 0) & np.isfinite(latency_factor)):
+        raise ValueError(f"latency factor F must be finite and > 0, got {latency_factor!r}")
 
 
 def retrieval_latency(activation, latency_factor: float = 1.0):
-    """T = F exp(-A)."""
-    return latency_factor * np.exp(-np.asarray(activation, dtype=float))
+    """T = F exp(-A) (an activation of -inf, never retrievable, takes inf)."""
+    _check_factor(latency_factor)
+    with np.errstate(over="ignore"):
+        return latency_factor * np.exp(-np.asarray(activation, dtype=float))
 
 
 def failure_latency(tau: float = 0.0, latency_factor: float = 1.0) -> float:
-    """A retrieval failure takes F exp(-tau)."""
-    return latency_factor * math.exp(-tau)
+    """A retrieval failure takes F exp(-tau) (inf when that overflows)."""
+    _check_factor(latency_factor)
+    if not math.isfinite(tau):
+        raise ValueError(f"threshold tau must be finite, got {tau!r}")
+    try:
+        return latency_factor * math.exp(-tau)
+    except OverflowError:
+        return math.inf
 
 
 @dataclass(init=False)
@@ -291,10 +311,12 @@ class ActRRecord:
         return tuple(self.recent[1:] if self.n <= self.k else self.recent)
 
     def bump(self, step: float) -> None:
-        """Record one more presentation at `step`."""
+        """Record one more presentation at `step` (not before the record's creation)."""
         step = float(step)
         if not math.isfinite(step):
             raise ValueError(f"step must be finite, got {step!r}")
+        if step < self.created_step:
+            raise ValueError(f"step {step!r} is before the record's creation (created_step={self.created_step!r})")
         self.n += 1
         self.recent.append(step)
         if len(self.recent) > self.k:
@@ -302,6 +324,8 @@ class ActRRecord:
 
     def activation(self, current_step: float) -> float:
         """Hybrid base level at `current_step` (exact while n <= k); lags clipped at MIN_LAG."""
+        if not math.isfinite(float(current_step)):
+            raise ValueError(f"current_step must be finite, got {current_step!r}")
         out = hybrid_base_level_batch(
             float(current_step),
             np.array([float(self.created_step)]),

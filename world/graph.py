@@ -13,6 +13,7 @@ original). `to_networkx()` builds a read-only networkx view on demand.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 
@@ -149,7 +150,10 @@ class AssocGraph:
             setattr(self, attr, new)
 
     def add_edge(self, src: str, dst: str, rel: str, weight: float = 1.0) -> None:
-        """Add (or overwrite the relation / weight of) the edge src -> dst. Both nodes must exist."""
+        """Add (or overwrite the relation / weight of) the edge src -> dst. Both nodes must exist; the
+        weight is finite and >= 0 (PageRank's transition probabilities are weight / out-weight)."""
+        if not 0.0 <= weight < math.inf:  # (NaN fails too)
+            raise ValueError(f"edge weight must be finite and >= 0, got {weight!r}")
         s, d = self._idx[src], self._idx[dst]
         code = self._rel_code.get(rel)
         if code is None:
