@@ -60,3 +60,14 @@ def test_max_cues_must_be_a_positive_integer(bad):
 def test_ascii_marks_give_the_same_cue_with_or_without_no_space_letters(mixed, plain):
     shared = set(extract_cues(mixed)) & set(extract_cues(plain))
     assert any(c.startswith(("#", "-", "@")) for c in shared), (extract_cues(mixed), extract_cues(plain))
+
+
+@pytest.mark.parametrize("text, max_cues, expected", [
+    ("the weather in berlin was cold, then Berlin got snow", 2, ["weather", "berlin"]),
+    ("apple pie and orange juice for breakfast with Apple shares", 4, ["apple", "pie"]),
+    ("小雨 weather in berlin was cold, then Berlin got snow", 3, ["小雨", "berlin"]),
+])
+def test_an_entity_like_word_is_kept_after_its_lower_case_form_was_skipped(text, max_cues, expected):
+    # the docstring's "entity-like tokens are always kept": a word skipped in lower case (the half of
+    # plain words was full) was marked seen and its capitalised form dropped later
+    assert extract_cues(text, max_cues) == expected

@@ -61,8 +61,8 @@ def _extract_cues_reference(text: str, max_cues: int = 8) -> list[str]:
         low = w.lower()
         if len(w) <= 2 or low in STOP_WORDS or low in seen:
             continue
-        seen.add(low)
         if is_entity_like(w) or len(cues) < max_cues // 2:
+            seen.add(low)  # (only a kept word is seen: a skipped one may come back entity-like)
             cues.append(low)
         if len(cues) >= max_cues:
             break

@@ -140,8 +140,9 @@ def extract_cues(text: str, max_cues: int = 8) -> list[str]:
             low = w.lower()
         if len(w) <= 2 or low in STOP_WORDS or low in seen:
             continue
-        seen.add(low)
         if len(cues) < half or w[0].isupper() or any(c.isdigit() for c in w):  # is_entity_like(w)
+            # (marked seen only when kept: a word skipped in lower case may come back capitalised)
+            seen.add(low)
             cues.append(low)
             if len(cues) >= max_cues:
                 break
@@ -160,8 +161,8 @@ def _extract_cues_mixed(text: str, max_cues: int) -> list[str]:
             low = w.lower()
             if (not bigram and len(w) <= 2) or not w or low in STOP_WORDS or low in seen:
                 continue
-            seen.add(low)
             if bigram or len(cues) < half or is_entity_like(w):
+                seen.add(low)
                 cues.append(low)
                 if len(cues) >= max_cues:
                     return cues

@@ -8,15 +8,18 @@ A new text is a duplicate of a stored one when (first rule that fires wins):
 4. Jaccard: word-set Jaccard >= 0.72;
 5. embedding: cosine similarity >= `embed_threshold` (checked by the store with one mat-vec).
 
-Rules 2-5 look at a recent window (12 memories, seed 000) except rule 5 and the fingerprint, which
-cover the whole namespace.
+Rules 2-4 look at a recent window (12 memories, seed 000); the fingerprint covers the whole
+namespace; rule 5 (in the store) the last ``embed_window`` memories (512; the whole namespace when
+``embed_window=None``).
 
 Value-aware guard (a bug fix): a world states facts and then *changes* them ("Alice's favourite
 drink is tea" -> "... is coffee", "Bob is 30" -> "Bob is 31"). The seed's prefix rule and any loose
 similarity threshold call such updates duplicates and drop them. Rules 2-5 therefore never fire when
-the two texts show a *value change*: the content words (stop words removed, negations kept) differ on
-both sides (a substitution), a differing content word is entity-like (capitalised or numeric), or a
-negation ("not", "never", "...n't") appears on one side only. The
+the two texts show a *value change* (:func:`value_change`): the content words (stop words removed,
+negations kept) differ on both sides (a substitution), a differing content word is entity-like
+(capitalised or numeric), a negation ("not", "never", "...n't") appears on one side only, a word is
+replaced by its opposite, stop words included ("on" -> "off", "he" -> "she"), or a number differs as
+written ("-40" -> "40", "3.5" -> "5.3"). The
 seed's own Jaccard rule is guarded too: in a long sentence one substituted value still passes 0.72.
 Containment uses word boundaries ("Bob is 3" is not inside "Bob is 30").
 
@@ -180,14 +183,49 @@ def _negation(words: frozenset[str]) -> bool:
     return bool(words & _NEGATIONS) or any(w.endswith("n't") for w in words)
 
 
+# Stop words that name a value opposite to another one: a substitution of one for its opposite is a
+# value change ("the light is on" -> "off"), while other stop-word changes are paraphrases ("Celia has
+# archery as a hobby" -> "Celia's hobby is archery", which the world repeats as the same fact).
+_OPPOSITES: dict[str, frozenset[str]] = {}
+for _x, _y in (("on", "off"), ("in", "out"), ("up", "down"), ("he", "she"), ("him", "her"), ("his", "her"),
+               ("his", "hers"), ("before", "after"), ("above", "below"), ("over", "under"), ("yes", "no"),
+               ("more", "less"), ("most", "least"), ("always", "never"), ("all", "none"), ("open", "closed"),
+               ("true", "false"), ("inside", "outside"), ("first", "last"), ("we", "they")):
+    _OPPOSITES[_x] = _OPPOSITES.get(_x, frozenset()) | {_y}
+    _OPPOSITES[_y] = _OPPOSITES.get(_y, frozenset()) | {_x}
+del _x, _y
+# a number as written, with its sign and decimal part (the word pattern splits "3.5" into two words
+# and drops the minus of "-40")
+_NUMBER_RE = re.compile(r"(?<![^\W_])-?\d+(?:[.,]\d+)*")
+
+
 def value_change(a: TextSignature, b: TextSignature) -> bool:
-    """True when a and b state different values: substituted content words, a differing entity-like
-    word, or a negation present on one side only."""
+    """True when a and b state different values:
+
+    - substituted content words ("tea" -> "coffee"), a differing entity-like word, or a negation on
+      one side only;
+    - a word replaced by its opposite, stop words included ("the light is on" -> "off", "he" -> "she");
+    - other numbers as written ("-40" -> "40", "3.5" -> "5.3").
+
+    Not detected: the same words in other roles ("Alice owes Bob" / "Bob owes Alice"), which word
+    order cannot tell from a paraphrase ("Ulrich is Magnus's sibling" / "Magnus's sibling is Ulrich").
+    """
     only_a = a.content - b.content
     only_b = b.content - a.content
     if only_a and only_b:
         return True
-    return bool((only_a & a.entities) or (only_b & b.entities) or _negation(only_a | only_b))
+    if (only_a & a.entities) or (only_b & b.entities) or _negation(only_a | only_b):
+        return True
+    diff_a = a.word_set - b.word_set
+    if diff_a:
+        diff_b = b.word_set - a.word_set
+        if diff_b and any(not diff_b.isdisjoint(_OPPOSITES.get(w, ())) for w in diff_a):
+            return True
+    return _numbers(a.norm) != _numbers(b.norm)
+
+
+def _numbers(norm: str) -> frozenset[str]:
+    return frozenset(_NUMBER_RE.findall(norm)) if any(c.isdigit() for c in norm) else frozenset()
 
 
 def _contains(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
