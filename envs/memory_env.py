@@ -13,6 +13,7 @@ from gymnasium import spaces
 
 from envs import features as F
 from world import Op, World, WorldConfig
+from world.config import ConfigError
 from world.sim import Outcome
 
 N_OPS = len(Op)
@@ -21,7 +22,7 @@ OP_NAMES: tuple[str, ...] = tuple(op.name for op in _OPS)
 TARGETED = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
 
 
-def resolve_config(config: Any = None, **overrides: Any) -> WorldConfig:
+def resolve_config(config: Any = None, preset: str | None = None, **overrides: Any) -> WorldConfig:
     """Turn the ``config`` argument of :class:`MemoryEnv` into a validated :class:`world.WorldConfig`.
 
     Accepts ``None`` (the ``life``/``easy`` preset), a ``WorldConfig``, a ``dict`` of fields (read as a
@@ -29,13 +30,26 @@ def resolve_config(config: Any = None, **overrides: Any) -> WorldConfig:
     and ``difficulty`` (default ``easy``) with the other fields over it), a path to a YAML file, or a
     ``"family-difficulty"`` string such as ``"multi_hop-hard"``. ``overrides`` are applied last through
     ``WorldConfig.replace`` (validated).
+
+    ``preset``: the ``"family-difficulty"`` world a registered id stands for (its ``gym.make`` kwargs).
+    With it, ``config=None`` is that preset, a dict's fields go over it, and a config of another family
+    or difficulty is refused (``ConfigError``): the id would name a world it does not run.
     """
+    base = None
+    if preset is not None:
+        if not isinstance(preset, str) or "-" not in preset:
+            raise ConfigError(f"preset must be a 'family-difficulty' string such as 'life-easy', got {preset!r}")
+        family, _, difficulty = preset.rpartition("-")
+        base = WorldConfig.preset(family, difficulty)
     if config is None:
-        cfg = WorldConfig.preset("life", "easy")
+        cfg = base if base is not None else WorldConfig.preset("life", "easy")
     elif isinstance(config, WorldConfig):
         cfg = config
     elif isinstance(config, dict):
         data = dict(config)
+        if base is not None and "preset" not in data:
+            data.setdefault("family", base.family)
+            data.setdefault("difficulty", base.difficulty)
         if "family" not in data and "preset" not in data:
             data["family"] = "life"  # the env's default world, as for config=None
         cfg = WorldConfig.from_dict(data)  # the family's preset (difficulty "easy" unless given) + the rest
@@ -54,6 +68,14 @@ def resolve_config(config: Any = None, **overrides: Any) -> WorldConfig:
         raise TypeError(
             "config must be None, a WorldConfig, a dict, a YAML path or 'family-difficulty', "
             f"got {type(config).__name__}"
+        )
+    if base is not None and (cfg.family, cfg.difficulty) != (base.family, base.difficulty):
+        from envs import env_id
+
+        raise ConfigError(
+            f"config={config!r} gives the {cfg.family}-{cfg.difficulty} world, but this env id stands for "
+            f"{preset!r} (its gym.make kwargs preset={preset!r}); gym.make the id of that world "
+            f"({env_id(cfg.family, cfg.difficulty)}) with your fields, or build envs.MemoryEnv(config) directly"
         )
     if overrides:
         cfg = cfg.replace(**overrides)
@@ -197,6 +219,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     |---------------|---------------------------------------|------------------|-------------|
     | `config`      | `WorldConfig`, dict, YAML path, str    | `"life-easy"`    | the world: a config, its fields, a YAML file or `"family-difficulty"` |
     | `render_mode` | `None`, `"ansi"`, `"rgb_array"`, `"human"` | `None`      | `human` prints the ansi frame |
+    | `preset`      | `"family-difficulty"` or `None`        | the id's         | set by registration: `config` fields go over it; a `config` of another world is refused |
     | `**overrides` | WorldConfig fields                    |                  | e.g. `horizon=200`, `capacity=64`, `n_candidates=12`, `n_recent=3`, `embedder="minilm"` (validated) |
 
     `reset(options={"family": ..., "difficulty": ...})` switches the world to another preset
@@ -215,14 +238,15 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 4}
 
-    def __init__(self, config: Any = None, render_mode: str | None = None, **overrides: Any) -> None:
+    def __init__(self, config: Any = None, render_mode: str | None = None, preset: str | None = None,
+                 **overrides: Any) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode={render_mode!r} is not supported; allowed: None, "
                 + ", ".join(repr(m) for m in self.metadata["render_modes"])
             )
         self.render_mode = render_mode
-        self.config = resolve_config(config, **overrides)
+        self.config = resolve_config(config, preset, **overrides)
         # (a family / difficulty given here equals the config's, or resolve_config refused it: it names
         # the world, so a reset(options=...) switch must not carry it over to the next preset)
         self._overrides = {k: v for k, v in overrides.items() if k not in ("family", "difficulty")}

@@ -179,6 +179,9 @@ class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
         gym.Wrapper.__init__(self, env)
         if on_error not in ("raise", "noop"):
             raise ValueError(f"on_error must be 'raise' or 'noop', got {on_error!r}")
+        if isinstance(max_length, (bool, np.bool_)) or not isinstance(max_length, (int, np.integer)) or max_length < 1:
+            raise ValueError(f"max_length must be an integer >= 1 (characters of the text observation), "
+                             f"got {max_length!r}")
         self.on_error = on_error
         self._base = _memory_env(env)
         self.max_length = int(max_length)

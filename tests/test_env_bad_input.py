@@ -413,3 +413,42 @@ def test_a_redundant_family_keyword_does_not_block_a_reset_switch():
     env = gym.make("MemGym/Life-Easy-v0", difficulty="easy")  # equal to the id's: accepted
     env.reset(seed=0, options={"difficulty": "medium"})
     assert env.unwrapped.config == WorldConfig.preset("life", "medium")
+
+
+def test_config_kwarg_on_a_registered_id_goes_over_that_ids_preset():
+    """gym.make("MemGym/Recall-Hard-v0", config={"capacity": 10}) ran a life-easy world under the
+    recall-hard id (the registered config was replaced, and a dict without a family means life)."""
+    env = gym.make("MemGym/Recall-Hard-v0", config={"capacity": 10})
+    assert env.unwrapped.config == WorldConfig.preset("recall", "hard").replace(capacity=10)
+    assert gym.make("MemGym/Recall-Hard-v0", config="recall-hard").unwrapped.config == \
+        WorldConfig.preset("recall", "hard")
+    assert gym.make(env.spec).unwrapped.config == env.unwrapped.config  # (the spec keeps both)
+    for other, world in [("configs/world/erasure-easy.yaml", "erasure-easy"), ({"family": "erasure"}, "erasure-hard"),
+                         ("life-easy", "life-easy"), (WorldConfig.preset("recall", "easy"), "recall-easy")]:
+        with pytest.raises(ConfigError, match=rf"gives the {world} world, but this env id stands for 'recall-hard'"):
+            gym.make("MemGym/Recall-Hard-v0", config=other)
+    with pytest.raises(ConfigError, match="preset must be"):
+        MemoryEnv(preset="recall")
+    assert MemoryEnv().config == WorldConfig.preset("life", "easy")  # no preset: as before
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"capacity": np.int64(10)}, {"capacity": 10}),
+    ({"forget_threshold": np.float32(-1.0)}, {"forget_threshold": -1.0}),
+    ({"n_candidates": np.int32(12), "decay": np.float64(0.4)}, {"n_candidates": 12, "decay": 0.4}),
+])
+def test_numpy_numbers_are_accepted_as_plain_numbers(overrides, expected):
+    # a sweep over np.arange / np.linspace hit "must be an integer ..., got int64 10"
+    env = gym.make("MemGym/Life-Easy-v0", **overrides)
+    cfg = env.unwrapped.config
+    for key, value in expected.items():
+        assert getattr(cfg, key) == value and type(getattr(cfg, key)) is type(value)
+    assert cfg == WorldConfig.preset("life", "easy").replace(**expected)
+    with pytest.raises(ConfigError, match="capacity: must be an integer"):
+        gym.make("MemGym/Life-Easy-v0", capacity=np.bool_(True))
+
+
+@pytest.mark.parametrize("bad", ["abc", None, 2.5, 0, -1, True])
+def test_text_interface_max_length_is_checked_by_name(bad):
+    with pytest.raises(ValueError, match=r"max_length must be an integer >= 1"):
+        TextInterface(gym.make("MemGym/Life-Easy-v0"), max_length=bad)

@@ -12,9 +12,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 FAMILIES: tuple[str, ...] = (
     "recall",
@@ -170,7 +173,13 @@ class WorldConfig:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            _check(f.name, getattr(self, f.name))
+            value = _plain(getattr(self, f.name))
+            _check(f.name, value)
+            object.__setattr__(self, f.name, value)
+        for name in ("mix", "rewards"):
+            table = getattr(self, name)
+            if isinstance(table, dict):
+                object.__setattr__(self, name, {k: _plain(v) for k, v in table.items()})
         if self.delay_max < self.delay_min:
             raise ConfigError(f"delay_max ({self.delay_max}) must be >= delay_min ({self.delay_min})")
         if self.horizon is None and self.difficulty != "endless":
@@ -299,6 +308,18 @@ def _check_keys(data: dict) -> None:
     for k in data:
         if k not in allowed:
             raise ConfigError(f"unknown config key {k!r}; allowed keys: {allowed}")
+
+
+def _plain(value: Any) -> Any:
+    """A numpy number as the Python int or float it stands for (``np.int64(10)`` from a sweep over
+    ``np.arange`` is 10); anything else as it is (bools, numpy's too, stay refused by the checks)."""
+    if type(value) in (int, float, bool, str):  # (the common case first)
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        return float(value)
+    return value
 
 
 def _check(name: str, value: Any) -> None:
