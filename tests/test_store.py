@@ -477,3 +477,21 @@ def test_failed_pagerank_is_never_silent():
     np.testing.assert_allclose([x for _, x in got], [x for _, x in want], atol=1e-9)
     with pytest.raises(PPRConvergenceError):
         build(ppr_fallback="raise").query("Alice")
+
+
+def test_erasure_report_names_removed_chains_with_their_namespace():
+    """`chains` pairs each removed chain with its namespace (a key names a chain only within one),
+    also a chain whose versions had all left the store; `keys` keeps the bare keys."""
+    s = MemoryStore(CachedEmbedder(HashingEmbedder(64)))
+    a = s.write_episode(1, "Bob drinks green tea", key="bob/drink")
+    s.write_episode(1, "Bob drinks coffee at work", key="bob/drink", namespace="work")
+    rep = s.erase(key="bob/drink", namespace="*")
+    assert rep.chains == [("default", "bob/drink"), ("work", "bob/drink")] and rep.keys == ["bob/drink"]
+    assert s.get(a.memory_id) is None
+    v1 = s.write_episode(2, "Alice's locker code is 1111", key="alice/locker")
+    v2 = s.write_episode(3, "Alice's locker code is 2222", key="alice/locker")
+    s.forget(v1.memory_id)
+    s.forget(v2.memory_id)
+    rep = s.erase(memory_id=v1.memory_id)
+    assert rep.total == 0 and rep.namespaces == []
+    assert rep.chains == [("default", "alice/locker")] and rep.keys == ["alice/locker"]

@@ -506,3 +506,37 @@ def test_an_empty_first_fold_is_accepted_and_folding_goes_on():
                               "Bob drinks green tea.", "Ok then."]):
         rs.add_turn(text, step=i)
     assert "Alice" in rs.text and rs.memory_id is not None and len(rs.window) <= 2
+
+
+def test_erasing_a_chain_whose_versions_all_left_drops_its_turns_whatever_the_target():
+    """Both versions of a key were forgotten, then the chain was erased from one version's id: the
+    store removed the chain (no live record went, so the report lists no namespace), and the
+    summary must drop its turns as it does for erase(key=...)."""
+    store = make_store()
+    rs = summaries(store, max_turns=6, keep_recent=4)
+    v1 = rs.add_turn("Alice's locker code is 1111.", step=1, key="alice/locker")
+    v2 = rs.add_turn("Alice's locker code is now 2222.", step=2, key="alice/locker")
+    rs.add_turn("Bob plays chess.", step=3)
+    store.forget(v1.memory_id)
+    store.forget(v2.memory_id)
+    report = store.erase(memory_id=v1.memory_id)
+    assert [t.text for t in rs.window] == ["Bob plays chess."]
+    assert all("2222" not in str(v) for v in rs.export_state().values())
+    assert report.namespaces == [] and report.chains == [("default", "alice/locker")]
+
+
+def test_a_key_erased_in_another_namespace_leaves_this_summary_alone():
+    """A key names a chain within its namespace: erasing the `work` chain of bob/drink (by subject,
+    across namespaces) must not drop the default namespace's turn of its own bob/drink chain."""
+    store = make_store()
+    rs = summaries(store, max_turns=2, keep_recent=1)
+    bob = rs.add_turn("Bob likes green tea.", step=1, key="bob/drink")
+    rs.add_turn("Carol is a nurse.", step=2)
+    rs.add_turn("Dave moved to Oslo.", step=3)  # folds the first two
+    store.write_episode(4, "Alice lost her keys.")
+    store.write_episode(4, "Alice bought Bob a coffee.", key="bob/drink", namespace="work")
+    before = rs.export_state()
+    report = store.erase(subject="Alice", namespace="*")
+    assert rs.export_state() == before and "Bob likes green tea." in rs.text
+    assert "summaries" not in report.extra and store.get(bob.memory_id) is not None
+    assert report.chains == [("work", "bob/drink")]

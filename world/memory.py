@@ -182,6 +182,10 @@ class ErasureReport:
     semantic: list[str] = field(default_factory=list)
     cascaded: list[str] = field(default_factory=list)  # removed because their evidence was erased
     keys: list[str] = field(default_factory=list)  # version chains removed entirely
+    # the same chains as (namespace, key): a key names a chain only within its namespace, and a chain
+    # whose versions had all left the store (forget, sweeps) counts too; readers that act on one
+    # namespace (a rolling summary dropping the turns of an erased key) match these, not `keys`
+    chains: list[tuple[str, str]] = field(default_factory=list)
     cue_nodes: int = 0  # a count: cue names are words of the erased text
     edges: int = 0
     embedding_rows: int = 0
@@ -1427,8 +1431,10 @@ class MemoryStore:
                         if k not in space.chains:
                             keys_before.add((space.name, k))
         for ns, k in sorted(keys_before):
-            if k not in self._spaces[ns].chains and k not in report.keys:
-                report.keys.append(k)
+            if k not in self._spaces[ns].chains:
+                report.chains.append((ns, k))
+                if k not in report.keys:
+                    report.keys.append(k)
         report.namespaces = sorted(namespaces)
         drop = getattr(self.embedder, "drop", None)
         if callable(drop):

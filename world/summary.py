@@ -268,10 +268,11 @@ def _words(text: str) -> str:
 
 
 class _Erased:
-    """Which turns an erasure takes away from a namespace's summary: the removed memories, plus (for
-    an erasure aimed at this namespace) turns of an erased key and turns mentioning an erased subject
-    by the store's subject rule (its words, or one of its cues), even when their memory had already
-    been forgotten or swept: the summary is derived from them and must not keep what they said."""
+    """Which turns an erasure takes away from a namespace's summary: the removed memories, turns of a
+    key whose chain was removed in this namespace, plus (for an erasure aimed at this namespace) turns
+    of the key asked for and turns mentioning an erased subject by the store's subject rule (its
+    words, or one of its cues), even when their memory had already been forgotten or swept: the
+    summary is derived from them and must not keep what they said."""
 
     def __init__(self, report: Any, namespace: str, default_namespace: str) -> None:
         self.ids = _erased_ids(report)
@@ -283,9 +284,16 @@ class _Erased:
             # then removes nothing, but the turn written as that memory must go); an erasure scoped to
             # another namespace leaves this one alone (without a namespace the id is sought everywhere)
             self.ids.add(target["memory_id"])
-        keys = set()
-        if namespace in (getattr(report, "namespaces", None) or ()):
-            keys.update(getattr(report, "keys", None) or ())
+        # the chains removed in this namespace, those whose versions had all left the store included
+        # (the report's bare `keys` hold no namespace: a chain of that key erased in another namespace
+        # must not take this namespace's turns with it)
+        chains = getattr(report, "chains", None)
+        if chains is not None:
+            keys = {k for ns_, k in chains if ns_ == namespace}
+        elif namespace in (getattr(report, "namespaces", None) or ()):
+            keys = set(getattr(report, "keys", None) or ())  # (a report without (namespace, key) pairs)
+        else:
+            keys = set()
         if here and target.get("key") is not None:
             keys.add(target["key"])
         self.keys = keys
