@@ -180,3 +180,30 @@ def test_store_rebuilt_from_state_erases_from_its_summaries_too(tmp_path):
     after = everywhere(twin, secret, tmp_path)
     assert not any(after.values()), after
     assert "Erin" in summaries(twin, "alice").text
+
+
+@pytest.mark.parametrize("how", ["forget", "sweep"])
+def test_subject_erasure_drops_cached_mentions_when_no_live_memory_matches(how):
+    """The memories naming the subject left the store before the erasure (forget, a decay sweep):
+    nothing live matches, yet the cached texts mentioning it (a query, the memory's own text, an
+    earlier summary version) and the hashing embedder's cached words and word pairs of it must go."""
+    store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(dim=64)), forget_threshold=-1.0)
+    rolling = summaries(store, max_turns=2, keep_recent=1)
+    for i, text in enumerate(["Zorblax lives in Lisbon.", "Bob plays chess.", "Carol is a nurse."]):
+        rolling.add_turn(text, step=i, importance=0.0)
+    store.query("where does Zorblax live?")
+    keep = store.write_episode(3, "Dave rows daily.", importance=5.0)
+    if how == "forget":
+        for m in [m for m in store.episodic if m != keep.memory_id] + list(store.semantic):
+            store.forget(m)
+    else:
+        store.tick(100)
+        store.sweep_decayed()
+    assert list(store.episodic) == [keep.memory_id] and not store.semantic
+    assert any("Zorblax" in t for t in store.embedder.texts())
+    report = store.erase(subject="Zorblax")
+    assert report.total == 0 and report.cache_entries >= 3
+    assert not any("zorblax" in t.lower() for t in store.embedder.texts())
+    assert not any("zorblax" in k for k in store.embedder.inner._feature_cache)
+    assert "Dave rows daily." in store.embedder.texts()  # nothing else went
+    assert "Zorblax" not in rolling.text and "Bob" in rolling.text

@@ -1441,11 +1441,13 @@ class MemoryStore:
             report.cache_entries += sum(bool(drop(t)) for t in dict.fromkeys(texts))
         drop_matching = getattr(self.embedder, "drop_matching", None)
         drop_words = getattr(self.embedder, "drop_words", None)
-        if (callable(drop_matching) or callable(drop_words)) and targets:
+        if (callable(drop_matching) or callable(drop_words)) and (targets or subject is not None):
             # Cached texts (queries included) that quote erased content, mention the subject, or use a
             # content word that only the erased memories had (a secret code, a name) go too, and so do
             # the hashing embedder's cached words and word pairs holding such a word (whatever text,
-            # known to the cache or not, they came from).
+            # known to the cache or not, they came from). A subject's part runs even when no live
+            # memory matched it (they were forgotten or swept before): its queries and the texts that
+            # mentioned it may still be cached.
             unique = set(erased_words)
             for rec in self._records.values():
                 if not unique:
@@ -1465,7 +1467,7 @@ class MemoryStore:
 
                 def mentions(text: str) -> bool:
                     t = text.lower()
-                    return any(n in t for n in low) or not unique.isdisjoint(signature(text).content)
+                    return any(n in t for n in low) or (bool(unique) and not unique.isdisjoint(signature(text).content))
 
                 report.cache_entries += drop_matching(mentions)
         self._graph_view = None
