@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from world.embedding import HashingEmbedder
-from world.memory import MemoryStore
+from world.memory import EraseHookError, MemoryStore
 from world.summary import (
     SUMMARY_HEADER,
     SUMMARY_KEY_PREFIX,
@@ -540,3 +540,90 @@ def test_a_key_erased_in_another_namespace_leaves_this_summary_alone():
     assert rs.export_state() == before and "Bob likes green tea." in rs.text
     assert "summaries" not in report.extra and store.get(bob.memory_id) is not None
     assert report.chains == [("work", "bob/drink")]
+
+
+class _SummaryWritesFail:
+    """A hashing embedder that raises, when told to, on the summary memory's text (the turns still
+    embed): the summary's write fails after the summarizer succeeded."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=64)
+        self.dim, self.name = 64, "hashing-64"
+        self.fail = False
+
+    def encode(self, text):
+        if self.fail and text.startswith(SUMMARY_HEADER):
+            raise OSError("embedding service down")
+        return self.inner.encode(text)
+
+
+def test_a_rebuild_after_an_erasure_writes_after_the_remaining_history():
+    """The erasure removed the active summary version (its evidence held the erased turn); the
+    version left ends at step 5 while the store's clock is 0: the rebuilt version is written at 5
+    (the store refuses an earlier one), not refused with the summary cleared."""
+    store = make_store()
+    rs = summaries(store, "alice", max_turns=2, keep_recent=1)
+    ids = [rs.add_turn(t, step=s).memory_id for s, t in enumerate(
+        ["Alice moved to Lisbon.", "Bob plays chess.", "Carol is a nurse.", "Dave rows daily.", "Erin sails."],
+        start=1)]
+    assert store.current_step == 0 and [v.written_at for v in store.versions(rs.key, namespace="alice")] == [3, 5]
+    report = store.erase(memory_id=ids[3])  # "Dave rows daily.": only in the second fold
+    assert report.extra["summaries"]["alice"]["rebuilt"] == rs.memory_id and not rs.rebuild_pending
+    assert rs.text == "Alice moved to Lisbon.\nBob plays chess.\nCarol is a nurse."
+    assert rs.memory.written_at == 5 and rs.memory.active
+
+
+def test_a_fold_after_the_active_version_was_forgotten_writes_after_the_history_left():
+    """The active summary version was forgotten (or swept); the superseded one left ends at step 21:
+    a fold of turns at steps 15-16 writes its version at 21 instead of failing half-applied."""
+    store = make_store()
+    rs = summaries(store, max_turns=2, keep_recent=1)
+    for step, t in [(10, "Bob plays chess."), (11, "Carol is a nurse."), (12, "Dave moved to Oslo."),
+                    (20, "Erin rows daily."), (21, "Frank teaches pottery.")]:
+        rs.add_turn(t, step=step)
+    store.forget(rs.memory_id)
+    rs.add_turn("Gina sails on Sundays.", step=15)
+    rs.add_turn("Hank fixes bikes.", step=16)  # folds Frank and Gina
+    assert [t.text for t in rs.window] == ["Hank fixes bikes."] and len(rs._folds) == 3
+    assert rs.memory is not None and rs.memory.written_at == 21 and "Gina" in rs.memory.content
+
+
+def test_a_failing_summary_write_leaves_the_fold_undone_and_a_retry_adds_the_turn_once():
+    emb = _SummaryWritesFail()
+    store = MemoryStore(embedder=emb)
+    rs = summaries(store, max_turns=2, keep_recent=1)
+    rs.add_turn("Alice moved to Lisbon.", step=1)
+    rs.add_turn("Bob plays chess.", step=2)
+    before = rs.export_state()
+    emb.fail = True
+    with pytest.raises(OSError, match="embedding service down"):
+        rs.add_turn("Carol is a nurse.", step=3)
+    assert rs.export_state() == before and rs.memory_id is None
+    with pytest.raises(OSError):
+        rs.fold_now()
+    assert rs.export_state() == before
+    emb.fail = False
+    rs.add_turn("Carol is a nurse.", step=3)  # the retry: the store already holds the turn (a duplicate)
+    assert [t.text for t in rs.window] == ["Carol is a nurse."]
+    assert [t.text for t in rs.folded] == ["Alice moved to Lisbon.", "Bob plays chess."]
+    assert rs.memory is not None and rs.text == "Alice moved to Lisbon.\nBob plays chess."
+
+
+def test_rebuild_whose_write_fails_changes_nothing():
+    """rebuild() after a failed rebuild: if the summary's write fails again, the summary stays empty
+    and pending (as its docstring says), and a later rebuild() writes it."""
+    emb = _SummaryWritesFail()
+    store = MemoryStore(embedder=emb)
+    rs = summaries(store, max_turns=2, keep_recent=1)
+    ids = [rs.add_turn(t, step=i).memory_id for i, t in enumerate(
+        ["Alice moved to Lisbon.", "Bob plays chess.", "Carol is a nurse."])]
+    emb.fail = True
+    with pytest.raises(EraseHookError):
+        store.erase(memory_id=ids[0])
+    assert rs.text == "" and rs.rebuild_pending and rs.memory_id is None
+    with pytest.raises(OSError):
+        rs.rebuild()
+    assert rs.text == "" and rs.rebuild_pending and rs.memory_id is None
+    emb.fail = False
+    assert rs.rebuild() is True
+    assert rs.text == "Bob plays chess." and not rs.rebuild_pending and rs.memory is not None

@@ -16,7 +16,8 @@ a summary). What changed, because the seed got it wrong for a memory store:
   forgotten) the summary is rebuilt from the remaining turns and no erased word survives in it;
 * its state exports to / imports from JSON, so a saved store keeps its summaries;
 * bad arguments and a summarizer that returns something other than ``str`` raise a clear error,
-  and a failing summarizer leaves the window and the summary unchanged.
+  and a failing summarizer (or a failing write of the summary memory) leaves the window and the
+  summary unchanged.
 
 Usage::
 
@@ -455,13 +456,14 @@ class RollingSummary:
 
     def rebuild(self, step: int | None = None) -> bool:
         """Retry a rebuild that failed during an erasure (see ``rebuild_pending``) now, and write the
-        summary. Returns False if none was pending. A summarizer error propagates, nothing changes."""
+        summary. Returns False if none was pending. A summarizer or write error propagates, nothing
+        changes (the summary stays empty and pending)."""
         if not self.rebuild_pending:
             return False
         text = self._base_text()
+        self._write(self.store.current_step if step is None else int(step), text, self._folds)
         self.text = text
         self._rebuild_pending = False
-        self._write(self.store.current_step if step is None else int(step))
         return True
 
     def _push(self, turn: Turn) -> None:
@@ -470,11 +472,12 @@ class RollingSummary:
             cut = len(window) - self.keep_recent
             fold, keep = window[:cut], window[cut:]
             new_text = self._summarize(self._base_text(), fold)  # may raise: nothing has changed yet
+            folds = [*self._folds, fold]
+            self._write(turn.step, new_text, folds)  # may raise too: the state is set only after it
             self._window = keep
-            self._folds.append(fold)
+            self._folds = folds
             self.text = new_text
             self._rebuild_pending = False
-            self._write(turn.step)
         else:
             self._window = window
 
@@ -487,11 +490,12 @@ class RollingSummary:
             return False
         fold = self._window[:cut]
         new_text = self._summarize(self._base_text(), fold)
+        folds = [*self._folds, fold]
+        self._write(self.store.current_step if step is None else int(step), new_text, folds)
         self._window = self._window[cut:]
-        self._folds.append(fold)
+        self._folds = folds
         self.text = new_text
         self._rebuild_pending = False
-        self._write(self.store.current_step if step is None else int(step))
         return True
 
     def _stand_in_config(self) -> dict | None:
@@ -521,25 +525,29 @@ class RollingSummary:
                              f"summary for a non-empty previous one; nothing was folded")
         return out
 
-    def _write(self, step: int) -> None:
-        """Write the current text as the newest version of the summary memory."""
-        if not self.text:
+    def _write(self, step: int, text: str, folds: list[list[Turn]]) -> None:
+        """Write ``text`` as the newest version of the summary memory, its evidence the turns of
+        ``folds``. Callers set their state (text, window, folds) only once this returned: a write
+        that fails (the store refuses it, the embedder raises) leaves the summary as it was."""
+        if not text:
             self._memory_id = None
             return
-        evidence = list(dict.fromkeys(t.memory_id for t in self.folded))
+        evidence = list(dict.fromkeys(t.memory_id for fold in folds for t in fold))
         live = [m for m in evidence if self.store.get(m) is not None]
         max_cues = getattr(self.store, "max_cues", 8)
-        # turns may come at earlier steps than the last fold (their steps are the caller's); a version
-        # never starts before the one it supersedes (the store refuses that), so the summary's version
-        # is written at the later of the two
-        for rec in reversed(self.store.versions(self.key, namespace=self.namespace)):
-            if rec.active:
-                step = max(step, rec.written_at)
-                break
+        # turns may come at earlier steps than the last fold (their steps are the caller's), and a
+        # rebuild after an erasure writes at the store's clock; the store refuses a version that
+        # starts before the end of the key's remaining history (the active version's start, or, once
+        # the active version was forgotten, swept or erased, the end of the versions left), so the
+        # summary's version is written at the latest of these
+        for rec in self.store.versions(self.key, namespace=self.namespace):
+            step = max(step, rec.written_at)
+            if rec.superseded_at is not None:
+                step = max(step, rec.superseded_at)
         record = self.store.write_semantic(
-            step, f"{SUMMARY_HEADER}\n{self.text}", live, key=self.key, tier="inference",
+            step, f"{SUMMARY_HEADER}\n{text}", live, key=self.key, tier="inference",
             confidence=self.confidence, source=self.source, evidence=evidence, namespace=self.namespace,
-            cues=extract_cues(self.text, max_cues))
+            cues=extract_cues(text, max_cues))
         if record.key != self.key:
             # The store's dedup matched another memory (one that contains this very text): the summary
             # has no memory of its own this time; the next fold writes one.
@@ -582,9 +590,9 @@ class RollingSummary:
         self._rebuild_pending = True
         try:
             text = self._base_text()
+            self._write(self.store.current_step, text, self._folds)
             self.text = text
             self._rebuild_pending = False
-            self._write(self.store.current_step)
         except Exception as exc:
             # the summarizer (or the write) failed: keep the summary empty and rebuild it from the
             # remaining turns at the next fold; the store runs the other hooks, then raises
