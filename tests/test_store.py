@@ -495,3 +495,30 @@ def test_erasure_report_names_removed_chains_with_their_namespace():
     rep = s.erase(memory_id=v1.memory_id)
     assert rep.total == 0 and rep.namespaces == []
     assert rep.chains == [("default", "alice/locker")] and rep.keys == ["alice/locker"]
+
+
+def test_add_evidence_extends_provenance_once_with_edges_and_refuses_other_namespaces():
+    s = MemoryStore(CachedEmbedder(HashingEmbedder(64)))
+    a = s.write_episode(1, "Alice moved to Lisbon")
+    b = s.write_episode(2, "Bob plays chess")
+    c = s.write_episode(3, "Carol is a nurse")
+    other = s.write_episode(3, "Dave rows daily", namespace="work")
+    rule = s.write_semantic(4, "People here have hobbies", [a.memory_id])
+    assert s.link(rule.memory_id, c.memory_id, "references")
+    s.add_evidence(rule.memory_id, [a.memory_id, b.memory_id, "ep_999999", b.memory_id],
+                   [b.memory_id, c.memory_id, "ep_999999"])
+    assert rule.evidence == [a.memory_id, b.memory_id, "ep_999999"]
+    assert rule.derived_from == [a.memory_id, b.memory_id, c.memory_id, "ep_999999"]
+    g = s.namespace_graph()
+    assert g.edge(rule.memory_id, b.memory_id) == ("derived_from", 1.0)
+    assert g.edge(b.memory_id, rule.memory_id) == ("consolidated_into", 0.5)
+    assert g.edge(rule.memory_id, c.memory_id)[0] == "references"  # a typed link is left as it is
+    rep = s.erase(memory_id=b.memory_id)  # the cascade follows the added evidence
+    assert rule.memory_id in rep.cascaded
+    with pytest.raises(ValueError, match="evidence: 'ep_000004' lives in namespace 'work'"):
+        s.add_evidence(a.memory_id, [other.memory_id])
+    with pytest.raises(TypeError, match="semantic memories only"):
+        s.add_evidence(a.memory_id, [], [c.memory_id])
+    with pytest.raises(KeyError):
+        s.add_evidence("sem_999999", [a.memory_id])
+    assert a.evidence == []

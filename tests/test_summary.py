@@ -627,3 +627,20 @@ def test_rebuild_whose_write_fails_changes_nothing():
     emb.fail = False
     assert rs.rebuild() is True
     assert rs.text == "Bob plays chess." and not rs.rebuild_pending and rs.memory is not None
+
+
+def test_a_fold_that_leaves_the_text_unchanged_still_records_its_turns_as_evidence():
+    """The summary's budget keeps only the first sentence, so later folds leave the text as it was and
+    the store keeps the version (a duplicate under the key): its evidence must still name every turn
+    folded so far, so that erasing one of them cascades to the version."""
+    store = make_store()
+    rs = summaries(store, max_turns=2, keep_recent=1, summarizer=ExtractiveSummarizer(max_chars=33))
+    ids = [rs.add_turn(t, step=i).memory_id for i, t in enumerate(
+        ["Alice's PIN is 4242, remember it!", "ok.", "hm.", "yes.", "fine."])]
+    version = rs.memory
+    assert [t.memory_id for t in rs.folded] == ids[:4] and len(store.versions(rs.key)) == 1
+    assert version.evidence == ids[:4] and version.derived_from == ids[:4]
+    assert store.graph.has_edge(version.memory_id, ids[3]) and store.graph.has_edge(ids[3], version.memory_id)
+    report = store.erase(memory_id=ids[3])
+    assert version.memory_id in report.cascaded and store.get(version.memory_id) is None
+    assert rs.text == "Alice's PIN is 4242, remember it!" and rs.memory.evidence == ids[:3]

@@ -988,6 +988,47 @@ class MemoryStore:
         self._link_changes = getattr(self, "_link_changes", 0) + 1
         return True
 
+    def add_evidence(self, memory_id: str, evidence: Iterable[str], derived_from: Iterable[str] = ()) -> None:
+        """Extend a live memory's provenance in place: `evidence` ids are appended to its `evidence`
+        and, for a semantic memory, `derived_from` ids to its `derived_from` (a live one also gets the
+        derived_from / consolidated_into edges a write gives it, unless the two are joined already),
+        each id once. For a memory whose content stays while what it rests on grows (a rolling summary
+        whose fold left its text unchanged: the store keeps the version as a duplicate): the erasure
+        cascade follows `evidence`, so it must name everything the memory was derived from.
+        KeyError for an unknown id; ValueError for an id of another namespace, as in a write."""
+        rec = self._records.get(memory_id)
+        if rec is None:
+            raise KeyError(f"unknown memory id {memory_id!r}")
+        if isinstance(evidence, str) or isinstance(derived_from, str):
+            raise ValueError("evidence and derived_from must be lists of memory ids, not strings")
+        evidence, derived = list(evidence), list(derived_from)
+        if derived and rec.kind != "semantic":
+            raise TypeError(f"add_evidence(): derived_from applies to semantic memories only; {memory_id!r} is an episode")
+        for field_name, refs in (("derived_from", derived), ("evidence", evidence)):
+            for mid in refs:
+                other = self._records.get(mid)
+                if other is not None and other.namespace != rec.namespace:
+                    raise ValueError(f"{field_name}: {mid!r} lives in namespace {other.namespace!r}, not "
+                                     f"{rec.namespace!r} (a record may only cite memories of its own namespace)")
+        have = set(rec.evidence)
+        for mid in evidence:
+            if mid not in have:
+                have.add(mid)
+                rec.evidence.append(mid)
+        if not derived:
+            return
+        have = set(rec.derived_from)  # type: ignore[union-attr]
+        g = self._loc[memory_id][0].graph
+        for src in derived:
+            if src in have:
+                continue
+            have.add(src)
+            rec.derived_from.append(src)  # type: ignore[union-attr]
+            # (as _insert does for a live id; an existing edge, a typed link, is left as it is)
+            if src != memory_id and src in self._records and not g.has_edge(memory_id, src) and not g.has_edge(src, memory_id):
+                g.add_edge(memory_id, src, _DERIVED, 1.0)
+                g.add_edge(src, memory_id, _CONSOLIDATED, 0.5)
+
     def forget(self, memory_id: str) -> bool:
         """Remove one memory and every trace of it (graph node and edges, cue nodes left without
         memories, embedding row, ACT-R state, key chain entry, dedup indexes)."""

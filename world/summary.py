@@ -553,6 +553,12 @@ class RollingSummary:
             # has no memory of its own this time; the next fold writes one.
             self._memory_id = None
             return
+        last = getattr(self.store, "last_write", None)
+        if getattr(last, "status", None) == "duplicate" and callable(getattr(self.store, "add_evidence", None)):
+            # the fold left the text as it was, so the store kept the active version (a duplicate under
+            # the key); its evidence must still name every turn folded so far (the erasure cascade
+            # follows it, and docs/lifecycle.md promises it)
+            self.store.add_evidence(record.memory_id, evidence, live)
         self._memory_id = record.memory_id
         if record.memory_id not in self._versions:
             self._versions.append(record.memory_id)
