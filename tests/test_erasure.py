@@ -207,3 +207,23 @@ def test_subject_erasure_drops_cached_mentions_when_no_live_memory_matches(how):
     assert not any("zorblax" in k for k in store.embedder.inner._feature_cache)
     assert "Dave rows daily." in store.embedder.texts()  # nothing else went
     assert "Zorblax" not in rolling.text and "Bob" in rolling.text
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_text_merged_into_an_erased_memory_does_not_stay_cached(tmp_path, on_disk):
+    """A write merged as a duplicate into another memory with other words ("Alice is pregnant." into
+    "Alice is pregnant with twins.") was embedded, so cached, before dedup matched it; erasing the
+    memory it merged into must leave no cached copy of it (it neither quotes the erased text nor has
+    a word only the erased memory had, so the erasure rules would not find it)."""
+    emb = CachedEmbedder(HashingEmbedder(dim=64), path=tmp_path / "cache.sqlite" if on_disk else None)
+    store = MemoryStore(embedder=emb)
+    store.write_episode(1, "Carol is pregnant.")
+    nurse = store.write_episode(1, "Alice is a nurse.")
+    twins = store.write_episode(2, "Alice is pregnant with twins.")
+    assert store.write_episode(3, "Alice is pregnant.") is twins and store.last_write.rule == "containment"
+    assert store.write_episode(4, "Alice is a nurse.") is nurse  # the same text: its entry backs the record
+    assert "Alice is a nurse." in emb
+    report = store.erase(memory_id=twins.memory_id)
+    assert report.removed_ids == [twins.memory_id]
+    assert "Alice is pregnant." not in emb and "Alice is pregnant with twins." not in emb
+    assert sorted(emb.texts()) == ["Alice is a nurse.", "Carol is pregnant."]

@@ -871,12 +871,12 @@ class MemoryStore:
         space = self._space(ns, create=True)
         if current is not None:
             if same:
-                return self._report_duplicate(current, "key")
+                return self._report_duplicate(current, "key", content)
             to_supersede = current
         elif key is None:
             dup = self._find_duplicate(space, sig, vec, semantic)
             if dup is not None:
-                return self._report_duplicate(self._records[dup[0]], dup[1])
+                return self._report_duplicate(self._records[dup[0]], dup[1], content)
         mid = self._next_id(kind)
         cue_list = list(cues) if cues is not None else extract_cues(content, self.max_cues)
         common = dict(
@@ -896,7 +896,16 @@ class MemoryStore:
             self.last_write = WriteReport("written", mid)
         return rec
 
-    def _report_duplicate(self, existing: Record, rule: str) -> Record:
+    def _report_duplicate(self, existing: Record, rule: str, text: str | None = None) -> Record:
+        """Count a write merged into ``existing`` and say so in ``last_write``. ``text``: the content
+        the write embedded (through the embedder's cache) before dedup found the match. If it is not
+        the existing memory's own text, its cache entry backs no record, and no erasure rule would
+        find it once ``existing`` is erased (it need not quote it, nor hold a word only it had): it
+        is dropped now (the embedder gives the same vector again if the text comes back)."""
+        if text is not None and text != existing.content:
+            drop = getattr(self.embedder, "drop", None)
+            if drop is not None:
+                drop(text)
         self.counters["duplicates"] += 1
         self.last_write = WriteReport("duplicate", existing.memory_id, duplicate_of=existing.memory_id, rule=rule)
         return existing
