@@ -285,6 +285,29 @@ def test_save_is_atomic_when_writing_fails(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.sqlite"]
 
 
+@pytest.mark.parametrize("where", ["record", "extra"])
+def test_a_string_with_no_utf8_form_is_a_store_file_error_naming_where(tmp_path, where):
+    """A lone surrogate (half of a UTF-16 pair) has no UTF-8 form, so SQLite cannot store it. The
+    store refuses one in a write; one set on a record afterwards (or in an attached component's
+    state) makes the save a StoreFileError naming the record and field, and leaves the file as it was."""
+    store = build_store(seed=1, n=20)
+    path = tmp_path / "m.sqlite"
+    save_store(store, path)
+    before = path.read_bytes()
+    if where == "record":
+        rec = store.get(store.recent_ids(1)[0])
+        rec.source = "chat \ud83d"
+        match = rf"record '{rec.memory_id}', field 'source' holds a string with no UTF-8 form"
+    else:
+        store.extra_state["notes"] = {"last": ["ok", "cut \ud83d"]}
+        match = r"the state of 'notes' \(state\['extra'\]\['notes'\]\) holds a string with no UTF-8 form"
+    with pytest.raises(StoreFileError, match=match) as info:
+        save_store(store, path)
+    assert isinstance(info.value.__cause__, UnicodeError)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.sqlite"]
+
+
 def test_killed_while_saving_leaves_a_loadable_file(tmp_path):
     """SIGKILL a process in the middle of saves: the file at the path is always a complete store
     (the previous or the new one), never a half-written one."""

@@ -280,3 +280,30 @@ def test_dedup_window_accepts_numpy_integers():
     assert cfg.window == 5 and type(cfg.window) is int
     with pytest.raises(ValueError, match="dedup window must be an int >= 0"):
         DedupConfig(window=2.5)
+
+
+# --------------------------------------------------------------------------- 5. lone surrogates
+LONE = "chat \ud83d"  # half of a UTF-16 pair (text cut in the middle of an emoji): no UTF-8 form
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda s: s.write_episode(6, "Carol likes juice", source=LONE), "source"),
+    (lambda s: s.write_episode(6, f"Carol likes juice {LONE}"), "content"),
+    (lambda s: s.write_episode(6, "Carol likes juice", key=f"carol/{LONE}"), "key"),
+    (lambda s: s.write_episode(6, "Carol likes juice", cues=["carol", LONE]), "cues"),
+    (lambda s: s.write_episode(6, "Carol likes juice", namespace=LONE), "namespace"),
+    (lambda s: s.write_episode(6, "Carol likes juice", evidence=[LONE]), "evidence"),
+    (lambda s: s.write_semantic(6, f"People like {LONE}", []), "rule"),
+    (lambda s: s.write_semantic(6, "People like drinks", [LONE]), "derived_from"),
+    (lambda s: s.supersede("ep_000001", "Alice drinks coffee now", 6, source=LONE), "source"),
+    (lambda s: s.add_evidence("ep_000001", [LONE]), "evidence"),
+])
+def test_a_lone_surrogate_is_refused_by_name_and_changes_nothing(call, field):
+    """Python keeps a lone surrogate in a str, but it has no UTF-8 form: a store holding one could not
+    be saved, so the write that would let it in is refused, naming the field."""
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=rf"^{field} must be valid Unicode text: it holds a lone surrogate"):
+        call(s)
+    assert _snapshot(s) == before
+    s.write_episode(6, "Zoë likes the café 😀", source="chat 😀")  # a whole pair, any script: fine

@@ -411,6 +411,17 @@ def _check_layout(name: str, lay: object) -> dict[str, Any]:
             "slots": {m: int(v) for m, v in slots.items()}}
 
 
+def _check_unicode(name: str, value: str) -> None:
+    """ValueError naming the field if ``value`` holds a lone surrogate (half of a UTF-16 pair, e.g. a
+    text cut in the middle of an emoji by a UTF-16 API): Python keeps it, but it has no UTF-8 form, so
+    the store could not be saved (world/persistence.py) nor the text kept in a cache file."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} must be valid Unicode text: it holds a lone surrogate {value[exc.start]!r} at "
+                         f"position {exc.start} (half of a UTF-16 pair), which has no UTF-8 form") from None
+
+
 def _check_tier(tier: str, confidence: float) -> None:
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
@@ -809,7 +820,8 @@ class MemoryStore:
         derived = list(derived_from)
         return self._write("sem", step, rule, cues, importance, key, tier, confidence, source, evidence, namespace, derived, None)  # type: ignore[return-value]
 
-    def _check_write(self, kind, step, content, cues, importance, key, tier, confidence, evidence, namespace, derived):
+    def _check_write(self, kind, step, content, cues, importance, key, tier, confidence, evidence, namespace, derived,
+                     source=None):
         """Validate a write's arguments (nothing changes): returns (step, importance, namespace, evidence list)."""
         field_name = "content" if kind == "ep" else "rule"
         if not isinstance(content, str) or not content.strip():
@@ -820,6 +832,16 @@ class MemoryStore:
             raise ValueError(f"key must be a non-empty string or None, got {key!r}")
         if cues is not None and (isinstance(cues, str) or not all(isinstance(c, str) for c in cues)):
             raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
+        # every string the record keeps must have a UTF-8 form (a save would fail on it later, far from
+        # the write that let it in); isascii() first: one C call for the usual text
+        if not content.isascii():
+            _check_unicode(field_name, content)
+        for name, value in (("key", key), ("source", source), ("namespace", namespace)):
+            if isinstance(value, str) and not value.isascii():
+                _check_unicode(name, value)
+        if cues and not "".join(cues).isascii():
+            for c in cues:
+                _check_unicode("cues", c)
         imp = self._importance(importance, content)
         ns = self._ns(namespace)
         semantic = kind == "sem"
@@ -827,9 +849,12 @@ class MemoryStore:
             raise ValueError(f"evidence must be a list of memory ids or None, not a string, got {evidence!r}")
         evidence_list = list(evidence) if evidence is not None else (list(derived) if semantic else [])
         # the erasure cascade follows evidence / derived_from inside a namespace: an id of another
-        # namespace would be skipped by it and survive the erasure of what it cites
+        # namespace would be skipped by it and survive the erasure of what it cites (and an id that is
+        # no live memory's is kept as given: it must have a UTF-8 form too)
         for field_name, refs in (("derived_from", derived if semantic else ()), ("evidence", evidence_list)):
             for mid in refs:
+                if isinstance(mid, str) and not mid.isascii():
+                    _check_unicode(field_name, mid)
                 rec = self._records.get(mid)
                 if rec is not None and rec.namespace != ns:
                     raise ValueError(
@@ -841,7 +866,7 @@ class MemoryStore:
     def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
                sig=None):
         step, imp, ns, evidence_list = self._check_write(kind, step, content, cues, importance, key, tier, confidence,
-                                                         evidence, namespace, derived)
+                                                         evidence, namespace, derived, source)
         semantic = kind == "sem"
         if sig is None:
             sig = signature(content)
@@ -1015,6 +1040,8 @@ class MemoryStore:
             raise TypeError(f"add_evidence(): derived_from applies to semantic memories only; {memory_id!r} is an episode")
         for field_name, refs in (("derived_from", derived), ("evidence", evidence)):
             for mid in refs:
+                if isinstance(mid, str) and not mid.isascii():
+                    _check_unicode(field_name, mid)
                 other = self._records.get(mid)
                 if other is not None and other.namespace != rec.namespace:
                     raise ValueError(f"{field_name}: {mid!r} lives in namespace {other.namespace!r}, not "
@@ -1252,7 +1279,7 @@ class MemoryStore:
             raise TypeError("derived_from must be a list of memory ids, not a string")
         step = self._check_write("sem" if semantic else "ep", step, new_content, cues, importance, kw["key"],
                                  kw["tier"], kw["confidence"], kw["evidence"], rec.namespace,
-                                 list(derived) if semantic else None)[0]
+                                 list(derived) if semantic else None, kw["source"])[0]
         sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
         if sig is None:
             sig = signature(new_content)

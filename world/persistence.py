@@ -141,7 +141,8 @@ def save_store(store: Any, path: str | os.PathLike) -> Path:
         raise StoreFileError(path, "cannot save: the path is a directory")
     try:
         with _no_gc():
-            rows = _rows(_export(store))
+            state = _export(store)
+            rows = _rows(state)
     except (TypeError, ValueError, KeyError) as exc:
         raise StoreFileError(path, f"cannot save: the store state is not serialisable ({exc})") from exc
 
@@ -159,9 +160,47 @@ def save_store(store: Any, path: str | os.PathLike) -> Path:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, sqlite3.Error | OSError):
             raise StoreFileError(path, f"cannot save: {exc}") from exc
+        if isinstance(exc, UnicodeError):
+            # SQLite stores text as UTF-8: a string with a lone surrogate (the store refuses one in a
+            # write, but a record's fields can be set afterwards) is found only when it is bound
+            raise StoreFileError(path, f"cannot save: {_unencodable(state)} holds a string with no UTF-8 form "
+                                       f"(a lone surrogate, half of a UTF-16 pair); nothing was written") from exc
         raise
     _fsync_dir(directory)
     return path
+
+
+def _has_unencodable(value: Any) -> bool:
+    """True if ``value`` (a JSON-like tree) holds a string, as a value or a key, with no UTF-8 form."""
+    if isinstance(value, str):
+        if value.isascii():
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_unencodable(k) or _has_unencodable(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_unencodable(v) for v in value)
+    return False
+
+
+def _unencodable(state: dict) -> str:
+    """Where the exported state holds a string with no UTF-8 form: "record 'ep_000001', field
+    'source'", or the part of the state (only called once a save failed on one)."""
+    for rec in state.get("records", ()):
+        for name, value in rec.items():
+            if _has_unencodable(value):
+                return f"record {rec.get('memory_id')!r}, field {name!r}"
+    for name, value in (state.get("extra") or {}).items():
+        if _has_unencodable(value):
+            return f"the state of {name!r} (state['extra'][{name!r}])"
+    for part in ("meta", "edges", "actr", "embedding_ids"):
+        if _has_unencodable(state.get(part)):
+            return f"the store's {part}"
+    return "the store state"
 
 
 def _fsync_dir(directory: Path) -> None:
