@@ -138,7 +138,7 @@ class WriteAllAgent(HeuristicAgent):
     name = "write_all"
 
 
-@register_agent("fifo", "seed 002: fixed window, fold the oldest into a summary (REFLECT), evict it (FORGET)")
+@register_agent("fifo", "seed 002: fixed window, fold the oldest into a summary (REFLECT), evict it (FORGET) once visible again")
 class FifoAgent(HeuristicAgent):
     """Seed 002's conversation buffer, as memory operations.
 
@@ -147,9 +147,12 @@ class FifoAgent(HeuristicAgent):
     ``window`` memories are live (default: the store's capacity minus one, the room a summary
     needs). When the window is full, the oldest memory the agent can see (largest age among the
     candidates) is first folded into a summary (REFLECT, which consolidates it into a semantic rule)
-    when it looks consolidatable (:func:`consolidatable`, a guess from the visible texts) and on the
-    next statement evicted (FORGET). Erasure requests are ignored: the seed has no
-    deletion. The event that triggers an eviction is not stored (one operation per event).
+    when it looks consolidatable (:func:`consolidatable`, a guess from the visible texts) and then
+    evicted (FORGET). The candidates change with every event (the most similar ones follow the event
+    text), so a folded memory is often out of sight at the next statement: a folded memory still
+    live is evicted as soon as it is visible again (the oldest of them first), before any other
+    memory. Erasure requests are ignored: the seed has no deletion. The event that triggers an
+    eviction is not stored (one operation per event).
     """
 
     name = "fifo"
@@ -170,6 +173,11 @@ class FifoAgent(HeuristicAgent):
             return WRITE, 0
         if not cands:
             return NOOP, 0
+        folded = [c for c in cands if c.memory_id in self._folded]
+        if folded:  # folded into a summary earlier: the overflow the seed drops
+            victim = max(folded, key=lambda c: (c.age, -c.slot))
+            self._folded.discard(victim.memory_id)
+            return FORGET, victim.slot
         oldest = max(cands, key=lambda c: (c.age, -c.slot))
         if (self.fold and oldest.memory_id not in self._folded and self.view.valid(REFLECT, oldest.slot)
                 and consolidatable(oldest, cands)):

@@ -136,6 +136,29 @@ def test_fifo_folds_then_evicts_the_oldest_when_the_window_is_full():
         assert lone.decide({}, {}) == (FORGET, 1), other
 
 
+def test_fifo_evicts_a_folded_memory_when_it_is_visible_again_before_any_other():
+    # the candidates follow the event: at the next statement the folded memory is often out of sight,
+    # and fifo evicted whichever memory was then the oldest; the folded one stayed next to its summary
+    import dataclasses
+
+    def named(c, mid):
+        return dataclasses.replace(c, memory_id=mid)
+
+    cands = [named(cand(0, "a b c", age=3), "ep_a"), named(cand(1, "Ann swims on Monday.", age=30), "ep_ann"),
+             named(cand(2, "Ann swims at noon.", age=10), "ep_noon")]
+    agent = make_agent("fifo")
+    agent.reset(0)
+    agent.attach(StubView("statement", "new fact here", cands, n_live=39, capacity=40))
+    assert agent.decide({}, {}) == (REFLECT, 1)
+    elsewhere = [named(cand(0, "Bob rows.", age=2), "ep_bob"), named(cand(1, "Carl cooks stew daily.", age=50), "ep_carl")]
+    agent.attach(StubView("statement", "other fact", elsewhere, n_live=39, capacity=40))
+    assert agent.decide({}, {}) == (FORGET, 1)          # out of sight: the oldest visible one goes
+    back = [named(cand(0, "Dan reads.", age=80), "ep_dan"), named(cand(1, "x y z", age=1), "ep_x"),
+            named(cand(2, "Ann swims on Monday.", age=31), "ep_ann")]
+    agent.attach(StubView("statement", "third fact", back, n_live=39, capacity=40))
+    assert agent.decide({}, {}) == (FORGET, 2)          # visible again: evicted before the older Dan
+
+
 def test_consolidatable_reads_visible_subject_and_topic_only():
     from agents.baselines import consolidatable
 
