@@ -49,8 +49,9 @@ def _csv(text: str | None, option: str = "list") -> list[str] | None:
     return items
 
 
-def _int_at_least(low: int, what: str = ""):
-    """argparse type: an int >= ``low`` (argparse names the option in its error)."""
+def _int_at_least(low: int, what: str = "", high: int | None = None):
+    """argparse type: an int >= ``low`` (and <= ``high`` if given; argparse names the option in its
+    error)."""
 
     def parse(text: str) -> int:
         try:
@@ -59,6 +60,8 @@ def _int_at_least(low: int, what: str = ""):
             raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high:,}, got {value}")
         return value
 
     parse.__name__ = what or f"int >= {low}"  # (argparse shows it in "invalid ... value" messages)
@@ -66,6 +69,9 @@ def _int_at_least(low: int, what: str = ""):
 
 
 _positive_int = _int_at_least(1, "positive int")
+# evaluation seeds per family: a bound that a run can reach (a huge number overflowed range() deep in
+# the run, with a traceback)
+MAX_SEEDS = 1_000_000
 # a seed: Gymnasium refuses negative seeds with a traceback
 _nonnegative_int = _int_at_least(0, "non-negative int")
 
@@ -118,7 +124,8 @@ def _add_bench(sub: Any) -> None:
                    "random,write_all,oracle,sb3:runs/life/model.zip (default: the suite's, every baseline)")
     p.add_argument("--families", help="comma-separated families (default: the suite's)")
     p.add_argument("--difficulties", help="comma-separated difficulties (default: the suite's)")
-    p.add_argument("--seeds", type=_positive_int, help="number of evaluation seeds per family (default: the suite's)")
+    p.add_argument("--seeds", type=_int_at_least(1, "positive int", high=MAX_SEEDS),
+                   help=f"number of evaluation seeds per family (default: the suite's; at most {MAX_SEEDS:,})")
     p.add_argument("--workers", type=_positive_int, default=cores,
                    help=f"worker processes, >= 1 (default: the number of CPU cores, {cores} here)")
     p.add_argument("--out", help="output folder (default: bench_out/<suite>, or bench_out/ablation for --ablate "

@@ -203,8 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=str, default=None, help="also write the rows to this JSON file")
     p.add_argument("--one", type=count(1), default=None, help=argparse.SUPPRESS)  # child process: one size
     args = p.parse_args(argv)
-    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
-        p.error(f"--json {args.json}: the folder {os.path.dirname(os.path.abspath(args.json))} does not exist")
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder):
+            p.error(f"--json {args.json}: the folder {folder} does not exist")
+        if os.path.isdir(args.json):
+            p.error(f"--json {args.json} is a folder; give a file path such as {os.path.join(args.json, 'store.json')}")
+        if (os.path.exists(args.json) and not os.access(args.json, os.W_OK)) or not os.access(folder, os.W_OK):
+            p.error(f"--json {args.json}: not writable")
     nq = args.queries if args.queries is not None else (30 if args.quick else 200)
     nr = args.ref_queries if args.ref_queries is not None else (5 if args.quick else 20)
     ns = args.sweeps if args.sweeps is not None else (3 if args.quick else 10)
@@ -225,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
           "Python loop (seed 001), same queries, same process; peak RSS per size (own process, after the writes "
           "and queries, before the reference and the sweeps).")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=2)
+        try:
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=2)
+        except OSError as exc:  # (checked before the run; the disk may still fill up)
+            print(f"bench_store.py: error: could not write --json {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     return 0
 
 

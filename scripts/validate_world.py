@@ -189,9 +189,21 @@ def check(results, families, difficulties) -> list[tuple[str, bool, str]]:
     return out
 
 
+def _seed_count(text: str) -> int:
+    """argparse type of --seeds: an int in [1, 10,000] (seeds 0..N-1 stay below the evaluation seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, 10000], got {text!r}") from None
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"must be in [1, 10000], got {value}")
+    return value
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, default=20, help="seeds per cell (default 20)")
+    ap.add_argument("--seeds", type=_seed_count, default=20,
+                    help="seeds per cell, 1 to 10,000 (default 20; seeds 0..N-1, below the evaluation seeds)")
     ap.add_argument("--difficulties", default="easy,medium", help="comma list (default easy,medium)")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma list (default: all)")
     ap.add_argument("--quick", action="store_true", help="3 seeds, easy only (for tests)")
@@ -200,6 +212,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     fams = [f.strip() for f in args.families.split(",") if f.strip()]
     diffs = [d.strip() for d in args.difficulties.split(",") if d.strip()]
+    if not fams:
+        ap.error(f"--families is empty; choose from {list(FAMILIES)}")
+    if not diffs:
+        ap.error("--difficulties is empty; choose from ['easy', 'medium', 'hard']")
     for f in fams:
         if f not in FAMILIES:
             ap.error(f"unknown family {f!r}; choose from {list(FAMILIES)}")

@@ -1,6 +1,7 @@
 """scripts/bench_store.py runs in its --quick form and prints a complete table."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,13 @@ def test_bench_scripts_refuse_bad_numbers_before_running():
         ("bench_store.py", ["--quick", "--sweeps", "0"], "--sweeps"),
         ("bench_store.py", ["--quick", "--ref-queries", "-2"], "--ref-queries"),
         ("bench_store.py", ["--quick", "--json", "/nonexistent/dir/x.json"], "does not exist"),
+        # a folder: a traceback after the whole run (the rows lost)
+        ("bench_store.py", ["--quick", "--json", str(ROOT / "scripts")], "is a folder"),
+        ("validate_world.py", ["--quick", "--seeds", "0"], "--seeds"),
+        ("validate_world.py", ["--seeds", "-2"], "--seeds"),
+        ("validate_world.py", ["--families", ""], "--families is empty"),
+        ("validate_world.py", ["--difficulties", " , "], "--difficulties is empty"),
+        ("bench.py", ["--seeds", "1000000000000000000000"], "--seeds"),
         ("bench_persistence.py", ["--quick", "--n", "-1"], "--n"),
         ("bench_persistence.py", ["--quick", "--dim", "0"], "--dim"),
     ]
@@ -45,6 +53,19 @@ def test_bench_scripts_refuse_bad_numbers_before_running():
                              text=True, timeout=60, cwd=ROOT)
         assert res.returncode == 2, (script, args, res.stderr)
         assert needle in res.stderr and "Traceback" not in res.stderr, (script, args, res.stderr)
+
+
+def test_scripts_train_runs_this_checkouts_code(tmp_path):
+    # it imported whichever `agents` came first on the path (another checkout's, an installed one, or
+    # none: ModuleNotFoundError under a plain python3), unlike scripts/bench.py
+    fake = tmp_path / "agents"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "train.py").write_text("def main():\n    print('ANOTHER CHECKOUT')\n    return 3\n")
+    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), "--help"], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert res.returncode == 0 and "ANOTHER CHECKOUT" not in res.stdout, res.stdout + res.stderr
+    assert "--config" in res.stdout
 
 
 def test_bench_store_rss_is_the_stores_own():
