@@ -3,7 +3,7 @@
 import pytest
 
 from world.families import UNKNOWN
-from world.grading import DefaultReader, ParsedQuestion, Reader, evidence_recall, grade
+from world.grading import DefaultReader, ParsedQuestion, Reader, evidence_recall, grade, normalize_answer
 
 
 def Q(gold, **kw):
@@ -36,6 +36,45 @@ def Q(gold, **kw):
 )
 def test_verdicts(question, answer, revealed, verdict):
     assert grade(question, answer, revealed) == verdict
+
+
+@pytest.mark.parametrize(
+    "text, normal",
+    [("Dr. Okafor", "dr okafor"), ("  The  Hague ", "hague"), ("555-0101.", "5550101"), ("Unknown.", UNKNOWN),
+     ("l\u2019Orient \u2014 a bay", "lorient bay"), ("", ""), (None, "")],
+)
+def test_normalize_answer_is_squad_style(text, normal):
+    assert normalize_answer(text) == normal
+
+
+@pytest.mark.parametrize(
+    "question, answer, verdict",
+    [
+        # punctuation, case and articles do not count (exact strings graded all of these otherwise)
+        (Q("Dr. Okafor"), "Dr Okafor", "correct"),
+        (Q("Halmoor", stale=["Lunwell"]), "Halmoor.", "correct"),
+        (Q("Halmoor", stale=["Lunwell"]), "Lunwell.", "stale"),
+        (Q("Halmoor"), "Unknown.", "abstained"),
+        (Q(UNKNOWN, qtype="unanswerable"), "Unknown.", "correct"),
+        (Q(UNKNOWN, qtype="unanswerable"), "I don't know", "hallucinated"),  # the protocol's word is "unknown"
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "Unknown.", "correct"),
+        # an answer that contains an erased value as whole words reveals it
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "555-0101.", "leaked"),
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "Your number was 555-0101", "leaked"),
+        (Q(UNKNOWN, qtype="erased", erased=["Bath"]), "I think it was Bath, or the coast.", "leaked"),
+        (Q(UNKNOWN, qtype="erased", erased=["Bath"]), "Bathurst", "hallucinated"),  # not as a word
+        (Q(UNKNOWN, qtype="erased", erased=["Port Ellen"]), "Ellen Port", "hallucinated"),  # not as a phrase
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "555-0101 was erased", "leaked"),
+    ],
+)
+def test_answers_compare_in_normal_form_and_a_contained_erased_value_leaks(question, answer, verdict):
+    assert grade(question, answer) == verdict
+
+
+def test_revealed_values_compare_in_normal_form():
+    q = Q(UNKNOWN, qtype="erased", erased=["Dr. Okafor"])
+    assert grade(q, UNKNOWN, ["dr okafor"]) == "leaked"
+    assert grade(q, None, ["Okafor"]) == "abstained"  # a stored value is compared whole
 
 
 def test_parsed_question_hides_answerability():
