@@ -196,6 +196,42 @@ def test_evidence_recall():
     assert evidence_recall({"evidence": [3]}, [], p.get) == 0.0
 
 
+def test_evidence_recall_credits_the_version_chain_of_a_retrieved_memory():
+    """QUERY never returns a superseded version; the reader follows the chain to it on purpose, so
+    the chain's events count (a perfect chain scored 0.5 on "before" questions)."""
+    p = {"a": fact("Ada", "car", "Fiat", event=1), "b": fact("Ada", "car", "Volvo", "change", event=8)}
+    ctx = Ctx(p, chains=[("a", "b")])
+    q = {"evidence": [1, 8]}
+    assert evidence_recall(q, ["b"], p.get) == 0.5  # without the chain: the retrieved memory only
+    assert evidence_recall(q, ["b"], p.get, chain=ctx.chain) == 1.0
+    assert evidence_recall(q, ["b"], p.get, chain=Ctx(p).chain) == 0.5  # no chain, nothing more
+    # a chain version without a payload (swept / erased) holds nothing
+    assert evidence_recall(q, ["b"], {"b": p["b"]}.get, chain=ctx.chain) == 0.5
+
+
+def test_evidence_recall_counts_a_repeat_as_the_event_it_repeats():
+    p = {"r": {"kind": "repeat", "subject": "Ada", "relation": "car", "object": "Fiat", "event": 9, "of": 1}}
+    assert evidence_recall({"evidence": [1]}, ["r"], p.get) == 1.0
+    assert evidence_recall({"evidence": [9, 1]}, ["r"], p.get) == 1.0
+    assert evidence_recall({"evidence": [2]}, ["r"], p.get) == 0.0
+
+
+def test_evidence_recall_credits_the_memories_the_answer_used():
+    """A multi-hop answer reaches linked memories QUERY did not return (LINK hops): ReaderAnswer.used."""
+    p = {
+        "a": fact("Ada", "sibling", "Bo", event=0),
+        "b": {"kind": "ref", "subject": "ref:her sibling", "relation": "works_at", "object": "Zenix Labs",
+              "resolves": "Bo", "event": 2},
+    }
+    linked = Ctx(p, links=[("b", "a")])
+    ans = R.answer(pq("hop", relation="works_at", path=("sibling", "works_at")), ["a"], linked)
+    assert ans.used == ["a", "b"]
+    q = {"evidence": [0, 2]}
+    assert evidence_recall(q, ["a"], p.get, chain=linked.chain) == 0.5
+    assert evidence_recall(q, ["a"], p.get, chain=linked.chain, used=ans.used) == 1.0
+    assert evidence_recall(q, [], p.get, used=["zz"]) == 0.0  # an unknown id holds nothing
+
+
 def test_default_reader_never_hallucinates_a_guessing_reader_does():
     """As docs/world.md states: DefaultReader answers only from memories about the exact (subject,
     relation), and nothing ever states the pair an unanswerable question asks about, so it answers

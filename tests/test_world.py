@@ -635,3 +635,29 @@ def test_reflect_without_a_cluster_is_refused_whatever_the_op_type(op):
         assert len(w.store) == n and w._version == version and w.metrics()["ops"] == stats
         assert not w.is_valid(Op.NOOP)[0]  # the event's one operation is spent
         w = pickle.loads(state)
+
+
+def test_a_perfect_version_chain_has_full_evidence_recall():
+    """The player that WRITEs a fact and UPDATEs every later statement of its (subject, relation)
+    onto it answers every temporal question, and its evidence recall is 1: the reader reads the whole
+    chain (QUERY returns its head only), and a repeat stored as a version holds the event it repeats.
+    Before, "before" questions scored 0.5 and some "current" ones 0 with the right answer."""
+    w = World(WorldConfig.preset("temporal", "easy"), seed=0)
+    acc = w.privileged
+    head: dict = {}
+    seen = []
+    while not w.done:
+        p = acc.event_payload
+        if w.event.kind == "question":
+            q = w.apply(Op.QUERY).question
+            seen.append((q["qtype"], q["verdict"], q["evidence_recall"]))
+        elif p.get("kind") in ("fact", "change", "repeat") and p.get("thread", -1) >= 0:
+            k = (p["subject"], p["relation"])
+            out = w.apply(Op.UPDATE, head[k]) if head.get(k) in w.store else w.apply(Op.WRITE)
+            head[k] = out.memory_id
+        else:
+            w.apply(Op.NOOP)
+        w.advance()
+    assert {"before", "current"} <= {t for t, _, _ in seen}
+    assert [(v, r) for _, v, r in seen] == [("correct", 1.0)] * len(seen)
+    assert w.metrics()["evidence_recall"] == 1.0

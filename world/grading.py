@@ -246,19 +246,34 @@ def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> s
     return "wrong"
 
 
-def evidence_recall(question: dict, retrieved: Sequence[str], payload: Callable[[str], dict | None]) -> float | None:
-    """Share of the gold evidence events held by some retrieved memory (None: no evidence)."""
+def evidence_recall(question: dict, retrieved: Sequence[str], payload: Callable[[str], dict | None], *,
+                    chain: Callable[[str], Sequence[str]] | None = None, used: Sequence[str] = ()) -> float | None:
+    """Share of the question's gold evidence events held by the memories the reader could read.
+
+    The memories read: every memory in ``retrieved`` (what QUERY returned), every version of its
+    version chain (``chain(id)``: QUERY never returns a superseded version, the reader follows the
+    chain to it on purpose), and every memory in ``used`` (``ReaderAnswer.used``, what the answer
+    rests on: e.g. the memories a multi-hop answer reached over LINK edges). A memory *holds* its own
+    event (payload ``event``), the event a repeat restates (``of``: a repeat stored in place of its
+    original holds the same fact) and the events a rule was consolidated from (``derived_events``);
+    an id without a payload (swept, erased, unknown) holds nothing::
+
+        evidence_recall = |held(read memories) & evidence| / |evidence|     (None: no evidence)
+    """
     gold = set(question.get("evidence", ()))
     if not gold:
         return None
-    hit: set[int] = set()
+    read: dict[str, None] = {}
     for mid in retrieved:
+        read[mid] = None
+        if chain is not None:
+            read.update(dict.fromkeys(chain(mid)))
+    read.update(dict.fromkeys(used))
+    hit: set[int] = set()
+    for mid in read:
         p = payload(mid)
         if not p:
             continue
-        if p.get("event") in gold:
-            hit.add(p["event"])
-        for e in p.get("derived_events", ()):
-            if e in gold:
-                hit.add(e)
+        held = [p.get("event"), p.get("of"), *p.get("derived_events", ())]
+        hit.update(e for e in held if e in gold)
     return len(hit) / len(gold)

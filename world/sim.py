@@ -601,9 +601,10 @@ class World:
             revealed = self._held_values(qp["subject"], qp["relation"])
         if out.op is Op.QUERY and out.valid:
             pq = ParsedQuestion.from_payload(se.text, qp)
-            ans = self.reader.answer(pq, out.retrieved, _ReaderCtx(self))
+            ctx = _ReaderCtx(self)
+            ans = self.reader.answer(pq, out.retrieved, ctx)
             answer = ans.answer
-            recall = evidence_recall(qp, out.retrieved, self._payloads.get)
+            recall = evidence_recall(qp, out.retrieved, self._payloads.get, chain=ctx.chain, used=ans.used)
         else:
             recall = 0.0 if qp.get("evidence") else None
         verdict = grade(qp, answer, revealed)
