@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from world import FAMILIES, Op, World, WorldConfig
+from world.grading import DefaultReader, ReaderAnswer
 from world.oracle import Oracle
 from world.sim import NO_CLUSTER, REWARD_TERMS
 
@@ -661,3 +662,71 @@ def test_a_perfect_version_chain_has_full_evidence_recall():
     assert {"before", "current"} <= {t for t, _, _ in seen}
     assert [(v, r) for _, v, r in seen] == [("correct", 1.0)] * len(seen)
     assert w.metrics()["evidence_recall"] == 1.0
+
+
+@pytest.mark.parametrize("reader", [object(), 42, DefaultReader], ids=["object", "int", "a class"])
+def test_a_reader_that_is_not_a_reader_is_refused_at_construction(reader):
+    with pytest.raises(TypeError, match=r"reader must follow the Reader protocol.*answer\("):
+        World(WorldConfig.preset("recall", "easy"), seed=0, reader=reader)
+
+
+class _StrReader:
+    def answer(self, question, retrieved, ctx):
+        return "unknown"
+
+
+class _NoneReader:
+    def answer(self, question, retrieved, ctx):
+        return ReaderAnswer(None)
+
+
+class _BadUsedReader:
+    def answer(self, question, retrieved, ctx):
+        return ReaderAnswer("unknown", "m_1")
+
+
+@pytest.mark.parametrize("reader, match", [
+    (_StrReader(), r"reader _StrReader\.answer returned 'unknown' \(str\); a Reader must return ReaderAnswer"),
+    (_NoneReader(), r"reader _NoneReader\.answer returned ReaderAnswer\.answer=None .*must be a str"),
+    (_BadUsedReader(), r"reader _BadUsedReader\.answer returned ReaderAnswer\.used='m_1'.*list of memory ids"),
+])
+def test_a_reader_returning_a_wrong_type_raises_naming_it_and_no_question_is_lost(reader, match):
+    """The error names the reader's class and the value; the question stays ungraded (advance grades
+    it unanswered) and the QUERY stays booked, so a driver that catches and goes on loses nothing:
+    its metrics are those of a world whose reader answered "unknown" every time."""
+
+    class Unknown:
+        def answer(self, question, retrieved, ctx):
+            return ReaderAnswer("unknown")
+
+    cfg = WorldConfig.preset("recall", "easy")
+    bad, ref = World(cfg, seed=0, reader=reader), World(cfg, seed=0, reader=Unknown())
+    n_q = 0
+    while not bad.done:
+        op = Op.QUERY if bad.event.kind == "question" else Op.WRITE
+        if op is Op.QUERY:
+            n_q += 1
+            with pytest.raises(TypeError, match=match):
+                bad.apply(op)
+        else:
+            bad.apply(op)
+        ref.apply(op)
+        bad.advance()
+        ref.advance()
+    m, r = bad.metrics(), ref.metrics()
+    assert n_q > 5 and m["questions"] == n_q and m["verdicts"]["abstained"] == n_q
+    assert m["ops"] == r["ops"] and m["verdicts"] == r["verdicts"]
+    assert m["reward_terms"]["storage_cost"] == r["reward_terms"]["storage_cost"]
+    assert m["reward_terms"]["query_cost"] == r["reward_terms"]["query_cost"]
+
+
+def test_a_reader_replaced_after_construction_is_checked_when_it_answers():
+    w = World(WorldConfig.preset("recall", "easy"), seed=0)
+    w.reader = object()
+    while w.event.kind != "question":
+        w.apply(Op.WRITE)
+        w.advance()
+    with pytest.raises(TypeError, match="reader must follow the Reader protocol"):
+        w.apply(Op.QUERY)
+    w.advance()
+    assert w.metrics()["verdicts"]["abstained"] == 1
