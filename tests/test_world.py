@@ -730,3 +730,16 @@ def test_a_reader_replaced_after_construction_is_checked_when_it_answers():
         w.apply(Op.QUERY)
     w.advance()
     assert w.metrics()["verdicts"]["abstained"] == 1
+
+
+def test_metrics_evidence_recall_is_none_when_no_question_had_evidence():
+    """abstention-easy seed 4: nine unanswerable questions, all answered correctly; the mean recall of
+    no question is None (as the bench's NaN), not 0.0."""
+    w = World(WorldConfig.preset("abstention", "easy"), seed=4)
+    o = Oracle()
+    while not w.done:
+        w.apply(*o.act(w))
+        w.advance()
+    m = w.metrics()
+    assert m["questions"] == 9 and m["verdicts"]["correct"] == 9
+    assert m["evidence_recall"] is None

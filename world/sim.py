@@ -1139,7 +1139,8 @@ class _Stats:
             "request_leaks": self.request_leaks,
             "leaks": verdicts["leaked"] + self.request_leaks,
             "by_family": fam,
-            "evidence_recall": self.recall_sum / self.recall_n if self.recall_n else 0.0,
+            # None when no question had evidence (all unanswerable / erased), as the bench's NaN: not 0
+            "evidence_recall": self.recall_sum / self.recall_n if self.recall_n else None,
             "ops": {o.name: int(self.ops.get(o.name, 0)) for o in Op},
             "invalid": self.invalid,
             "writes": self.writes,
