@@ -743,3 +743,33 @@ def test_metrics_evidence_recall_is_none_when_no_question_had_evidence():
     m = w.metrics()
     assert m["questions"] == 9 and m["verdicts"]["correct"] == 9
     assert m["evidence_recall"] is None
+
+
+def test_a_duplicate_reflect_is_reported_counted_and_keeps_the_rule_payload():
+    """REFLECT of a cluster whose rule exists: the store returns the existing rule (status
+    'duplicate'); the world reported a new write (duplicate False, not counted) and overwrote the
+    rule's payload (event, derived_events) while the store's derived_from kept the old members."""
+    w = World(WorldConfig.preset("consolidation", "easy"), seed=0)
+    acc = w.privileged
+    eps: dict = {}
+    outs = []
+    while not w.done and len(outs) < 2:
+        p = acc.event_payload
+        k = (p.get("subject"), p.get("relation"))
+        if p.get("kind") == "episode":
+            eps.setdefault(k, []).append(w.apply(Op.WRITE).memory_id)
+        elif p.get("kind") == "chitchat" and any(len(v) >= 2 for v in eps.values()):
+            kk = next(k for k, v in eps.items() if len(v) >= 2)
+            before = dict(acc.payload(outs[0][0].memory_id)) if outs else None
+            outs.append((w.apply(Op.REFLECT, eps[kk][0]), before, w.store.last_write.status))
+        else:
+            w.apply(Op.NOOP)
+        w.advance()
+    (first, _, s1), (second, payload_before, s2) = outs
+    assert (s1, s2) == ("written", "duplicate") and second.memory_id == first.memory_id
+    assert not first.duplicate and second.duplicate
+    assert w.metrics()["duplicates"] == 1
+    rule = acc.payload(second.memory_id)
+    assert rule == payload_before
+    members = w.store.get(second.memory_id).derived_from
+    assert sorted(acc.payload(m)["event"] for m in members if acc.payload(m)) == rule["derived_events"]

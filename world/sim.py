@@ -593,6 +593,13 @@ class World:
         # consolidated knowledge is durable: rules get the maximal importance (slower sweep)
         rec = self.store.write_semantic(self._se.step, text, list(cluster), importance=1.0)
         out.memory_id = rec.memory_id
+        report = getattr(self.store, "last_write", None)
+        if report is not None and getattr(report, "status", "") == "duplicate":
+            # the store kept the existing memory (the same rule made before): as for WRITE, it keeps
+            # its payload (event, derived_events, last_use), which agrees with the store's derived_from
+            out.duplicate = True
+            self._stats.duplicates += 1
+            return
         self._add_payload(rec.memory_id, {
             "kind": "rule", "family": ps[0].get("family"), "subject": subj, "relation": rel, "object": obj,
             "event": self._se.index, "step": self._se.step, "derived_events": sorted(p["event"] for p in ps),
