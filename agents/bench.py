@@ -334,7 +334,9 @@ def run_episode(agent: Agent, env: Any, seed: int, *, trace: Callable[[dict], No
         "ops": ops,
         "ops_per_event": (events - ops["NOOP"]) / events if events else 0.0,
         "invalid_actions": invalid,
-        "world_metrics": {k: v for k, v in sorted(final_metrics.items()) if isinstance(v, (int, float, str, bool))},
+        # (None kept, as JSON null: evidence_recall is None when no question had evidence)
+        "world_metrics": {k: v for k, v in sorted(final_metrics.items())
+                          if v is None or isinstance(v, (int, float, str, bool))},
     }
     timing = {"wall_s": wall, "steps_per_s": events / wall if wall > 0 else math.nan}
     return row, timing

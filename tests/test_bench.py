@@ -337,3 +337,19 @@ def test_live_memories_mean_is_the_worlds_count():
     row = evaluate("write_all", "MemGym/Erasure-Easy-v0", [10_000])[0]
     assert row["world_metrics"]["swept"] > 0
     assert row["live_memories_mean"] == row["world_metrics"]["mean_live_memories"]
+
+
+def test_an_episode_without_evidence_has_no_evidence_recall_anywhere():
+    """Every question of Abstention-Easy seed 23 is unanswerable (no evidence): the row's
+    evidence_recall is NaN (null in results.json) and the world's metrics say None, not 0.0 (which
+    read as "the agent retrieved none of the evidence"); the row's world_metrics keep the key (null)."""
+    from agents.bench import evaluate
+
+    row = evaluate("oracle", "MemGym/Abstention-Easy-v0", [23])[0]
+    assert row["questions"] == 8 and row["verdicts"]["correct"] == 8
+    assert math.isnan(row["evidence_recall"])
+    assert "evidence_recall" in row["world_metrics"] and row["world_metrics"]["evidence_recall"] is None
+    # and an aggregate over it and an episode with evidence averages the one that has some
+    with_ev = evaluate("oracle", "MemGym/Abstention-Easy-v0", [10_000])[0]
+    overall = bench.summarise([{**row, "episode": 0}, {**with_ev, "episode": 1}])["agents"]["oracle"]["overall"]
+    assert overall["evidence_recall"] == pytest.approx(with_ev["evidence_recall"])

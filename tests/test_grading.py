@@ -3,7 +3,7 @@
 import pytest
 
 from world.families import UNKNOWN
-from world.grading import DefaultReader, ParsedQuestion, Reader, evidence_recall, grade
+from world.grading import DefaultReader, ParsedQuestion, Reader, evidence_recall, grade, normalize_answer
 
 
 def Q(gold, **kw):
@@ -36,6 +36,45 @@ def Q(gold, **kw):
 )
 def test_verdicts(question, answer, revealed, verdict):
     assert grade(question, answer, revealed) == verdict
+
+
+@pytest.mark.parametrize(
+    "text, normal",
+    [("Dr. Okafor", "dr okafor"), ("  The  Hague ", "hague"), ("555-0101.", "5550101"), ("Unknown.", UNKNOWN),
+     ("l\u2019Orient \u2014 a bay", "lorient bay"), ("", ""), (None, "")],
+)
+def test_normalize_answer_is_squad_style(text, normal):
+    assert normalize_answer(text) == normal
+
+
+@pytest.mark.parametrize(
+    "question, answer, verdict",
+    [
+        # punctuation, case and articles do not count (exact strings graded all of these otherwise)
+        (Q("Dr. Okafor"), "Dr Okafor", "correct"),
+        (Q("Halmoor", stale=["Lunwell"]), "Halmoor.", "correct"),
+        (Q("Halmoor", stale=["Lunwell"]), "Lunwell.", "stale"),
+        (Q("Halmoor"), "Unknown.", "abstained"),
+        (Q(UNKNOWN, qtype="unanswerable"), "Unknown.", "correct"),
+        (Q(UNKNOWN, qtype="unanswerable"), "I don't know", "hallucinated"),  # the protocol's word is "unknown"
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "Unknown.", "correct"),
+        # an answer that contains an erased value as whole words reveals it
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "555-0101.", "leaked"),
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "Your number was 555-0101", "leaked"),
+        (Q(UNKNOWN, qtype="erased", erased=["Bath"]), "I think it was Bath, or the coast.", "leaked"),
+        (Q(UNKNOWN, qtype="erased", erased=["Bath"]), "Bathurst", "hallucinated"),  # not as a word
+        (Q(UNKNOWN, qtype="erased", erased=["Port Ellen"]), "Ellen Port", "hallucinated"),  # not as a phrase
+        (Q(UNKNOWN, qtype="erased", erased=["555-0101"]), "555-0101 was erased", "leaked"),
+    ],
+)
+def test_answers_compare_in_normal_form_and_a_contained_erased_value_leaks(question, answer, verdict):
+    assert grade(question, answer) == verdict
+
+
+def test_revealed_values_compare_in_normal_form():
+    q = Q(UNKNOWN, qtype="erased", erased=["Dr. Okafor"])
+    assert grade(q, UNKNOWN, ["dr okafor"]) == "leaked"
+    assert grade(q, None, ["Okafor"]) == "abstained"  # a stored value is compared whole
 
 
 def test_parsed_question_hides_answerability():
@@ -155,6 +194,42 @@ def test_evidence_recall():
     assert evidence_recall({"evidence": [5, 6]}, ["r", "zz"], p.get) == 1.0
     assert evidence_recall({"evidence": []}, ["a"], p.get) is None
     assert evidence_recall({"evidence": [3]}, [], p.get) == 0.0
+
+
+def test_evidence_recall_credits_the_version_chain_of_a_retrieved_memory():
+    """QUERY never returns a superseded version; the reader follows the chain to it on purpose, so
+    the chain's events count (a perfect chain scored 0.5 on "before" questions)."""
+    p = {"a": fact("Ada", "car", "Fiat", event=1), "b": fact("Ada", "car", "Volvo", "change", event=8)}
+    ctx = Ctx(p, chains=[("a", "b")])
+    q = {"evidence": [1, 8]}
+    assert evidence_recall(q, ["b"], p.get) == 0.5  # without the chain: the retrieved memory only
+    assert evidence_recall(q, ["b"], p.get, chain=ctx.chain) == 1.0
+    assert evidence_recall(q, ["b"], p.get, chain=Ctx(p).chain) == 0.5  # no chain, nothing more
+    # a chain version without a payload (swept / erased) holds nothing
+    assert evidence_recall(q, ["b"], {"b": p["b"]}.get, chain=ctx.chain) == 0.5
+
+
+def test_evidence_recall_counts_a_repeat_as_the_event_it_repeats():
+    p = {"r": {"kind": "repeat", "subject": "Ada", "relation": "car", "object": "Fiat", "event": 9, "of": 1}}
+    assert evidence_recall({"evidence": [1]}, ["r"], p.get) == 1.0
+    assert evidence_recall({"evidence": [9, 1]}, ["r"], p.get) == 1.0
+    assert evidence_recall({"evidence": [2]}, ["r"], p.get) == 0.0
+
+
+def test_evidence_recall_credits_the_memories_the_answer_used():
+    """A multi-hop answer reaches linked memories QUERY did not return (LINK hops): ReaderAnswer.used."""
+    p = {
+        "a": fact("Ada", "sibling", "Bo", event=0),
+        "b": {"kind": "ref", "subject": "ref:her sibling", "relation": "works_at", "object": "Zenix Labs",
+              "resolves": "Bo", "event": 2},
+    }
+    linked = Ctx(p, links=[("b", "a")])
+    ans = R.answer(pq("hop", relation="works_at", path=("sibling", "works_at")), ["a"], linked)
+    assert ans.used == ["a", "b"]
+    q = {"evidence": [0, 2]}
+    assert evidence_recall(q, ["a"], p.get, chain=linked.chain) == 0.5
+    assert evidence_recall(q, ["a"], p.get, chain=linked.chain, used=ans.used) == 1.0
+    assert evidence_recall(q, [], p.get, used=["zz"]) == 0.0  # an unknown id holds nothing
 
 
 def test_default_reader_never_hallucinates_a_guessing_reader_does():

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from world import FAMILIES, Op, World, WorldConfig
+from world.grading import DefaultReader, ReaderAnswer
 from world.oracle import Oracle
 from world.sim import NO_CLUSTER, REWARD_TERMS
 
@@ -635,3 +636,140 @@ def test_reflect_without_a_cluster_is_refused_whatever_the_op_type(op):
         assert len(w.store) == n and w._version == version and w.metrics()["ops"] == stats
         assert not w.is_valid(Op.NOOP)[0]  # the event's one operation is spent
         w = pickle.loads(state)
+
+
+def test_a_perfect_version_chain_has_full_evidence_recall():
+    """The player that WRITEs a fact and UPDATEs every later statement of its (subject, relation)
+    onto it answers every temporal question, and its evidence recall is 1: the reader reads the whole
+    chain (QUERY returns its head only), and a repeat stored as a version holds the event it repeats.
+    Before, "before" questions scored 0.5 and some "current" ones 0 with the right answer."""
+    w = World(WorldConfig.preset("temporal", "easy"), seed=0)
+    acc = w.privileged
+    head: dict = {}
+    seen = []
+    while not w.done:
+        p = acc.event_payload
+        if w.event.kind == "question":
+            q = w.apply(Op.QUERY).question
+            seen.append((q["qtype"], q["verdict"], q["evidence_recall"]))
+        elif p.get("kind") in ("fact", "change", "repeat") and p.get("thread", -1) >= 0:
+            k = (p["subject"], p["relation"])
+            out = w.apply(Op.UPDATE, head[k]) if head.get(k) in w.store else w.apply(Op.WRITE)
+            head[k] = out.memory_id
+        else:
+            w.apply(Op.NOOP)
+        w.advance()
+    assert {"before", "current"} <= {t for t, _, _ in seen}
+    assert [(v, r) for _, v, r in seen] == [("correct", 1.0)] * len(seen)
+    assert w.metrics()["evidence_recall"] == 1.0
+
+
+@pytest.mark.parametrize("reader", [object(), 42, DefaultReader], ids=["object", "int", "a class"])
+def test_a_reader_that_is_not_a_reader_is_refused_at_construction(reader):
+    with pytest.raises(TypeError, match=r"reader must follow the Reader protocol.*answer\("):
+        World(WorldConfig.preset("recall", "easy"), seed=0, reader=reader)
+
+
+class _StrReader:
+    def answer(self, question, retrieved, ctx):
+        return "unknown"
+
+
+class _NoneReader:
+    def answer(self, question, retrieved, ctx):
+        return ReaderAnswer(None)
+
+
+class _BadUsedReader:
+    def answer(self, question, retrieved, ctx):
+        return ReaderAnswer("unknown", "m_1")
+
+
+@pytest.mark.parametrize("reader, match", [
+    (_StrReader(), r"reader _StrReader\.answer returned 'unknown' \(str\); a Reader must return ReaderAnswer"),
+    (_NoneReader(), r"reader _NoneReader\.answer returned ReaderAnswer\.answer=None .*must be a str"),
+    (_BadUsedReader(), r"reader _BadUsedReader\.answer returned ReaderAnswer\.used='m_1'.*list of memory ids"),
+])
+def test_a_reader_returning_a_wrong_type_raises_naming_it_and_no_question_is_lost(reader, match):
+    """The error names the reader's class and the value; the question stays ungraded (advance grades
+    it unanswered) and the QUERY stays booked, so a driver that catches and goes on loses nothing:
+    its metrics are those of a world whose reader answered "unknown" every time."""
+
+    class Unknown:
+        def answer(self, question, retrieved, ctx):
+            return ReaderAnswer("unknown")
+
+    cfg = WorldConfig.preset("recall", "easy")
+    bad, ref = World(cfg, seed=0, reader=reader), World(cfg, seed=0, reader=Unknown())
+    n_q = 0
+    while not bad.done:
+        op = Op.QUERY if bad.event.kind == "question" else Op.WRITE
+        if op is Op.QUERY:
+            n_q += 1
+            with pytest.raises(TypeError, match=match):
+                bad.apply(op)
+        else:
+            bad.apply(op)
+        ref.apply(op)
+        bad.advance()
+        ref.advance()
+    m, r = bad.metrics(), ref.metrics()
+    assert n_q > 5 and m["questions"] == n_q and m["verdicts"]["abstained"] == n_q
+    assert m["ops"] == r["ops"] and m["verdicts"] == r["verdicts"]
+    assert m["reward_terms"]["storage_cost"] == r["reward_terms"]["storage_cost"]
+    assert m["reward_terms"]["query_cost"] == r["reward_terms"]["query_cost"]
+
+
+def test_a_reader_replaced_after_construction_is_checked_when_it_answers():
+    w = World(WorldConfig.preset("recall", "easy"), seed=0)
+    w.reader = object()
+    while w.event.kind != "question":
+        w.apply(Op.WRITE)
+        w.advance()
+    with pytest.raises(TypeError, match="reader must follow the Reader protocol"):
+        w.apply(Op.QUERY)
+    w.advance()
+    assert w.metrics()["verdicts"]["abstained"] == 1
+
+
+def test_metrics_evidence_recall_is_none_when_no_question_had_evidence():
+    """abstention-easy seed 4: nine unanswerable questions, all answered correctly; the mean recall of
+    no question is None (as the bench's NaN), not 0.0."""
+    w = World(WorldConfig.preset("abstention", "easy"), seed=4)
+    o = Oracle()
+    while not w.done:
+        w.apply(*o.act(w))
+        w.advance()
+    m = w.metrics()
+    assert m["questions"] == 9 and m["verdicts"]["correct"] == 9
+    assert m["evidence_recall"] is None
+
+
+def test_a_duplicate_reflect_is_reported_counted_and_keeps_the_rule_payload():
+    """REFLECT of a cluster whose rule exists: the store returns the existing rule (status
+    'duplicate'); the world reported a new write (duplicate False, not counted) and overwrote the
+    rule's payload (event, derived_events) while the store's derived_from kept the old members."""
+    w = World(WorldConfig.preset("consolidation", "easy"), seed=0)
+    acc = w.privileged
+    eps: dict = {}
+    outs = []
+    while not w.done and len(outs) < 2:
+        p = acc.event_payload
+        k = (p.get("subject"), p.get("relation"))
+        if p.get("kind") == "episode":
+            eps.setdefault(k, []).append(w.apply(Op.WRITE).memory_id)
+        elif p.get("kind") == "chitchat" and any(len(v) >= 2 for v in eps.values()):
+            kk = next(k for k, v in eps.items() if len(v) >= 2)
+            before = dict(acc.payload(outs[0][0].memory_id)) if outs else None
+            outs.append((w.apply(Op.REFLECT, eps[kk][0]), before, w.store.last_write.status))
+        else:
+            w.apply(Op.NOOP)
+        w.advance()
+    (first, _, s1), (second, payload_before, s2) = outs
+    assert (s1, s2) == ("written", "duplicate") and second.memory_id == first.memory_id
+    assert not first.duplicate and second.duplicate
+    assert w.metrics()["duplicates"] == 1
+    rule = acc.payload(second.memory_id)
+    assert rule == payload_before
+    members = w.store.get(second.memory_id).derived_from
+    assert sorted(acc.payload(m)["event"] for m in members if acc.payload(m)) == rule["derived_events"]

@@ -30,11 +30,16 @@ Verdicts (:func:`grade`): ``correct``, ``wrong``, ``stale`` (an outdated value o
 ``hallucinated`` (an answer where the right answer is unknown), ``leaked`` (the answer reveals an
 erased value, or the store still holds the erased fact: worse than wrong; the world also charges a
 leak, not graded as a question, for a request whose question the horizon cut off), ``abstained`` (unknown on an
-answerable question, or the question was not answered with QUERY).
+answerable question, or the question was not answered with QUERY). Answers and values are compared
+in their SQuAD normal form (:func:`normalize_answer`: case, punctuation, articles and spacing do not
+count), and an answer that contains an erased value as whole words is a leak; the default reader
+answers with stored values verbatim, so this matters only for readers that phrase answers (LLMs).
 """
 
 from __future__ import annotations
 
+import string
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -89,8 +94,32 @@ class Reader(Protocol):
     def answer(self, question: ParsedQuestion, retrieved: Sequence[str], ctx: ReaderContext) -> ReaderAnswer: ...
 
 
-def _norm(x: str | None) -> str:
-    return " ".join(str(x).lower().split()) if x is not None else ""
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
+def _is_punct(ch: str) -> bool:
+    return ch in string.punctuation or unicodedata.category(ch).startswith("P")
+
+
+def normalize_answer(x: str | None) -> str:
+    """SQuAD-style normal form of an answer or a value (Rajpurkar et al. 2016, the official evaluation
+    script): lower case, punctuation removed (ASCII ``string.punctuation`` and every Unicode
+    punctuation character), the articles a / an / the dropped, runs of white space collapsed.
+    ``"Dr. Okafor"`` and ``"dr okafor"`` are equal; ``"555-0101."`` becomes ``"5550101"``.
+    None -> ``""``."""
+    if x is None:
+        return ""
+    text = "".join(ch for ch in str(x).lower() if not _is_punct(ch))
+    return " ".join(w for w in text.split() if w not in _ARTICLES)
+
+
+_norm = normalize_answer
+
+
+def _contains(answer: str, value: str) -> bool:
+    """Whether the normalised ``value`` occurs in the normalised ``answer`` as whole words (a phrase
+    match: "5550101" is in "your number was 5550101", "bath" is not in "bathurst")."""
+    return bool(value) and f" {value} " in f" {answer} "
 
 
 class DefaultReader:
@@ -173,25 +202,37 @@ class DefaultReader:
 
 def reveals(erased: Sequence[str], revealed: Sequence[str]) -> bool:
     """Whether the values ``revealed`` (objects of live memories about an erased subject and
-    relation) hold one of the ``erased`` values (compared case- and space-insensitively)."""
-    gone = {_norm(v) for v in erased}
+    relation) hold one of the ``erased`` values (equal after :func:`normalize_answer`)."""
+    gone = {_norm(v) for v in erased} - {""}
     return bool(gone) and not gone.isdisjoint(_norm(v) for v in revealed)
 
 
 def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> str:
     """Verdict of ``answer`` (None = not answered) to a question payload.
 
+    Every comparison is between normal forms (:func:`normalize_answer`: case, punctuation, articles
+    and spacing do not count), so "Lunwell." is the stale value "Lunwell" and "Unknown." is
+    "unknown". In this order:
+
+    1. ``leaked``: a value in ``revealed`` is an erased value, or the answer *contains* an erased
+       value as whole words ("Your number was 555-0101." reveals "555-0101");
+    2. ``abstained``: no answer (None);
+    3. gold "unknown" (unanswerable and erased questions): ``correct`` for "unknown", else
+       ``hallucinated``;
+    4. ``correct`` (equal to the gold), ``abstained`` ("unknown"), ``stale`` (equal to an outdated
+       value), else ``wrong``.
+
     ``revealed``: values the store still holds for the erased fact (the world passes the objects of
     live memories about the question's subject and relation); an erased value among them is a
     leak even if the reader said unknown, or the question went unanswered.
     """
-    erased = {_norm(v) for v in question.get("erased", ())}
+    erased = {_norm(v) for v in question.get("erased", ())} - {""}
     if reveals(question.get("erased", ()), revealed):
         return "leaked"
     if answer is None:
         return "abstained"
     a = _norm(answer)
-    if erased and a in erased:
+    if any(_contains(a, e) for e in erased):
         return "leaked"
     gold = _norm(question["gold"])
     if gold == UNKNOWN:
@@ -205,19 +246,34 @@ def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> s
     return "wrong"
 
 
-def evidence_recall(question: dict, retrieved: Sequence[str], payload: Callable[[str], dict | None]) -> float | None:
-    """Share of the gold evidence events held by some retrieved memory (None: no evidence)."""
+def evidence_recall(question: dict, retrieved: Sequence[str], payload: Callable[[str], dict | None], *,
+                    chain: Callable[[str], Sequence[str]] | None = None, used: Sequence[str] = ()) -> float | None:
+    """Share of the question's gold evidence events held by the memories the reader could read.
+
+    The memories read: every memory in ``retrieved`` (what QUERY returned), every version of its
+    version chain (``chain(id)``: QUERY never returns a superseded version, the reader follows the
+    chain to it on purpose), and every memory in ``used`` (``ReaderAnswer.used``, what the answer
+    rests on: e.g. the memories a multi-hop answer reached over LINK edges). A memory *holds* its own
+    event (payload ``event``), the event a repeat restates (``of``: a repeat stored in place of its
+    original holds the same fact) and the events a rule was consolidated from (``derived_events``);
+    an id without a payload (swept, erased, unknown) holds nothing::
+
+        evidence_recall = |held(read memories) & evidence| / |evidence|     (None: no evidence)
+    """
     gold = set(question.get("evidence", ()))
     if not gold:
         return None
-    hit: set[int] = set()
+    read: dict[str, None] = {}
     for mid in retrieved:
+        read[mid] = None
+        if chain is not None:
+            read.update(dict.fromkeys(chain(mid)))
+    read.update(dict.fromkeys(used))
+    hit: set[int] = set()
+    for mid in read:
         p = payload(mid)
         if not p:
             continue
-        if p.get("event") in gold:
-            hit.add(p["event"])
-        for e in p.get("derived_events", ()):
-            if e in gold:
-                hit.add(e)
+        held = [p.get("event"), p.get("of"), *p.get("derived_events", ())]
+        hit.update(e for e in held if e in gold)
     return len(hit) / len(gold)

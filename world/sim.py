@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import reprlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from world.grading import (
     DefaultReader,
     ParsedQuestion,
     Reader,
+    ReaderAnswer,
     evidence_recall,
     grade,
     reveals,
@@ -252,6 +254,8 @@ class World:
             raise TypeError(f"config must be a WorldConfig, got {type(config).__name__}")
         self.config = config
         self._embedder = embedder if embedder is not None else shared_embedder(config.embedder, config.embed_dim)
+        if reader is not None:
+            _check_reader(reader)
         self.reader: Reader = reader if reader is not None else DefaultReader()
         self._rng = np.random.default_rng(seed)
         self.seed = seed
@@ -491,12 +495,20 @@ class World:
             st.ops[op_e.name] += 1
             self._dispatch(op_e, target, out)
         self._applied = True
+        failed = None
         if self._se.kind == QUESTION and not self._graded:
-            self._grade(out)
+            try:
+                self._grade(out)
+            except Exception as exc:  # the reader's: raised below, once the operation is booked
+                failed = exc
         if self._last_event():
             self._check_unasked_requests(out)
         out.reward_terms["storage_cost"] = w["storage"] * len(self.store)
         st.add_terms(out.reward_terms)
+        if failed is not None:
+            # the operation happened (the store was queried) and is counted; the question is not
+            # graded, so advance() grades it as unanswered and a driver that goes on loses nothing
+            raise failed
         return out
 
     def _dispatch(self, op: Op, target: str | None, out: Outcome) -> None:
@@ -581,6 +593,13 @@ class World:
         # consolidated knowledge is durable: rules get the maximal importance (slower sweep)
         rec = self.store.write_semantic(self._se.step, text, list(cluster), importance=1.0)
         out.memory_id = rec.memory_id
+        report = getattr(self.store, "last_write", None)
+        if report is not None and getattr(report, "status", "") == "duplicate":
+            # the store kept the existing memory (the same rule made before): as for WRITE, it keeps
+            # its payload (event, derived_events, last_use), which agrees with the store's derived_from
+            out.duplicate = True
+            self._stats.duplicates += 1
+            return
         self._add_payload(rec.memory_id, {
             "kind": "rule", "family": ps[0].get("family"), "subject": subj, "relation": rel, "object": obj,
             "event": self._se.index, "step": self._se.step, "derived_events": sorted(p["event"] for p in ps),
@@ -589,7 +608,8 @@ class World:
 
     # ------------------------------------------------------------------ grading
     def _grade(self, out: Outcome) -> None:
-        self._graded = True
+        """Grade the current question (once). A reader that fails or returns something other than a
+        ReaderAnswer raises before anything is recorded: the question stays ungraded."""
         se, w = self._se, self.config.rewards
         qp = se.payload
         answer = None
@@ -601,11 +621,15 @@ class World:
             revealed = self._held_values(qp["subject"], qp["relation"])
         if out.op is Op.QUERY and out.valid:
             pq = ParsedQuestion.from_payload(se.text, qp)
-            ans = self.reader.answer(pq, out.retrieved, _ReaderCtx(self))
+            ctx = _ReaderCtx(self)
+            reader = self.reader
+            _check_reader(reader)  # (a public attribute: it may have been replaced since __init__)
+            ans = _check_answer(reader, reader.answer(pq, out.retrieved, ctx))
             answer = ans.answer
-            recall = evidence_recall(qp, out.retrieved, self._payloads.get)
+            recall = evidence_recall(qp, out.retrieved, self._payloads.get, chain=ctx.chain, used=ans.used)
         else:
             recall = 0.0 if qp.get("evidence") else None
+        self._graded = True
         verdict = grade(qp, answer, revealed)
         out.question = {"family": qp["family"], "qtype": qp["qtype"], "verdict": verdict, "answer": answer,
                         "gold": qp["gold"], "evidence_recall": recall}
@@ -832,6 +856,35 @@ def _removed_ids(report, target: str) -> list[str]:
         if ids is not None and not isinstance(ids, (int, bool)):
             return list(ids)
     return [target]
+
+
+_READER_PROTOCOL = ("the Reader protocol: an object with a method answer(question: ParsedQuestion, retrieved: "
+                    "list[str], ctx) -> ReaderAnswer (world.grading)")
+
+
+def _check_reader(reader) -> None:
+    """TypeError naming ``reader`` unless it is a Reader (an instance with a callable ``answer``)."""
+    if isinstance(reader, type) or not callable(getattr(reader, "answer", None)):
+        what = f"the class {reader.__name__} (pass an instance)" if isinstance(reader, type) else (
+            f"an instance of {type(reader).__name__}, which has no callable answer")
+        raise TypeError(f"reader must follow {_READER_PROTOCOL}; got {what}")
+
+
+def _check_answer(reader, ans) -> ReaderAnswer:
+    """``ans`` if it is a ReaderAnswer with a str answer and a list of memory ids in ``used``; else a
+    TypeError naming the reader's class and the value it returned."""
+    name = f"{type(reader).__name__}.answer"
+    if not isinstance(ans, ReaderAnswer):
+        raise TypeError(f"reader {name} returned {reprlib.repr(ans)} ({type(ans).__name__}); a Reader must return "
+                        f"ReaderAnswer(answer: str, used: list of memory ids), e.g. ReaderAnswer('unknown')")
+    if not isinstance(ans.answer, str):
+        raise TypeError(f"reader {name} returned ReaderAnswer.answer={reprlib.repr(ans.answer)} "
+                        f"({type(ans.answer).__name__}); it must be a str ('unknown' to abstain)")
+    used = ans.used
+    if isinstance(used, str) or not isinstance(used, (list, tuple)) or not all(isinstance(m, str) for m in used):
+        raise TypeError(f"reader {name} returned ReaderAnswer.used={reprlib.repr(used)}; it must be a list of "
+                        f"memory ids (str)")
+    return ans
 
 
 class _ReaderCtx:
@@ -1093,7 +1146,8 @@ class _Stats:
             "request_leaks": self.request_leaks,
             "leaks": verdicts["leaked"] + self.request_leaks,
             "by_family": fam,
-            "evidence_recall": self.recall_sum / self.recall_n if self.recall_n else 0.0,
+            # None when no question had evidence (all unanswerable / erased), as the bench's NaN: not 0
+            "evidence_recall": self.recall_sum / self.recall_n if self.recall_n else None,
             "ops": {o.name: int(self.ops.get(o.name, 0)) for o in Op},
             "invalid": self.invalid,
             "writes": self.writes,
