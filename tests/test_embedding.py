@@ -335,3 +335,48 @@ def test_cache_pickled_before_keys_held_settings_is_re_keyed():
     revived.__setstate__(state)
     assert revived.lookup("Alice likes green tea") is vec and revived.texts() == ["Alice likes green tea"]
     assert pickle.loads(pickle.dumps(revived)).encode("Alice likes green tea").tobytes() == vec.tobytes()
+
+
+def _open_together(paths, barrier, results, wid):
+    """Worker of the test below: open each cache file at the same moment as the other workers."""
+    out = []
+    for path in paths:
+        barrier.wait()
+        try:
+            cache = CachedEmbedder(HashingEmbedder(16), path=path)
+            cache.encode(f"text of worker {wid}")
+            cache.encode("a text every worker embeds")
+            cache.close()
+            out.append("ok")
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            out.append(f"{type(exc).__name__}: {exc}")
+    results.put((wid, out))
+
+
+def test_processes_creating_one_cache_file_together_all_succeed(tmp_path):
+    """Creating the table and setting user_version were separate statements: of several processes
+    opening one new file at the same moment, some failed ("table emb already exists", or "not an
+    embedding cache of schema version 3 (user_version 0 ...)" read between the two). Now the schema is
+    read and written in one BEGIN IMMEDIATE transaction: every process opens the file. (The old code
+    failed in about 1 open of 7 here: 48 opens.)"""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("needs the fork start method")
+    ctx = multiprocessing.get_context("fork")
+    n_proc, rounds = 4, 12
+    paths = [str(tmp_path / f"cache{r}.sqlite") for r in range(rounds)]
+    barrier, results = ctx.Barrier(n_proc), ctx.Queue()
+    procs = [ctx.Process(target=_open_together, args=(paths, barrier, results, w)) for w in range(n_proc)]
+    for p in procs:
+        p.start()
+    outs = dict(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    failures = [(w, r, o) for w, out in outs.items() for r, o in enumerate(out) if o != "ok"]
+    assert failures == []
+    for path in paths:
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0] == n_proc + 1
+        conn.close()

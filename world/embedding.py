@@ -31,6 +31,7 @@ __all__ = [
     "HashingEmbedder",
     "SentenceTransformerEmbedder",
     "CachedEmbedder",
+    "CacheFileError",
     "make_embedder",
     "embedder_config",
     "embedder_from_config",
@@ -276,6 +277,30 @@ class SentenceTransformerEmbedder:
 CACHE_SCHEMA_VERSION = 3
 
 
+#: How long (seconds) an operation on a cache file waits for another process's write to finish
+#: (SQLite's busy timeout) before it fails.
+CACHE_BUSY_TIMEOUT = 30.0
+
+
+class CacheFileError(ValueError):
+    """A CachedEmbedder's cache file cannot be used (locked, unwritable, corrupted). The message names
+    the path; ``path`` and ``problem`` say which file and why."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"CachedEmbedder: path {path!r} {problem}")
+
+
+def _close(db: sqlite3.Connection) -> None:
+    """Roll back what is in progress and close (a failed open leaves the file as it was)."""
+    try:
+        db.rollback()
+    except sqlite3.Error:
+        pass
+    db.close()
+
+
 def _key_prefix(inner) -> str:
     """What a cache key holds besides the text: the inner embedder's name, and its settings when it
     has a ``config()`` (a hashing embedder's name ``hashing-<dim>`` does not say its bigram weight).
@@ -328,7 +353,12 @@ class CachedEmbedder:
             self._db = self._connect()
 
     def _connect(self) -> sqlite3.Connection:
-        """Open the cache file: create the table, or check it and migrate a version-0 file."""
+        """Open the cache file: create the table, or check it and migrate a file of an earlier schema.
+
+        Everything from reading the schema to setting ``user_version`` is one write transaction
+        (``BEGIN IMMEDIATE``): processes opening one file at the same time take turns, each seeing the
+        schema the one before left (as separate statements, two of them creating one new file failed
+        with "table emb already exists" or a ``user_version`` 0 read between CREATE and PRAGMA)."""
         path = self.path
         if os.path.isdir(path):
             raise ValueError(f"CachedEmbedder: path {path!r} is a directory, not an embedding cache file")
@@ -337,14 +367,24 @@ class CachedEmbedder:
             raise ValueError(f"CachedEmbedder: path {path!r}: directory {directory!r} does not exist; create it "
                              f"first or pass another path")
         try:
-            db = sqlite3.connect(path)
+            db = sqlite3.connect(path, timeout=CACHE_BUSY_TIMEOUT)
         except sqlite3.Error as exc:
             raise ValueError(f"CachedEmbedder: path {path!r} cannot be opened: {exc}") from exc
+        notes: list[str] = []
         try:
             # a dropped (erased) entry's bytes are overwritten, whatever the SQLite build's default
             db.execute("PRAGMA secure_delete=ON")
             if db.execute("PRAGMA secure_delete").fetchone()[0] != 1:
                 raise ValueError(f"CachedEmbedder: path {path!r}: this SQLite build cannot turn secure_delete on")
+            try:
+                db.execute("BEGIN IMMEDIATE")  # (waits up to CACHE_BUSY_TIMEOUT for another writer)
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise CacheFileError(path, f"is locked by another process (waited {CACHE_BUSY_TIMEOUT:g} s): "
+                                               f"{exc}") from exc
+                if "readonly" in str(exc) or "read-only" in str(exc):
+                    raise CacheFileError(path, f"cannot be written (read-only file or directory): {exc}") from exc
+                raise
             version = db.execute("PRAGMA user_version").fetchone()[0]
             columns = [r[1] for r in db.execute("PRAGMA table_info(emb)")]
             if not columns:
@@ -352,7 +392,8 @@ class CachedEmbedder:
                 if others:  # (another kind of SQLite file, e.g. a saved store: not touched)
                     raise ValueError(f"CachedEmbedder: path {path!r} is a SQLite file without an emb table "
                                      f"(tables {others}), not an embedding cache")
-                db.execute("CREATE TABLE emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL, text TEXT NOT NULL)")
+                db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL, "
+                           "text TEXT NOT NULL)")
                 db.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
             elif version == 0 and columns == ["key", "vec"]:
                 # version 0 kept no texts: an erasure could not find its entries, so they go
@@ -361,10 +402,10 @@ class CachedEmbedder:
                 db.execute("ALTER TABLE emb ADD COLUMN text TEXT")
                 db.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
                 if n:
-                    warnings.warn(
+                    notes.append(
                         f"CachedEmbedder: {path!r} is an embedding cache of schema version 0 (no texts): its {n} "
                         f"entries were dropped, since an erasure could not find them; they are embedded "
-                        f"again when needed", UserWarning, stacklevel=3)
+                        f"again when needed")
             elif version == 2 and columns[:3] == ["key", "vec", "text"]:
                 # version 2 keyed hashing entries by "hashing-<dim>" alone: which bigram weight wrote
                 # them is unknown, so they go; entries of other embedders keep their (unchanged) keys
@@ -373,20 +414,22 @@ class CachedEmbedder:
                 db.executemany("DELETE FROM emb WHERE key = ?", stale)
                 db.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
                 if stale:
-                    warnings.warn(
+                    notes.append(
                         f"CachedEmbedder: {path!r} is an embedding cache of schema version 2, whose keys do not "
                         f"say a hashing embedder's bigram_weight: its {len(stale)} hashing entries were dropped "
-                        f"(they are embedded again when needed), other entries kept", UserWarning, stacklevel=3)
+                        f"(they are embedded again when needed), other entries kept")
             elif version != CACHE_SCHEMA_VERSION or columns[:3] != ["key", "vec", "text"]:
                 raise ValueError(f"CachedEmbedder: path {path!r} is not an embedding cache of schema version "
                                  f"{CACHE_SCHEMA_VERSION} (user_version {version}, table emb has columns {columns})")
             db.commit()
         except sqlite3.DatabaseError as exc:
-            db.close()
+            _close(db)
             raise ValueError(f"CachedEmbedder: path {path!r} is not an embedding cache (SQLite): {exc}") from exc
         except BaseException:
-            db.close()
+            _close(db)
             raise
+        for note in notes:  # (once the migration is committed)
+            warnings.warn(note, UserWarning, stacklevel=3)
         return db
 
     def key(self, text: str) -> str:
