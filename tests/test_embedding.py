@@ -12,6 +12,7 @@ import pytest
 
 from world.embedding import (
     CachedEmbedder,
+    CacheFileError,
     HashingEmbedder,
     SentenceTransformerEmbedder,
     make_embedder,
@@ -367,6 +368,58 @@ def test_cache_pickled_before_keys_held_settings_is_re_keyed():
     revived.__setstate__(state)
     assert revived.lookup("Alice likes green tea") is vec and revived.texts() == ["Alice likes green tea"]
     assert pickle.loads(pickle.dumps(revived)).encode("Alice likes green tea").tobytes() == vec.tobytes()
+
+
+def _fill(path, n=400):
+    cache = CachedEmbedder(HashingEmbedder(16), path=path)
+    cache.encode_batch([f"old cached text number {i} about thing {i * 7}" for i in range(n)])
+    return cache
+
+
+def _overwrite_pages(path, first, last=None):
+    """Overwrite pages ``first`` .. ``last`` (0-based, 4 KiB; default: to the end) with junk, and bump
+    SQLite's file change counter so that an open connection reads the pages again."""
+    data = bytearray(path.read_bytes())
+    size = len(data) // 4096 if last is None else last + 1
+    for page in range(first, size):
+        data[page * 4096:(page + 1) * 4096] = bytes(range(256)) * 16
+    counter = int.from_bytes(data[24:28], "big")
+    data[24:28] = (counter + 1).to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+
+
+def test_cache_file_corrupted_inside_is_refused_when_opened(tmp_path):
+    """One 4 KiB page overwritten inside the file: it opened fine, then a later lookup or erasure
+    failed with a bare sqlite3.DatabaseError naming no path. Now PRAGMA quick_check refuses it when
+    opened: a ValueError (CacheFileError) naming the path and saying what to do; the file is untouched."""
+    path = tmp_path / "cache.sqlite"
+    _fill(path).close()
+    _overwrite_pages(path, (path.stat().st_size // 4096) // 2, (path.stat().st_size // 4096) // 2)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=r"CachedEmbedder: path '.*cache\.sqlite' is corrupted .*delete it") as info:
+        CachedEmbedder(HashingEmbedder(16), path=path)
+    assert isinstance(info.value, CacheFileError) and info.value.path == str(path)
+    assert path.read_bytes() == before
+
+
+def test_cache_file_failing_after_it_was_opened_names_the_path(tmp_path):
+    """The file corrupted while open (another process, the disk): every operation that reads or writes
+    it raises a ValueError (CacheFileError) naming the path, not sqlite3's bare DatabaseError."""
+    path = tmp_path / "cache.sqlite"
+    cache = _fill(path)
+    _overwrite_pages(path, 1)
+    calls = {
+        "encode": lambda: cache.encode("a text never cached"),
+        "encode_batch": lambda: cache.encode_batch(["another text never cached"]),
+        "lookup": lambda: cache.lookup("a third text"),
+        "contains": lambda: "a fourth text" in cache,
+        "drop": lambda: cache.drop("old cached text number 3 about thing 21"),
+        "drop_matching": lambda: cache.drop_matching(lambda t: "number 5" in t),
+    }
+    for call in calls.values():
+        with pytest.raises(CacheFileError, match=r"CachedEmbedder: path '.*cache\.sqlite' .*failed.*corrupted"):
+            call()
+    cache.close()
 
 
 def _open_together(paths, barrier, results, wid):

@@ -292,6 +292,10 @@ class CacheFileError(ValueError):
         super().__init__(f"CachedEmbedder: path {path!r} {problem}")
 
 
+_CORRUPT_ADVICE = ("delete it (or restore a copy): the cache is rebuilt as texts are embedded again, and a "
+                   "deleted file holds no erased text either")
+
+
 def _close(db: sqlite3.Connection) -> None:
     """Roll back what is in progress and close (a failed open leaves the file as it was)."""
     try:
@@ -359,7 +363,9 @@ class CachedEmbedder:
         Everything from reading the schema to setting ``user_version`` is one write transaction
         (``BEGIN IMMEDIATE``): processes opening one file at the same time take turns, each seeing the
         schema the one before left (as separate statements, two of them creating one new file failed
-        with "table emb already exists" or a ``user_version`` 0 read between CREATE and PRAGMA)."""
+        with "table emb already exists" or a ``user_version`` 0 read between CREATE and PRAGMA). The
+        file is checked (``PRAGMA quick_check``) in that transaction too: a file corrupted inside is
+        refused here, naming the path, not at some later lookup or erasure."""
         path = self.path
         if os.path.isdir(path):
             raise ValueError(f"CachedEmbedder: path {path!r} is a directory, not an embedding cache file")
@@ -386,6 +392,15 @@ class CachedEmbedder:
                 if "readonly" in str(exc) or "read-only" in str(exc):
                     raise CacheFileError(path, f"cannot be written (read-only file or directory): {exc}") from exc
                 raise
+            try:
+                problems = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)")]
+            except sqlite3.DatabaseError as exc:
+                if "not a database" in str(exc):
+                    raise
+                raise CacheFileError(path, f"is corrupted (SQLite: {exc}); {_CORRUPT_ADVICE}") from exc
+            if problems != ["ok"]:
+                raise CacheFileError(path, f"is corrupted (SQLite quick_check: {'; '.join(problems)}); "
+                                           f"{_CORRUPT_ADVICE}")
             version = db.execute("PRAGMA user_version").fetchone()[0]
             columns = [r[1] for r in db.execute("PRAGMA table_info(emb)")]
             if not columns:
@@ -433,6 +448,20 @@ class CachedEmbedder:
             warnings.warn(note, UserWarning, stacklevel=3)
         return db
 
+    def _failed(self, exc: sqlite3.Error, what: str) -> CacheFileError:
+        """The error to raise when an operation on the cache file failed: names the path (sqlite3's own
+        error does not); the transaction in progress, if any, is rolled back."""
+        db = self._db
+        if db is not None:
+            try:
+                db.rollback()
+            except sqlite3.Error:
+                pass
+        problem = f"{what} failed ({type(exc).__name__}: {exc})"
+        if "malformed" in str(exc) or "not a database" in str(exc):
+            problem += f": the file is corrupted; {_CORRUPT_ADVICE}"
+        return CacheFileError(self.path, problem)
+
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self._key_prefix}\x00{text}".encode()).hexdigest()
 
@@ -443,7 +472,10 @@ class CachedEmbedder:
             if self.max_entries is not None:  # most recently used last (dicts keep insertion order)
                 mem[key] = mem.pop(key)
         elif self._db is not None:
-            row = self._db.execute("SELECT vec, text FROM emb WHERE key = ?", (key,)).fetchone()
+            try:
+                row = self._db.execute("SELECT vec, text FROM emb WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "reading a cached vector") from exc
             if row is not None:
                 vec = self._checked(key, row[0])
                 if vec is not None:
@@ -469,8 +501,11 @@ class CachedEmbedder:
                 vec.setflags(write=False)
                 return vec
             problem = f"{int((~np.isfinite(vec)).sum())} value(s) not finite"
-        self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
-        self._db.commit()
+        try:
+            self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
+            self._db.commit()
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "dropping a corrupted row") from exc
         warnings.warn(f"CachedEmbedder: {self.path!r}: a cached vector is corrupted ({problem}, key {key[:12]}...); "
                       f"the row was dropped and its text is embedded again", UserWarning, stacklevel=4)
         return None
@@ -500,8 +535,7 @@ class CachedEmbedder:
         vec = np.asarray(self.inner.encode(text), dtype=np.float32)
         vec.setflags(write=False)
         self._store(key, text, vec)
-        if self._db is not None:
-            self._db.commit()
+        self._commit()
         return vec
 
     def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
@@ -525,8 +559,7 @@ class CachedEmbedder:
                 self._store(self.key(t), t, vec)
             for i in missing:
                 found[i] = fresh[texts[i]]
-            if self._db is not None:
-                self._db.commit()
+            self._commit()
         if not texts:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
         return np.stack(found).astype(np.float32, copy=False)
@@ -536,14 +569,28 @@ class CachedEmbedder:
         self._texts[key] = text
         self._evict()
         if self._db is not None:
-            self._db.execute("INSERT OR REPLACE INTO emb (key, vec, text) VALUES (?, ?, ?)", (key, vec.tobytes(), text))
+            try:
+                self._db.execute("INSERT OR REPLACE INTO emb (key, vec, text) VALUES (?, ?, ?)",
+                                 (key, vec.tobytes(), text))
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "writing a vector") from exc
+
+    def _commit(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.commit()
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "writing vectors") from exc
 
     def __contains__(self, text: str) -> bool:
         key = self.key(text)
         if key in self._mem:
             return True
         if self._db is not None:
-            return self._db.execute("SELECT 1 FROM emb WHERE key = ?", (key,)).fetchone() is not None
+            try:
+                return self._db.execute("SELECT 1 FROM emb WHERE key = ?", (key,)).fetchone() is not None
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "looking up a text") from exc
         return False
 
     def __len__(self) -> int:
@@ -562,9 +609,12 @@ class CachedEmbedder:
             inner_drop(text)
         if self._db is None:
             return int(in_memory)
-        own = self._db.execute("DELETE FROM emb WHERE key = ?", (key,)).rowcount
-        others = self._db.execute("DELETE FROM emb WHERE text = ?", (text,)).rowcount  # (one pass)
-        self._db.commit()
+        try:
+            own = self._db.execute("DELETE FROM emb WHERE key = ?", (key,)).rowcount
+            others = self._db.execute("DELETE FROM emb WHERE text = ?", (text,)).rowcount  # (one pass)
+            self._db.commit()
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "dropping a text") from exc
         return int(in_memory or own > 0) + others
 
     def drop_matching(self, predicate: Callable[[str], bool]) -> int:
@@ -585,10 +635,13 @@ class CachedEmbedder:
             self._texts.pop(k, None)
         rows: list[tuple[str]] = []
         if self._db is not None:
-            rows = [(k,) for k, t in self._db.execute("SELECT key, text FROM emb")
-                    if isinstance(t, str) and matches(t)]
-            self._db.executemany("DELETE FROM emb WHERE key = ?", rows)
-            self._db.commit()
+            try:
+                rows = [(k,) for k, t in self._db.execute("SELECT key, text FROM emb")
+                        if isinstance(t, str) and matches(t)]
+                self._db.executemany("DELETE FROM emb WHERE key = ?", rows)
+                self._db.commit()
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "dropping matching texts") from exc
         inner_drop = getattr(self.inner, "drop", None)  # e.g. HashingEmbedder's word-feature cache
         if callable(inner_drop):
             for text, hit in verdicts.items():
