@@ -133,6 +133,28 @@ def test_drop_removes_the_rows_every_embedder_wrote_of_the_text(tmp_path):
     wide.close()
 
 
+def test_cache_file_gets_an_index_on_text_for_drop(tmp_path):
+    """drop(text) finds a text's rows by an index (not one pass over the whole file per erased or merged
+    text); a file of schema 3 written without it gets it when opened, and keeps its rows."""
+    path = tmp_path / "cache.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL, text TEXT NOT NULL)")
+    conn.execute("PRAGMA user_version=3")
+    cache = CachedEmbedder(HashingEmbedder(16))
+    conn.execute("INSERT INTO emb VALUES (?, ?, ?)", (cache.key("Bob likes chess"),
+                                                      cache.encode("Bob likes chess").tobytes(), "Bob likes chess"))
+    conn.commit()
+    conn.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opened = CachedEmbedder(HashingEmbedder(16), path=path)
+    plan = " ".join(str(r) for r in opened._db.execute("EXPLAIN QUERY PLAN DELETE FROM emb WHERE text = ?", ("x",)))
+    assert "USING INDEX emb_text" in plan or "USING COVERING INDEX emb_text" in plan
+    assert opened.lookup("Bob likes chess") is not None
+    assert opened.drop("Bob likes chess") == 1
+    opened.close()
+
+
 def test_drop_matching_removes_every_embedders_rows_and_counts_entries(tmp_path):
     path = tmp_path / "cache.sqlite"
     narrow = CachedEmbedder(HashingEmbedder(64), path=path)

@@ -393,7 +393,7 @@ class CachedEmbedder:
                     raise CacheFileError(path, f"cannot be written (read-only file or directory): {exc}") from exc
                 raise
             try:
-                problems = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)")]
+                problems = [" ".join(str(r[0]).split()) for r in db.execute("PRAGMA quick_check(5)")]
             except sqlite3.DatabaseError as exc:
                 if "not a database" in str(exc):
                     raise
@@ -437,6 +437,10 @@ class CachedEmbedder:
             elif version != CACHE_SCHEMA_VERSION or columns[:3] != ["key", "vec", "text"]:
                 raise ValueError(f"CachedEmbedder: path {path!r} is not an embedding cache of schema version "
                                  f"{CACHE_SCHEMA_VERSION} (user_version {version}, table emb has columns {columns})")
+            # drop(text) deletes every row of a text, whichever embedder wrote it: found by this index,
+            # not by a pass over the whole file for each erased or merged text (added to files of this
+            # schema that lack it; code that does not know it reads the file as before)
+            db.execute("CREATE INDEX IF NOT EXISTS emb_text ON emb (text)")
             db.commit()
         except sqlite3.DatabaseError as exc:
             _close(db)
@@ -611,7 +615,7 @@ class CachedEmbedder:
             return int(in_memory)
         try:
             own = self._db.execute("DELETE FROM emb WHERE key = ?", (key,)).rowcount
-            others = self._db.execute("DELETE FROM emb WHERE text = ?", (text,)).rowcount  # (one pass)
+            others = self._db.execute("DELETE FROM emb WHERE text = ?", (text,)).rowcount  # (index emb_text)
             self._db.commit()
         except sqlite3.Error as exc:
             raise self._failed(exc, "dropping a text") from exc
