@@ -267,10 +267,12 @@ def _with(value):
 @pytest.mark.parametrize(("bad", "problem"), [
     (_with(np.nan), "1 value\\(s\\) not finite"),
     (_with(-np.inf), "1 value\\(s\\) not finite"),
+    (_with(1e30), "norm 1e\\+30, expected 1"),
+    (lambda v: (v * np.float32(1.01)).tobytes(), "norm 1.01, expected 1"),
     (lambda v: v.tobytes()[:-4], "60 bytes, expected 64"),
     (lambda v: v.tobytes() + bytes(4), "68 bytes, expected 64"),
     (lambda v: "text instead of a blob", "a str, not bytes"),
-], ids=["nan", "inf", "short", "long", "not-bytes"])
+], ids=["nan", "inf", "huge", "not-unit", "short", "long", "not-bytes"])
 def test_corrupted_cache_row_is_dropped_and_re_embedded(tmp_path, bad, problem):
     """A vector read from the cache file is checked (4 * dim bytes, every value finite): a bad row is
     dropped with a warning and its text embedded again, instead of NaN scores or a wrong-width vector."""
@@ -323,6 +325,52 @@ def test_corrupted_cache_row_gives_no_nan_score(tmp_path):
     reference.write_episode(2, "Bob likes chess")
     assert scores == [x for _, x in reference.query_scored("Alice likes green tea", bump=False)]
     store.embedder.close()
+
+
+def test_corrupted_but_finite_cache_row_gives_no_nan_score(tmp_path):
+    """The audit's case: one component of a cached hashing vector turned into 1e30 (finite) was served,
+    and the store, trusting the embedder's unit_norm, did not normalise it: NaN scores, and the memory
+    ranked last for its own text. The row is now refused (norm not 1) and the text embedded again."""
+    path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(HashingEmbedder(64), path=path)
+    first.encode("Alice likes green tea")
+    first.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE emb SET vec = ?", (_with(1e30)(HashingEmbedder(64).encode("Alice likes green tea")),))
+    conn.commit()
+    conn.close()
+    store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64), path=path))
+    with pytest.warns(UserWarning, match="corrupted \\(norm 1e\\+30"):
+        store.write_episode(1, "Alice likes green tea")
+    store.write_episode(2, "Bob likes chess")
+    reference = MemoryStore(embedder=HashingEmbedder(64))
+    reference.write_episode(1, "Alice likes green tea")
+    reference.write_episode(2, "Bob likes chess")
+    for query in ("Alice likes green tea", "Bob likes chess"):
+        got = [(m.memory_id, x) for m, x in store.query_scored(query, bump=False)]
+        assert got == [(m.memory_id, x) for m, x in reference.query_scored(query, bump=False)]
+    store.embedder.close()
+
+
+class ScaledEmbedder(CountingEmbedder):
+    """Vectors of norm 3 (no unit_norm): the store normalises them, so the cache serves them as they are."""
+
+    name = "scaled"
+
+    def encode(self, text):
+        return super().encode(text) * np.float32(3.0)
+
+
+def test_cached_row_of_an_embedder_without_unit_norm_is_served_as_written(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(ScaledEmbedder(), path=path)
+    vec = first.encode("hello")
+    first.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = CachedEmbedder(ScaledEmbedder(), path=path)
+        assert again.encode("hello").tobytes() == vec.tobytes() and again.hits == 1
+    again.close()
 
 
 def test_cache_key_holds_the_hashing_settings(tmp_path):

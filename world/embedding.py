@@ -490,8 +490,11 @@ class CachedEmbedder:
 
     def _checked(self, key: str, blob: object) -> np.ndarray | None:
         """The vector of a row read from the cache file, or None (the row deleted, a warning given) if
-        the row cannot be one of the inner embedder's vectors: not 4 * dim bytes of float32, or a value
-        that is not finite (a NaN would make every score NaN, silently). The text is then embedded again."""
+        the row cannot be one of the inner embedder's vectors: not 4 * dim bytes of float32, a value
+        that is not finite (a NaN would make every score NaN, silently), or, when the inner embedder's
+        vectors are unit (``unit_norm``: the store then does not normalise them again), a norm that is
+        not 1 within 1e-4 (one component turned into 1e30 overflowed every score to NaN). The text is
+        then embedded again."""
         dim = self.dim
         problem = None
         if not isinstance(blob, bytes):
@@ -501,10 +504,15 @@ class CachedEmbedder:
             problem = f"{len(blob)} bytes, expected {expected}"
         else:
             vec = np.frombuffer(blob, dtype=np.float32).copy()
-            if np.isfinite(vec).all():
+            wide = vec.astype(np.float64)  # (in float32, 1e30 squared would overflow)
+            norm = math.sqrt(wide.dot(wide)) if self.unit_norm else 1.0
+            if not np.isfinite(vec).all():
+                problem = f"{int((~np.isfinite(vec)).sum())} value(s) not finite"
+            elif abs(norm - 1.0) > 1e-4:
+                problem = f"norm {norm:.6g}, expected 1"
+            else:
                 vec.setflags(write=False)
                 return vec
-            problem = f"{int((~np.isfinite(vec)).sum())} value(s) not finite"
         try:
             self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
             self._db.commit()
