@@ -395,7 +395,11 @@ class World:
                     except (KeyError, AttributeError, IndexError, ValueError):
                         pass
             distinct = list(dict.fromkeys(texts + rules))
-            vecs = encode_batch(distinct)
+            # read-only (a view: the embedder's own array keeps its flags): event_vector() hands these
+            # rows out (store.embed returns a unit row as it is), and a caller writing into one would
+            # change every later event of that text
+            vecs = np.asarray(encode_batch(distinct)).view()
+            vecs.setflags(write=False)
             by_text = {t: vecs[j] for j, t in enumerate(distinct)}
             self._script_vecs.extend(by_text[t] for t in texts)
 
