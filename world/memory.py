@@ -606,7 +606,10 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ embedding helpers
     def embed(self, text: str) -> np.ndarray:
-        """Unit float32 embedding of `text` through the embedder (and its cache)."""
+        """Unit float32 embedding of `text` through the embedder (and its cache). A lone surrogate is
+        refused as by a write (a `ValueError` naming `text`; it has no UTF-8 form to hash or cache)."""
+        if isinstance(text, str) and not text.isascii():
+            _check_unicode("text", text)
         embedder = self.embedder
         vec = np.asarray(embedder.encode(text), dtype=np.float32).ravel()
         # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test below
@@ -1186,6 +1189,8 @@ class MemoryStore:
         """Like `query`, with each memory's final score."""
         if not isinstance(query_text, str):
             raise ValueError(f"query_text must be a string, got {query_text!r}")
+        if not query_text.isascii():  # (isascii is O(1): the common case costs nothing)
+            _check_unicode("query_text", query_text)
         if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
             raise ValueError(f"top_k must be an int >= 0, got {top_k!r}")
         alpha_ppr = _finite("alpha_ppr", alpha_ppr)
