@@ -181,3 +181,15 @@ def test_event_vector_of_a_prefetched_script_is_read_only(model):
         world.advance()
     assert world.event_vector().tobytes() == world.store.embed(texts[j]).tobytes()
     assert world.event_vector().tobytes() == fresh.encode(texts[j]).tobytes()
+
+
+def test_event_vector_stays_read_only_after_a_pickle():
+    """A pickle copies the prefetched rows, and an unpickled array is writable: event_vector() makes the
+    row it hands out read-only again."""
+    world = World(_cfg(horizon=60), seed=0, embedder=CachedEmbedder(_Batching(64)))
+    clone = pickle.loads(pickle.dumps(world))
+    for w in (world, clone):
+        for _ in range(3):
+            w.advance()
+        assert not w.event_vector().flags.writeable
+    assert clone.event_vector().tobytes() == world.event_vector().tobytes()

@@ -703,7 +703,10 @@ class World:
             # the world's perception of its own text (the shared cache keeps it; see _StoreEmbedder);
             # store.embed then normalises it as usual
             if script_vecs is not None and self._i < len(script_vecs):
-                prime(text, script_vecs[self._i])
+                row = script_vecs[self._i]
+                if row.flags.writeable:  # (a row restored by a pickle or a snapshot copy: writable again)
+                    row.setflags(write=False)
+                prime(text, row)
             else:
                 prime(text, self._embedder.encode(text))
         vec = self.store.embed(text)
