@@ -512,8 +512,10 @@ class CachedEmbedder:
             problem = f"{len(blob)} bytes, expected {expected}"
         else:
             vec = np.frombuffer(blob, dtype=np.float32).copy()
-            wide = vec.astype(np.float64)  # (in float32, 1e30 squared would overflow)
-            norm = math.sqrt(wide.dot(wide)) if self.unit_norm else 1.0
+            norm = 1.0
+            if self.unit_norm:
+                wide = vec.astype(np.float64)  # (in float32, 1e30 squared would overflow)
+                norm = math.sqrt(wide.dot(wide))
             if not np.isfinite(vec).all():
                 problem = f"{int((~np.isfinite(vec)).sum())} value(s) not finite"
             elif abs(norm - 1.0) > 1e-4:
