@@ -2,6 +2,7 @@
 
 import hashlib
 import pickle
+import re
 import sqlite3
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 
 from world.embedding import (
     CachedEmbedder,
+    CacheFileError,
     HashingEmbedder,
     SentenceTransformerEmbedder,
     make_embedder,
@@ -98,9 +100,9 @@ def test_disk_cache_survives_and_drop(tmp_path):
     c2 = CachedEmbedder(inner2, path=path)
     c2.encode("secret text")
     assert inner2.calls == 0 and c2.hits == 1
-    assert c2.drop("secret text") is True
+    assert c2.drop("secret text") == 1  # (the entry in memory and its row on disk: one entry)
     assert "secret text" not in c2
-    assert c2.drop("secret text") is False
+    assert c2.drop("secret text") == 0
     c2.close()
     c3 = CachedEmbedder(CountingEmbedder(), path=path)
     assert "secret text" not in c3
@@ -112,6 +114,60 @@ def test_drop_matching():
         c.encode(t)
     assert c.drop_matching(lambda t: "alice" in t.lower()) == 2
     assert c.texts() == ["Bob in Rome"]
+
+
+def test_drop_removes_the_rows_every_embedder_wrote_of_the_text(tmp_path):
+    """One cache file shared by a 64-d and a 256-d hashing cache (another run, another process): a
+    drop (an erasure) deleted only its own key's row, and the other width's row of the same text stayed
+    on disk. Now every row of the text goes, and the count says how many entries went."""
+    path = tmp_path / "cache.sqlite"
+    narrow = CachedEmbedder(HashingEmbedder(64), path=path)
+    narrow.encode("Alice's PIN is 4417")
+    narrow.encode("Bob likes chess")
+    narrow.close()
+    wide = CachedEmbedder(HashingEmbedder(256), path=path)
+    wide.encode("Alice's PIN is 4417")
+    assert wide.drop("Alice's PIN is 4417") == 2
+    assert wide._db.execute("SELECT text, length(vec) FROM emb").fetchall() == [("Bob likes chess", 256)]
+    assert wide.drop("Alice's PIN is 4417") == 0
+    assert wide.drop("Bob likes chess") == 1  # only on disk (the 64-d one's): still found by its text
+    wide.close()
+
+
+def test_cache_file_gets_an_index_on_text_for_drop(tmp_path):
+    """drop(text) finds a text's rows by an index (not one pass over the whole file per erased or merged
+    text); a file of schema 3 written without it gets it when opened, and keeps its rows."""
+    path = tmp_path / "cache.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL, text TEXT NOT NULL)")
+    conn.execute("PRAGMA user_version=3")
+    cache = CachedEmbedder(HashingEmbedder(16))
+    conn.execute("INSERT INTO emb VALUES (?, ?, ?)", (cache.key("Bob likes chess"),
+                                                      cache.encode("Bob likes chess").tobytes(), "Bob likes chess"))
+    conn.commit()
+    conn.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opened = CachedEmbedder(HashingEmbedder(16), path=path)
+    plan = " ".join(str(r) for r in opened._db.execute("EXPLAIN QUERY PLAN DELETE FROM emb WHERE text = ?", ("x",)))
+    assert "USING INDEX emb_text" in plan or "USING COVERING INDEX emb_text" in plan
+    assert opened.lookup("Bob likes chess") is not None
+    assert opened.drop("Bob likes chess") == 1
+    opened.close()
+
+
+def test_drop_matching_removes_every_embedders_rows_and_counts_entries(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    narrow = CachedEmbedder(HashingEmbedder(64), path=path)
+    narrow.encode_batch(["Alice's PIN is 4417", "is the PIN of Alice 4417?", "Bob likes chess"])
+    narrow.close()
+    wide = CachedEmbedder(HashingEmbedder(256), path=path)
+    wide.encode_batch(["Alice's PIN is 4417", "Carol likes tea"])
+    assert wide.drop_matching(lambda t: "4417" in t) == 3  # two texts of one width, one of the other
+    assert wide.texts() == ["Carol likes tea"]
+    assert sorted(wide._db.execute("SELECT text, length(vec) FROM emb").fetchall()) == [
+        ("Bob likes chess", 256), ("Carol likes tea", 1024)]
+    wide.close()
 
 
 def test_make_embedder():
@@ -136,9 +192,19 @@ def test_missing_embed_extra_names_it(monkeypatch):
     import world.embedding as emb
 
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import fails as if not installed
-    e = emb.SentenceTransformerEmbedder(model_name="not-loaded-in-this-process")
+    monkeypatch.setattr(emb, "_MODELS", {})  # (as if no model were loaded in this process yet)
+    e = emb.SentenceTransformerEmbedder()
     with pytest.raises(ImportError, match=r"memgym\[embed\]"):
         e.encode("hello")
+
+
+@pytest.mark.parametrize("name", ["all-mpnet-base-v2", "all-minilm-l6-v2", "", None])
+def test_sentence_transformer_refuses_another_model_name(name):
+    """Any model_name was accepted, and MiniLM loaded under it (its cache keys and a saved store's
+    meta["embedder"] then named a model never used). Only the one model there is is accepted."""
+    with pytest.raises(ValueError, match=r"model_name must be 'all-MiniLM-L6-v2' .*got " + re.escape(repr(name))):
+        SentenceTransformerEmbedder(model_name=name)
+    assert SentenceTransformerEmbedder().name == "st-all-MiniLM-L6-v2"  # (nothing loaded: lazy)
 
 
 def test_cache_bound_evicts_least_recently_used_and_re_embeds_identically():
@@ -212,10 +278,12 @@ def _with(value):
 @pytest.mark.parametrize(("bad", "problem"), [
     (_with(np.nan), "1 value\\(s\\) not finite"),
     (_with(-np.inf), "1 value\\(s\\) not finite"),
+    (_with(1e30), "norm 1e\\+30, expected 1"),
+    (lambda v: (v * np.float32(1.01)).tobytes(), "norm 1.01, expected 1"),
     (lambda v: v.tobytes()[:-4], "60 bytes, expected 64"),
     (lambda v: v.tobytes() + bytes(4), "68 bytes, expected 64"),
     (lambda v: "text instead of a blob", "a str, not bytes"),
-], ids=["nan", "inf", "short", "long", "not-bytes"])
+], ids=["nan", "inf", "huge", "not-unit", "short", "long", "not-bytes"])
 def test_corrupted_cache_row_is_dropped_and_re_embedded(tmp_path, bad, problem):
     """A vector read from the cache file is checked (4 * dim bytes, every value finite): a bad row is
     dropped with a warning and its text embedded again, instead of NaN scores or a wrong-width vector."""
@@ -268,6 +336,52 @@ def test_corrupted_cache_row_gives_no_nan_score(tmp_path):
     reference.write_episode(2, "Bob likes chess")
     assert scores == [x for _, x in reference.query_scored("Alice likes green tea", bump=False)]
     store.embedder.close()
+
+
+def test_corrupted_but_finite_cache_row_gives_no_nan_score(tmp_path):
+    """The audit's case: one component of a cached hashing vector turned into 1e30 (finite) was served,
+    and the store, trusting the embedder's unit_norm, did not normalise it: NaN scores, and the memory
+    ranked last for its own text. The row is now refused (norm not 1) and the text embedded again."""
+    path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(HashingEmbedder(64), path=path)
+    first.encode("Alice likes green tea")
+    first.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE emb SET vec = ?", (_with(1e30)(HashingEmbedder(64).encode("Alice likes green tea")),))
+    conn.commit()
+    conn.close()
+    store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64), path=path))
+    with pytest.warns(UserWarning, match="corrupted \\(norm 1e\\+30"):
+        store.write_episode(1, "Alice likes green tea")
+    store.write_episode(2, "Bob likes chess")
+    reference = MemoryStore(embedder=HashingEmbedder(64))
+    reference.write_episode(1, "Alice likes green tea")
+    reference.write_episode(2, "Bob likes chess")
+    for query in ("Alice likes green tea", "Bob likes chess"):
+        got = [(m.memory_id, x) for m, x in store.query_scored(query, bump=False)]
+        assert got == [(m.memory_id, x) for m, x in reference.query_scored(query, bump=False)]
+    store.embedder.close()
+
+
+class ScaledEmbedder(CountingEmbedder):
+    """Vectors of norm 3 (no unit_norm): the store normalises them, so the cache serves them as they are."""
+
+    name = "scaled"
+
+    def encode(self, text):
+        return super().encode(text) * np.float32(3.0)
+
+
+def test_cached_row_of_an_embedder_without_unit_norm_is_served_as_written(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    first = CachedEmbedder(ScaledEmbedder(), path=path)
+    vec = first.encode("hello")
+    first.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = CachedEmbedder(ScaledEmbedder(), path=path)
+        assert again.encode("hello").tobytes() == vec.tobytes() and again.hits == 1
+    again.close()
 
 
 def test_cache_key_holds_the_hashing_settings(tmp_path):
@@ -335,3 +449,100 @@ def test_cache_pickled_before_keys_held_settings_is_re_keyed():
     revived.__setstate__(state)
     assert revived.lookup("Alice likes green tea") is vec and revived.texts() == ["Alice likes green tea"]
     assert pickle.loads(pickle.dumps(revived)).encode("Alice likes green tea").tobytes() == vec.tobytes()
+
+
+def _fill(path, n=400):
+    cache = CachedEmbedder(HashingEmbedder(16), path=path)
+    cache.encode_batch([f"old cached text number {i} about thing {i * 7}" for i in range(n)])
+    return cache
+
+
+def _overwrite_pages(path, first, last=None):
+    """Overwrite pages ``first`` .. ``last`` (0-based, 4 KiB; default: to the end) with junk, and bump
+    SQLite's file change counter so that an open connection reads the pages again."""
+    data = bytearray(path.read_bytes())
+    size = len(data) // 4096 if last is None else last + 1
+    for page in range(first, size):
+        data[page * 4096:(page + 1) * 4096] = bytes(range(256)) * 16
+    counter = int.from_bytes(data[24:28], "big")
+    data[24:28] = (counter + 1).to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+
+
+def test_cache_file_corrupted_inside_is_refused_when_opened(tmp_path):
+    """One 4 KiB page overwritten inside the file: it opened fine, then a later lookup or erasure
+    failed with a bare sqlite3.DatabaseError naming no path. Now PRAGMA quick_check refuses it when
+    opened: a ValueError (CacheFileError) naming the path and saying what to do; the file is untouched."""
+    path = tmp_path / "cache.sqlite"
+    _fill(path).close()
+    _overwrite_pages(path, (path.stat().st_size // 4096) // 2, (path.stat().st_size // 4096) // 2)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=r"CachedEmbedder: path '.*cache\.sqlite' is corrupted .*delete it") as info:
+        CachedEmbedder(HashingEmbedder(16), path=path)
+    assert isinstance(info.value, CacheFileError) and info.value.path == str(path)
+    assert path.read_bytes() == before
+
+
+def test_cache_file_failing_after_it_was_opened_names_the_path(tmp_path):
+    """The file corrupted while open (another process, the disk): every operation that reads or writes
+    it raises a ValueError (CacheFileError) naming the path, not sqlite3's bare DatabaseError."""
+    path = tmp_path / "cache.sqlite"
+    cache = _fill(path)
+    _overwrite_pages(path, 1)
+    calls = {
+        "encode": lambda: cache.encode("a text never cached"),
+        "encode_batch": lambda: cache.encode_batch(["another text never cached"]),
+        "lookup": lambda: cache.lookup("a third text"),
+        "contains": lambda: "a fourth text" in cache,
+        "drop": lambda: cache.drop("old cached text number 3 about thing 21"),
+        "drop_matching": lambda: cache.drop_matching(lambda t: "number 5" in t),
+    }
+    for call in calls.values():
+        with pytest.raises(CacheFileError, match=r"CachedEmbedder: path '.*cache\.sqlite' .*failed.*corrupted"):
+            call()
+    cache.close()
+
+
+def _open_together(paths, barrier, results, wid):
+    """Worker of the test below: open each cache file at the same moment as the other workers."""
+    out = []
+    for path in paths:
+        barrier.wait()
+        try:
+            cache = CachedEmbedder(HashingEmbedder(16), path=path)
+            cache.encode(f"text of worker {wid}")
+            cache.encode("a text every worker embeds")
+            cache.close()
+            out.append("ok")
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            out.append(f"{type(exc).__name__}: {exc}")
+    results.put((wid, out))
+
+
+def test_processes_creating_one_cache_file_together_all_succeed(tmp_path):
+    """Creating the table and setting user_version were separate statements: of several processes
+    opening one new file at the same moment, some failed ("table emb already exists", or "not an
+    embedding cache of schema version 3 (user_version 0 ...)" read between the two). Now the schema is
+    read and written in one BEGIN IMMEDIATE transaction: every process opens the file. (The old code
+    failed in about 1 open of 7 here: 48 opens.)"""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("needs the fork start method")
+    ctx = multiprocessing.get_context("fork")
+    n_proc, rounds = 4, 12
+    paths = [str(tmp_path / f"cache{r}.sqlite") for r in range(rounds)]
+    barrier, results = ctx.Barrier(n_proc), ctx.Queue()
+    procs = [ctx.Process(target=_open_together, args=(paths, barrier, results, w)) for w in range(n_proc)]
+    for p in procs:
+        p.start()
+    outs = dict(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    failures = [(w, r, o) for w, out in outs.items() for r, o in enumerate(out) if o != "ok"]
+    assert failures == []
+    for path in paths:
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0] == n_proc + 1
+        conn.close()

@@ -227,3 +227,74 @@ def test_text_merged_into_an_erased_memory_does_not_stay_cached(tmp_path, on_dis
     assert report.removed_ids == [twins.memory_id]
     assert "Alice is pregnant." not in emb and "Alice is pregnant with twins." not in emb
     assert sorted(emb.texts()) == ["Alice is a nurse.", "Carol is pregnant."]
+
+
+def test_erasure_reaches_the_rows_another_embedder_wrote_to_the_shared_cache_file(tmp_path):
+    """A 64-d store (an earlier run) and a 256-d store share one cache file: erasing the secret in the
+    256-d store deleted only its own row; the 64-d row of the same text stayed on disk and the report
+    counted 1. Now both rows go (and the bytes are overwritten: secure_delete)."""
+    path = tmp_path / "cache.sqlite"
+    earlier = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64), path=path))
+    earlier.write_episode(1, "Alice's PIN is 4417")
+    earlier.embedder.close()
+    store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(256), path=path))
+    store.write_episode(1, "Alice's PIN is 4417")
+    store.write_episode(2, "Bob likes chess")
+    report = store.erase(subject="Alice")
+    assert report.removed_ids == ["ep_000001"] and report.cache_entries == 2
+    rows = store.embedder._db.execute("SELECT text FROM emb").fetchall()
+    assert rows == [("Bob likes chess",)]
+    store.embedder.close()
+    assert b"4417" not in path.read_bytes()
+
+
+def test_erasure_completes_when_the_cache_file_fails(tmp_path):
+    """The cache file corrupted after it was opened: erase stopped half-way with a bare
+    sqlite3.DatabaseError (the memory gone, the counters not updated, no report, hooks not run). Now
+    the erasure completes (every cache drop still tried, the cache's own entries in memory dropped) and
+    EraseCacheError, carrying the report, names the file at the end."""
+    from world.memory import EraseCacheError
+
+    path = tmp_path / "cache.sqlite"
+    emb = CachedEmbedder(HashingEmbedder(dim=64), path=path)
+    store = MemoryStore(embedder=emb)
+    secret = store.write_episode(1, "The vault code is qzx5521.")
+    store.write_episode(2, "Bob plays chess with Carol.")
+    store.query("what is the vault code qzx5521?")
+    seen = []
+    store.add_erase_hook(seen.append)
+    data = bytearray(path.read_bytes())  # every page after the first overwritten; change counter bumped
+    data[4096:] = bytes(range(256)) * ((len(data) - 4096) // 256)
+    data[24:28] = (int.from_bytes(data[24:28], "big") + 1).to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+    with pytest.raises(EraseCacheError, match=r"erasure is complete.*cache\.sqlite.*corrupted") as info:
+        store.erase(memory_id=secret.memory_id)
+    report = info.value.report
+    assert report.removed_ids == [secret.memory_id] and report.embedding_rows == 1
+    assert seen == [report]  # the hooks ran, with the report
+    assert secret.memory_id not in store and len(store) == 1
+    assert store.counters["erased"] == 1
+    assert not any("qzx5521" in t for t in emb.texts())  # the cache's entries in memory went
+    assert "Bob plays chess with Carol." in emb.texts()
+    emb.close()
+
+
+def test_merged_write_is_counted_even_when_the_cache_file_fails(tmp_path):
+    """A duplicate whose text is dropped from the cache (merged into another text): the drop comes
+    after the store counted the duplicate, so a failing cache file leaves the store's books right."""
+    from world.embedding import CacheFileError
+
+    path = tmp_path / "cache.sqlite"
+    emb = CachedEmbedder(HashingEmbedder(dim=64), path=path)
+    store = MemoryStore(embedder=emb)
+    twins = store.write_episode(1, "Alice is pregnant with twins.")
+    store.query("Alice is pregnant.", bump=False)  # (its vector now cached in memory)
+    data = bytearray(path.read_bytes())
+    data[4096:] = bytes(range(256)) * ((len(data) - 4096) // 256)
+    data[24:28] = (int.from_bytes(data[24:28], "big") + 1).to_bytes(4, "big")
+    path.write_bytes(bytes(data))
+    with pytest.raises(CacheFileError, match=r"cache\.sqlite"):
+        store.write_episode(2, "Alice is pregnant.")
+    assert store.counters["duplicates"] == 1 and store.last_write.duplicate_of == twins.memory_id
+    assert len(store) == 1
+    emb.close()

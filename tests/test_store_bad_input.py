@@ -297,6 +297,11 @@ LONE = "chat \ud83d"  # half of a UTF-16 pair (text cut in the middle of an emoj
     (lambda s: s.write_semantic(6, "People like drinks", [LONE]), "derived_from"),
     (lambda s: s.supersede("ep_000001", "Alice drinks coffee now", 6, source=LONE), "source"),
     (lambda s: s.add_evidence("ep_000001", [LONE]), "evidence"),
+    # queries and embeddings too (they met a raw UnicodeEncodeError from the cache's key hashing)
+    (lambda s: s.query(f"what does Alice drink {LONE}"), "query_text"),
+    (lambda s: s.query_scored(LONE, bump=False), "query_text"),
+    (lambda s: s.namespace("default").query(LONE), "query_text"),
+    (lambda s: s.embed(f"Alice {LONE}"), "text"),
 ])
 def test_a_lone_surrogate_is_refused_by_name_and_changes_nothing(call, field):
     """Python keeps a lone surrogate in a str, but it has no UTF-8 form: a store holding one could not

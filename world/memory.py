@@ -54,6 +54,7 @@ __all__ = [
     "WriteReport",
     "ErasureReport",
     "EraseHookError",
+    "EraseCacheError",
     "NamespaceView",
     "TIERS",
     "INFERENCE_MAX_CONFIDENCE",
@@ -218,6 +219,26 @@ class EraseHookError(RuntimeError):
         parts = "; ".join(str(e) if str(e) else type(e).__name__ for e in self.errors)
         where = f" (namespaces {self.namespaces})" if self.namespaces else ""
         super().__init__(f"erase: the erasure is complete, but {len(self.errors)} erase hook(s) failed{where}: {parts}")
+
+
+class EraseCacheError(RuntimeError):
+    """The embedder's cache failed while an erasure dropped the erased texts from it (e.g. a corrupted
+    cache file: ``world.embedding.CacheFileError`` naming the path). The store's erasure is complete:
+    records, graph, embedding rows, counters, ``report`` and the erase hooks, and every cache drop was
+    still tried (a ``CachedEmbedder`` forgets its entries in memory first); but copies of erased text
+    may remain in the cache (its file): delete the file. ``errors`` are the cache's exceptions,
+    ``hook_errors`` those of erase hooks that failed too (``EraseHookError`` is not raised then)."""
+
+    def __init__(self, report: ErasureReport, errors: list[Exception], hook_errors: list[Exception] = ()) -> None:
+        self.report = report
+        self.errors = list(errors)
+        self.hook_errors = list(hook_errors)
+        first = str(self.errors[0]) or type(self.errors[0]).__name__
+        more = f" (and {len(self.errors) - 1} more cache error(s))" if len(self.errors) > 1 else ""
+        hooks = (f"; {len(self.hook_errors)} erase hook(s) failed too: "
+                 + "; ".join(str(e) or type(e).__name__ for e in self.hook_errors)) if self.hook_errors else ""
+        super().__init__(f"erase: the store's erasure is complete, but the embedder cache failed while dropping the "
+                         f"erased texts, so copies of them may remain in it (delete its file): {first}{more}{hooks}")
 
 
 # --------------------------------------------------------------------------- partition
@@ -585,7 +606,10 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ embedding helpers
     def embed(self, text: str) -> np.ndarray:
-        """Unit float32 embedding of `text` through the embedder (and its cache)."""
+        """Unit float32 embedding of `text` through the embedder (and its cache). A lone surrogate is
+        refused as by a write (a `ValueError` naming `text`; it has no UTF-8 form to hash or cache)."""
+        if isinstance(text, str) and not text.isascii():
+            _check_unicode("text", text)
         embedder = self.embedder
         vec = np.asarray(embedder.encode(text), dtype=np.float32).ravel()
         # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test below
@@ -927,12 +951,12 @@ class MemoryStore:
         the existing memory's own text, its cache entry backs no record, and no erasure rule would
         find it once ``existing`` is erased (it need not quote it, nor hold a word only it had): it
         is dropped now (the embedder gives the same vector again if the text comes back)."""
-        if text is not None and text != existing.content:
+        self.counters["duplicates"] += 1
+        self.last_write = WriteReport("duplicate", existing.memory_id, duplicate_of=existing.memory_id, rule=rule)
+        if text is not None and text != existing.content:  # (last: a cache that fails leaves the store right)
             drop = getattr(self.embedder, "drop", None)
             if drop is not None:
                 drop(text)
-        self.counters["duplicates"] += 1
-        self.last_write = WriteReport("duplicate", existing.memory_id, duplicate_of=existing.memory_id, rule=rule)
         return existing
 
     def _insert(self, space: _Space, rec: Record, vec: np.ndarray, sig: TextSignature,
@@ -1165,6 +1189,8 @@ class MemoryStore:
         """Like `query`, with each memory's final score."""
         if not isinstance(query_text, str):
             raise ValueError(f"query_text must be a string, got {query_text!r}")
+        if not query_text.isascii():  # (isascii is O(1): the common case costs nothing)
+            _check_unicode("query_text", query_text)
         if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
             raise ValueError(f"top_k must be an int >= 0, got {top_k!r}")
         alpha_ppr = _finite("alpha_ppr", alpha_ppr)
@@ -1385,8 +1411,10 @@ class MemoryStore:
         edges, cue nodes left without memories, embedding rows (zeroed, freed), embedder cache entries
         (the erased texts, cached texts quoting them, and the hashing embedder's cached words and word
         pairs containing a word only the erased memories had). Then every erase hook runs; if any
-        raised, `EraseHookError` (with the complete report) is raised once all of them ran.
-        An unknown memory_id / key erases nothing (empty report).
+        raised, `EraseHookError` (with the complete report) is raised once all of them ran. If the
+        embedder's cache failed (a corrupted cache file), the erasure still completes (counters, report,
+        hooks) and `EraseCacheError` (with the report) is raised at the end: erased text may remain in
+        the cache. An unknown memory_id / key erases nothing (empty report).
         """
         if key is None and memory_id is None and subject is None:
             raise ValueError("erase needs at least one of key=, memory_id=, subject=")
@@ -1513,9 +1541,18 @@ class MemoryStore:
                 if k not in report.keys:
                     report.keys.append(k)
         report.namespaces = sorted(namespaces)
+        # The store's part is done. A cache that fails from here on (a corrupted cache file) must not
+        # leave the erasure half-way: every drop is still tried (a CachedEmbedder forgets its entries
+        # in memory before it touches its file), counters, report and hooks follow as usual, and the
+        # failure is raised at the end (EraseCacheError): erased text may be left in the cache.
+        cache_errors: list[Exception] = []
         drop = getattr(self.embedder, "drop", None)
         if callable(drop):
-            report.cache_entries += sum(bool(drop(t)) for t in dict.fromkeys(texts))
+            for t in dict.fromkeys(texts):
+                try:
+                    report.cache_entries += int(drop(t))
+                except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
+                    cache_errors.append(exc)
         drop_matching = getattr(self.embedder, "drop_matching", None)
         drop_words = getattr(self.embedder, "drop_words", None)
         if (callable(drop_matching) or callable(drop_words)) and (targets or subject is not None):
@@ -1536,7 +1573,10 @@ class MemoryStore:
                 if subject is not None:
                     gone_words.update(words(subject))
                 if gone_words:
-                    drop_words(gone_words)
+                    try:
+                        drop_words(gone_words)
+                    except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
+                        cache_errors.append(exc)
             if callable(drop_matching):
                 low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
                 if subject is not None and subject.strip():
@@ -1546,7 +1586,10 @@ class MemoryStore:
                     t = text.lower()
                     return any(n in t for n in low) or (bool(unique) and not unique.isdisjoint(signature(text).content))
 
-                report.cache_entries += drop_matching(mentions)
+                try:
+                    report.cache_entries += drop_matching(mentions)
+                except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
+                    cache_errors.append(exc)
         self._graph_view = None
         self.counters["erased"] += report.total
         # every hook runs, even after one failed (a rolling summary whose summarizer fails must not
@@ -1557,6 +1600,8 @@ class MemoryStore:
                 fn(report)
             except Exception as exc:  # noqa: BLE001 - collected and raised below, after every hook ran
                 errors.append(exc)
+        if cache_errors:
+            raise EraseCacheError(report, cache_errors, errors) from cache_errors[0]
         if errors:
             raise EraseHookError(report, errors) from errors[0]
         return report

@@ -399,7 +399,11 @@ class World:
                     except (KeyError, AttributeError, IndexError, ValueError):
                         pass
             distinct = list(dict.fromkeys(texts + rules))
-            vecs = encode_batch(distinct)
+            # read-only (a view: the embedder's own array keeps its flags): event_vector() hands these
+            # rows out (store.embed returns a unit row as it is), and a caller writing into one would
+            # change every later event of that text
+            vecs = np.asarray(encode_batch(distinct)).view()
+            vecs.setflags(write=False)
             by_text = {t: vecs[j] for j, t in enumerate(distinct)}
             self._script_vecs.extend(by_text[t] for t in texts)
 
@@ -723,7 +727,10 @@ class World:
             # the world's perception of its own text (the shared cache keeps it; see _StoreEmbedder);
             # store.embed then normalises it as usual
             if script_vecs is not None and self._i < len(script_vecs):
-                prime(text, script_vecs[self._i])
+                row = script_vecs[self._i]
+                if row.flags.writeable:  # (a row restored by a pickle or a snapshot copy: writable again)
+                    row.setflags(write=False)
+                prime(text, row)
             else:
                 prime(text, self._embedder.encode(text))
         vec = self.store.embed(text)
