@@ -56,7 +56,9 @@ def resolve_config(config: Any = None, preset: str | None = None, **overrides: A
     elif isinstance(config, (str, os.PathLike)):
         text = os.fspath(config)
         if text.endswith((".yaml", ".yml")) or os.path.exists(text):
-            cfg = WorldConfig.from_yaml(text)
+            # (a file of fields goes over the id's preset, as a dict does)
+            cfg = WorldConfig.from_yaml(text, {"family": base.family, "difficulty": base.difficulty}
+                                        if base is not None else None)
         else:
             family, sep, difficulty = text.rpartition("-")
             if not sep:
@@ -72,10 +74,13 @@ def resolve_config(config: Any = None, preset: str | None = None, **overrides: A
     if base is not None and (cfg.family, cfg.difficulty) != (base.family, base.difficulty):
         from envs import env_id
 
+        try:
+            hint = f"gym.make the id of that world ({env_id(cfg.family, cfg.difficulty)}) with your fields, or "
+        except ValueError:  # a world without an id (an endless world other than life's)
+            hint = ""
         raise ConfigError(
             f"config={config!r} gives the {cfg.family}-{cfg.difficulty} world, but this env id stands for "
-            f"{preset!r} (its gym.make kwargs preset={preset!r}); gym.make the id of that world "
-            f"({env_id(cfg.family, cfg.difficulty)}) with your fields, or build envs.MemoryEnv(config) directly"
+            f"{preset!r} (its gym.make kwargs preset={preset!r}); {hint}build envs.MemoryEnv(config) directly"
         )
     if overrides:
         cfg = cfg.replace(**overrides)

@@ -415,7 +415,7 @@ def test_a_redundant_family_keyword_does_not_block_a_reset_switch():
     assert env.unwrapped.config == WorldConfig.preset("life", "medium")
 
 
-def test_config_kwarg_on_a_registered_id_goes_over_that_ids_preset():
+def test_config_kwarg_on_a_registered_id_goes_over_that_ids_preset(tmp_path):
     """gym.make("MemGym/Recall-Hard-v0", config={"capacity": 10}) ran a life-easy world under the
     recall-hard id (the registered config was replaced, and a dict without a family means life)."""
     env = gym.make("MemGym/Recall-Hard-v0", config={"capacity": 10})
@@ -429,6 +429,17 @@ def test_config_kwarg_on_a_registered_id_goes_over_that_ids_preset():
             gym.make("MemGym/Recall-Hard-v0", config=other)
     with pytest.raises(ConfigError, match="preset must be"):
         MemoryEnv(preset="recall")
+    # a YAML file of fields goes over the id's preset too (it was read as recall-easy and refused)
+    fields = tmp_path / "cap10.yaml"
+    fields.write_text("capacity: 10\n")
+    assert gym.make("MemGym/Life-Easy-v0", config=str(fields)).unwrapped.config == \
+        WorldConfig.preset("life", "easy").replace(capacity=10)
+    assert gym.make("MemGym/Recall-Hard-v0", config=str(fields)).unwrapped.config == \
+        WorldConfig.preset("recall", "hard").replace(capacity=10)
+    # a world without an id: the same refusal (building its hint raised "no env for 'recall' at 'endless'")
+    for endless in ("recall-endless", {"difficulty": "endless"}):
+        with pytest.raises(ConfigError, match="gives the recall-endless world.*build envs.MemoryEnv"):
+            gym.make("MemGym/Recall-Hard-v0", config=endless)
     assert MemoryEnv().config == WorldConfig.preset("life", "easy")  # no preset: as before
 
 

@@ -279,10 +279,12 @@ def test_erasure_completes_when_the_cache_file_fails(tmp_path):
     emb.close()
 
 
-def test_merged_write_is_counted_even_when_the_cache_file_fails(tmp_path):
-    """A duplicate whose text is dropped from the cache (merged into another text): the drop comes
-    after the store counted the duplicate, so a failing cache file leaves the store's books right."""
+def test_merged_write_is_counted_and_needs_no_cache_write(tmp_path):
+    """A duplicate merged into another text is counted and remembered with that memory; the merge
+    itself touches no cache file (its text was cached when it was embedded), so a cache file that
+    fails afterwards cannot leave the store's books wrong: the erasure reports the failure."""
     from world.embedding import CacheFileError
+    from world.memory import EraseCacheError
 
     path = tmp_path / "cache.sqlite"
     emb = CachedEmbedder(HashingEmbedder(dim=64), path=path)
@@ -293,8 +295,63 @@ def test_merged_write_is_counted_even_when_the_cache_file_fails(tmp_path):
     data[4096:] = bytes(range(256)) * ((len(data) - 4096) // 256)
     data[24:28] = (int.from_bytes(data[24:28], "big") + 1).to_bytes(4, "big")
     path.write_bytes(bytes(data))
-    with pytest.raises(CacheFileError, match=r"cache\.sqlite"):
-        store.write_episode(2, "Alice is pregnant.")
+    assert store.write_episode(2, "Alice is pregnant.") is twins
     assert store.counters["duplicates"] == 1 and store.last_write.duplicate_of == twins.memory_id
-    assert len(store) == 1
+    assert store._merged == {twins.memory_id: ["Alice is pregnant."]}
+    with pytest.raises(EraseCacheError) as info:
+        store.erase(memory_id=twins.memory_id)
+    assert isinstance(info.value.errors[0], CacheFileError) and len(store) == 0
+    assert info.value.report.removed_ids == [twins.memory_id] and store._merged == {}
     emb.close()
+
+
+def test_a_recurring_merged_duplicate_is_embedded_once_and_survives_save_and_load(tmp_path):
+    """The merged text was dropped from the cache at once, so every recurrence of it was embedded
+    again (ten model calls for ten repeats; ~45 ms each with MiniLM). Now it stays cached until the
+    memory it merged into is erased, also across save / load."""
+    calls = []
+
+    class Counting(HashingEmbedder):
+        def encode(self, text):
+            calls.append(text)
+            return super().encode(text)
+
+    emb = CachedEmbedder(Counting(dim=64))
+    store = MemoryStore(embedder=emb)
+    twins = store.write_episode(1, "Alice is pregnant with twins.")
+    for step in range(2, 12):
+        assert store.write_episode(step, "Alice is pregnant.") is twins
+    assert calls.count("Alice is pregnant.") == 1
+    path = tmp_path / "store.sqlite"
+    store.save(path)
+    loaded = MemoryStore.load(path, embedder=CachedEmbedder(HashingEmbedder(dim=64)))
+    loaded.embed("Alice is pregnant.")  # cached by the new embedder
+    loaded.erase(memory_id=twins.memory_id)
+    assert "Alice is pregnant." not in loaded.embedder
+    # forgetting (not erasing) a memory lets go of its merged texts: a later erasure of something
+    # else does not reach them, and the saved file no longer names them
+    other = store.write_episode(20, "Bob owns a red kayak.")
+    store.write_episode(21, "Bob owns a red kayak!")
+    store.forget(other.memory_id)
+    assert other.memory_id not in store._merged
+
+
+def test_erase_names_a_subject_with_a_lone_surrogate():
+    store = MemoryStore()
+    store.write_episode(1, "Alice likes tea.")
+    with pytest.raises(ValueError, match="erase: subject must be valid Unicode text"):
+        store.erase(subject="Al\ud800")
+    assert len(store) == 1
+
+
+def test_namespace_view_has_add_evidence():
+    store = MemoryStore()
+    view = store.namespace("alice")
+    ep = view.write_episode(1, "Alice swims on Monday.")
+    rule = view.write_semantic(2, "Alice swims weekly.", derived_from=[ep.memory_id])
+    ep2 = view.write_episode(3, "Alice swims on Friday.")
+    view.add_evidence(rule.memory_id, [ep2.memory_id])
+    assert ep2.memory_id in store.get(rule.memory_id).evidence
+    other = store.write_episode(4, "Bob rows.")
+    with pytest.raises(KeyError, match="namespace 'alice'"):
+        view.add_evidence(other.memory_id, [])

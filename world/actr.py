@@ -139,7 +139,12 @@ def hybrid_base_level_batch(
         # to the general path (adding exact zeros changes nothing).
         multi = (n != 1).nonzero()[0]
         if len(multi) * 4 < m:
-            lag1 = np.maximum(now - np.maximum.reduce(recent, axis=1), min_lag)
+            col = recent[:, 0]  # (the store's rows: the time sits in column 0)
+            pad = (col == -np.inf).nonzero()[0]
+            if len(pad):  # a row padded at its start: its time is the row's maximum
+                col = col.copy()
+                col[pad] = np.maximum.reduce(recent[pad], axis=1)
+            lag1 = np.maximum(now - col, min_lag)
             if d == 0.5:
                 np.sqrt(lag1, out=lag1)
                 np.divide(1.0, lag1, out=lag1)

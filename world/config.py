@@ -235,8 +235,10 @@ class WorldConfig:
         return cls(**base)
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> WorldConfig:
-        """Load a YAML file (a mapping; see :meth:`from_dict`). Errors name the file and the key."""
+    def from_yaml(cls, path: str | Path, defaults: dict[str, Any] | None = None) -> WorldConfig:
+        """Load a YAML file (a mapping; see :meth:`from_dict`). Errors name the file and the key.
+        ``defaults``: fields taken when the file does not give them nor a ``preset`` (an env id's
+        family and difficulty, so that a file of a few fields goes over the id's preset)."""
         import yaml
 
         path = Path(path)
@@ -246,8 +248,12 @@ class WorldConfig:
             raise ConfigError(f"{path}: no such config file") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        if data is None:
+            data = {}
+        if defaults and isinstance(data, dict) and "preset" not in data:
+            data = {**defaults, **data}
         try:
-            return cls.from_dict(data if data is not None else {})
+            return cls.from_dict(data)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
 

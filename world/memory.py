@@ -65,6 +65,9 @@ TIERS = ("fact", "preference", "inference")
 INFERENCE_MAX_CONFIDENCE = 0.8
 STATE_SCHEMA = 1
 ALL_NAMESPACES = "*"
+#: Texts remembered per memory that were merged into it as duplicates with other wording (dropped from
+#: the embedder's cache when the memory is erased); past this, a further one is dropped at once.
+MERGED_CAP = 64
 
 _CUE = "cue::"
 _DERIVED = "derived_from"
@@ -539,6 +542,9 @@ class MemoryStore:
         self.last_ppr_method: str | None = None
         #: JSON-able state of attached components (e.g. rolling summaries); exported under "extra".
         self.extra_state: dict[str, Any] = {}
+        # memory id -> texts merged into that memory as duplicates with other wording (each embedded,
+        # so cached, before dedup found the match): an erasure of the memory drops them from the cache
+        self._merged: dict[str, list[str]] = {}
         #: attached components with to_state() -> JSON-able / from_state(state); exported under "extra".
         self.extras: dict[str, Any] = {}
 
@@ -948,15 +954,22 @@ class MemoryStore:
     def _report_duplicate(self, existing: Record, rule: str, text: str | None = None) -> Record:
         """Count a write merged into ``existing`` and say so in ``last_write``. ``text``: the content
         the write embedded (through the embedder's cache) before dedup found the match. If it is not
-        the existing memory's own text, its cache entry backs no record, and no erasure rule would
-        find it once ``existing`` is erased (it need not quote it, nor hold a word only it had): it
-        is dropped now (the embedder gives the same vector again if the text comes back)."""
+        the existing memory's own text, no erasure rule would find its cache entry once ``existing``
+        is erased (it need not quote it, nor hold a word only it had): it is remembered with
+        ``existing`` (``_merged``) and dropped from the cache when ``existing`` is erased. It stays
+        cached until then, so a recurring duplicate is not embedded again (with MiniLM ~45 ms each).
+        Past :data:`MERGED_CAP` texts per memory, a further one is dropped at once instead."""
         self.counters["duplicates"] += 1
         self.last_write = WriteReport("duplicate", existing.memory_id, duplicate_of=existing.memory_id, rule=rule)
-        if text is not None and text != existing.content:  # (last: a cache that fails leaves the store right)
-            drop = getattr(self.embedder, "drop", None)
-            if drop is not None:
-                drop(text)
+        if text is not None and text != existing.content:
+            merged = self._merged.setdefault(existing.memory_id, [])
+            if text not in merged:
+                if len(merged) < MERGED_CAP:
+                    merged.append(text)
+                else:  # (last: a cache that fails leaves the store right)
+                    drop = getattr(self.embedder, "drop", None)
+                    if drop is not None:
+                        drop(text)
         return existing
 
     def _insert(self, space: _Space, rec: Record, vec: np.ndarray, sig: TextSignature,
@@ -1102,6 +1115,7 @@ class MemoryStore:
         keeps the id of a keyed record in its key's history of gone versions (erasure passes False)."""
         rec = self._records.pop(memory_id)
         space, slot = self._loc.pop(memory_id)
+        self._merged.pop(memory_id, None)  # (erase took them first; forget and sweeps leave them cached)
         if remember and rec.key is not None:
             space.gone.setdefault(rec.key, []).append(memory_id)
             space.gone_key[memory_id] = rec.key
@@ -1422,6 +1436,8 @@ class MemoryStore:
             # a wrong type erased nothing and looked like a success (erase(key=42) of the key "42/...")
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ValueError(f"erase: {name} must be a non-empty string, got {value!r}")
+            if value is not None and not value.isascii():
+                _check_unicode(f"erase: {name}", value)
         if namespace == ALL_NAMESPACES:
             spaces = list(self._spaces.values())
         else:
@@ -1514,6 +1530,7 @@ class MemoryStore:
         for m in targets:
             rec = self._records[m]
             texts.append(rec.content)
+            texts.extend(self._merged.get(m, ()))
             namespaces.add(rec.namespace)
             space = self._loc[m][0]
             report.fingerprints.append(space.fps[m])
@@ -1670,6 +1687,8 @@ class MemoryStore:
             "dim": dim,
             "layout": layout,
         }
+        if self._merged:  # (only then: files without merged texts stay as they were)
+            meta["merged"] = {m: list(t) for m, t in self._merged.items()}
         emb_config = embedder_config(self.embedder)
         if emb_config is not None:  # (a hashing embedder: rebuilt exactly on load, bigram_weight included)
             meta["embedder_config"] = emb_config
@@ -1747,6 +1766,11 @@ class MemoryStore:
             ppr_max_iter=cfg["ppr_max_iter"], ppr_tol=cfg["ppr_tol"], ppr_fallback=cfg["ppr_fallback"],
             embed_window=cfg["embed_window"],
         )
+        merged = meta.get("merged", {})
+        if not isinstance(merged, dict) or not all(
+                isinstance(m, str) and isinstance(t, list) and all(isinstance(x, str) for x in t)
+                for m, t in merged.items()):
+            raise ValueError("meta.merged must map memory ids to lists of texts")
         store.current_step = meta["clock"]
         store._counters = {k: int(v) for k, v in meta["counters"].items()}
         store.counters.update(meta.get("stats_counters", {}))
@@ -1815,6 +1839,10 @@ class MemoryStore:
             if rs is None or rd is None or rs.namespace != rd.namespace:
                 raise ValueError(f"edge {src!r} -> {dst!r}: both ends must be live memories of one namespace")
             store._loc[src][0].graph.add_edge(src, dst, rel, float(w))
+        stray = sorted(set(merged) - store._records.keys())[:3]
+        if stray:
+            raise ValueError(f"meta.merged: texts for ids that are no records ({', '.join(map(repr, stray))})")
+        store._merged = {m: list(t) for m, t in merged.items()}
         store.extra_state = dict(state.get("extra") or {})
         for name, restore in list(cls._extra_restorers.items()):
             if name in store.extra_state:
@@ -1922,6 +1950,11 @@ class NamespaceView:
 
     def forget(self, memory_id: str) -> bool:
         return self._own(memory_id) and self.store.forget(memory_id)
+
+    def add_evidence(self, memory_id: str, evidence, derived_from=()) -> None:
+        if not self._own(memory_id):
+            raise KeyError(f"unknown memory id {memory_id!r} in namespace {self.name!r}")
+        self.store.add_evidence(memory_id, evidence, derived_from)
 
     def sweep_decayed(self) -> list[str]:
         return self.store.sweep_decayed(namespace=self.name)
