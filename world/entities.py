@@ -72,6 +72,14 @@ def _place(rng: np.random.Generator) -> str:
     return pick(rng, _PLACE_A) + pick(rng, _PLACE_B)
 
 
+_GENDER = {**{n: "f" for n in FEMALE}, **{n: "m" for n in MALE}}
+
+
+def gender_of(name) -> str | None:
+    """"f" / "m" from a person's first name ("Lena S." -> "f"); None for anything else."""
+    return _GENDER.get(name.split(" ", 1)[0]) if isinstance(name, str) else None
+
+
 def _org(rng: np.random.Generator) -> str:
     return (
         pick(rng, _ORG_A)

@@ -48,6 +48,7 @@ from world.entities import (
     USER_RELATIONS,
     Cast,
     chitchat,
+    gender_of,
     pick,
     randint,
 )
@@ -72,6 +73,10 @@ REF_TEXT: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     ("sibling", "lives_in"): (("{P} sibling", "{r} lives in {o}."), ("{P} sibling", "{r} has a flat in {o}.")),
     ("lives_in", "region"): (("That town", "{r} lies in {o}."), ("The town", "{r} is in {o}, I believe.")),
 }
+#: Relations whose events name (or ask about) a company / a town: a reference "That company" (after
+#: ``works_at``) or "The town" (after ``lives_in``) could point at any of them (see ``_rivals``).
+_NAMING: dict[str, tuple[str, ...]] = {"works_at": ("works_at", "based_in"),
+                                       "lives_in": ("lives_in", "based_in", "region")}
 
 
 @dataclass
@@ -313,19 +318,40 @@ class ScriptGenerator:
         return slots, hush
 
     def _rivals(self, ante: dict, ref: dict, other: dict) -> bool:
-        """Whether the statement ``other``, told between ``ante`` and the referring statement ``ref``,
-        is another antecedent ``ref``'s description could point at: "That company" / "The town" ->
-        another value of the antecedent's relation; "Her sibling" -> another sibling of someone with
-        the same pronoun, or another "her sibling" statement about someone else."""
-        if other.get("kind") not in ("fact", "change", "distractor", "repeat", "ref"):
+        """Whether the event ``other``, told or asked between ``ante`` and the referring statement
+        ``ref``, gives ``ref``'s description another thing to point at:
+
+        - "That company" / "The town": a statement naming another company / town (a value of
+          ``works_at``; ``based_in``'s subject for a company, its object for a town; ``region``'s
+          subject for a town), or a question or request about one (its relation or hop path holds such
+          a relation), unless it asks about the antecedent's own subject and relation;
+        - "Her sibling": any other person with the same pronoun named in a statement, question or
+          request (the pronoun could point at them), or another "her sibling" reference about
+          someone else."""
+        kind = other.get("kind")
+        if kind in (None, "chitchat"):
             return False
         if ante["relation"] == "sibling":
-            gender = self.cast.gender
-            if other.get("relation") == "sibling" and other.get("subject") != ante["subject"]:
-                return gender.get(other.get("subject")) == gender.get(ante["subject"])
-            return other.get("kind") == "ref" and other.get("subject") == ref["subject"] and \
-                other.get("resolves") != ref["resolves"]
-        return other.get("relation") == ante["relation"] and other.get("object") != ante["object"]
+            g = gender_of(ante["subject"])
+            if any(x != ante["subject"] and gender_of(x) == g
+                   for x in (other.get("subject"), other.get("object"), other.get("resolves"))):
+                return True
+            return kind == "ref" and other.get("subject") == ref["subject"] and other.get("resolves") != ref["resolves"]
+        noun_relations = _NAMING.get(ante["relation"], (ante["relation"],))
+        if kind in ("question", "request"):
+            asked = other.get("path") or [other.get("relation")]
+            own = (not other.get("path") and other.get("subject") == ante["subject"]
+                   and other.get("relation") == ante["relation"])
+            return not own and any(r in noun_relations for r in asked)
+        r, obj = other.get("relation"), other.get("object")
+        subj = other.get("resolves", other.get("subject"))
+        if ante["relation"] == "works_at":
+            named = obj if r == "works_at" else subj if r == "based_in" else None
+        elif ante["relation"] == "lives_in":
+            named = obj if r in ("lives_in", "based_in") else subj if r == "region" else None
+        else:
+            named = obj if r == ante["relation"] else None
+        return named is not None and named != ante["object"]
 
     def _quiet_slots(self) -> set[int]:
         """Free slots reserved for chit-chat (between a referring statement and its antecedent)."""
