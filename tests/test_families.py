@@ -179,6 +179,27 @@ def test_referring_statements_have_one_antecedent(family):
     assert gaps > 20  # (references still come a few events after their antecedent)
 
 
+@pytest.mark.parametrize("family", ["multi_hop", "life"])
+def test_sibling_pronoun_points_only_at_the_subject(family):
+    """A sibling has the other gender than the subject, so that "His sibling" after "Tom's sibling
+    is Lena." can only mean Tom's (with "Carl is Tom's sibling." it would read as Carl's sibling); the
+    pronoun of every sibling reference is the subject's."""
+    n = 0
+    for difficulty in ("easy", "hard"):
+        for seed in range(4):
+            gen = ScriptGenerator(WorldConfig.preset(family, difficulty), np.random.default_rng(seed))
+            for e in gen.events:
+                p = e.payload
+                if p.get("relation") == "sibling" and p["kind"] == "fact":
+                    n += 1
+                    assert {gender_of(p["subject"]), gender_of(p["object"])} == {"f", "m"}, e.text
+                if p["kind"] == "ref" and p["subject"].endswith(" sibling"):
+                    a = gen.events[p["antecedent"]].payload
+                    pronoun = "her" if gender_of(a["subject"]) == "f" else "his"
+                    assert e.text.startswith(pronoun.capitalize() + " sibling "), (e.text, a)
+    assert n > 10
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_consolidation_majority_of_several_episodes(seed):
     ev = script("consolidation", seed)

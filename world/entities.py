@@ -337,9 +337,11 @@ class Cast:
     used_names: set[str] = field(default_factory=set)
     used_objects: dict[str, set[str]] = field(default_factory=dict)
 
-    def new_person(self) -> str:
+    def new_person(self, female: bool | None = None) -> str:
+        """A new person with a name not used before (of the given gender when ``female`` is set)."""
+        want = female
         for _ in range(200):
-            female = self.rng.random() < 0.5
+            female = self.rng.random() < 0.5 if want is None else want
             name = pick(self.rng, FEMALE if female else MALE)
             n = len(self.used_names)
             if n > 120:  # endless worlds: surname-like initials, more of them as the cast grows

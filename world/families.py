@@ -536,9 +536,14 @@ class ScriptGenerator:
             return None
         s = pair[0]
         rel0 = RELATIONS[path[0]]
-        o = self.cast.value(rel0.objects)
-        if rel0.objects == "person":  # the sibling is a person of the story, only ever referred to
+        if rel0.objects == "person":  # the sibling is a person of the story, only ever referred to;
+            # of the other gender, so that "His sibling" can only mean the subject's ("Tom's sibling is
+            # Lena." "His sibling works at ...", never "Tom's sibling is Carl." "His sibling ...")
+            o = self.cast.new_person(female=gender_of(s) != "f")
+            self.cast.used_objects.setdefault("person", set()).add(o)
             self.cast.people.remove(o)
+        else:
+            o = self.cast.value(rel0.objects)
         out = [self._stmt(0, "fact", self._render_fact(rel0, s, o), fam, subject=s, relation=path[0], object=o,
                           repeatable=True)]
         entity = o
