@@ -316,3 +316,37 @@ def test_endless_generator_extends_and_levels_raise_delays():
     assert len(gen.events) == 2 * cfg.chunk and gen.level == 4
     assert [e.index for e in gen.events] == list(range(2 * cfg.chunk))
     assert gen._delay() <= int(cfg.delay_max * 3)
+
+
+def test_endless_script_never_restates_a_region_or_headquarters():
+    """A long endless script (30,000 events, past the 960 plain place names at ~19,000) never gives a
+    town a second region nor a company a second headquarters (life-endless seed 0 told "That town lies
+    in the Ulhaven coast." at #13422 and "... in the Ossbury valley." of the same town at #19482), and
+    its place names stay fresh (the pool grows as it runs low)."""
+    gen = ScriptGenerator(WorldConfig.preset("life", "endless"), np.random.default_rng(0))
+    told: dict[tuple[str, str], str] = {}
+    towns = 0
+    while len(gen.events) < 30_000:
+        start = len(gen.events)
+        gen.extend()
+        for e in gen.events[start:]:
+            p = e.payload
+            if p["kind"] in ("fact", "change", "distractor", "ref") and p.get("relation") in ("region", "based_in"):
+                key = (p.get("resolves", p["subject"]), p["relation"])
+                assert told.setdefault(key, p["object"]) == p["object"], (e.index, e.text, told[key])
+                towns += p["relation"] == "region"
+    assert towns > 50
+    assert len(gen.cast.used_objects["place"]) > 960
+
+
+def test_place_and_organisation_pools_grow_as_they_run_low():
+    """Cast.value never hands out a used place / organisation name again: thousands stay distinct."""
+    from world.entities import _PLACE_A, _PLACE_B, Cast
+
+    cast = Cast(np.random.default_rng(0))
+    places = [cast.value("place") for _ in range(3_000)]
+    orgs = [cast.value("org") for _ in range(7_000)]
+    regions = [cast.value("region") for _ in range(5_000)]
+    assert len(set(places)) == 3_000 and len(set(orgs)) == 7_000 and len(set(regions)) == 5_000
+    plain = {a + b for a in _PLACE_A for b in _PLACE_B}  # the 960 plain names come first, then longer ones
+    assert all(p in plain for p in places[:480]) and sum(p not in plain for p in places) >= 3_000 - 960

@@ -68,8 +68,18 @@ STREETS = "Elm Oak Birch Mill Quarry Harbour Station Church Cedar Willow Orchard
 DOCTORS = "Dr. Okafor|Dr. Lindqvist|Dr. Haddad|Dr. Moreau|Dr. Tanaka|Dr. Novak|Dr. Rossi|Dr. Brandt".split("|")
 
 
-def _place(rng: np.random.Generator) -> str:
-    return pick(rng, _PLACE_A) + pick(rng, _PLACE_B)
+#: middle syllables that extend the place names when the plain ones run low (endless worlds)
+_PLACE_MID = "en er an in el ar or is ov ing".split()
+
+
+def _place(rng: np.random.Generator, used: int = 0) -> str:
+    """A place name. With ``used`` names already taken, middle syllables are added as the pool runs
+    low (as people get initials): 960 plain names, 9,600 with one middle syllable, 96,000 with two,
+    ...; each tier is left while it is at most about half used, so that a fresh name takes a few draws."""
+    k, cap = 0, len(_PLACE_A) * len(_PLACE_B) // 2
+    while used > cap:
+        k, cap = k + 1, cap * len(_PLACE_MID)
+    return pick(rng, _PLACE_A) + "".join(pick(rng, _PLACE_MID) for _ in range(k)) + pick(rng, _PLACE_B)
 
 
 _GENDER = {**{n: "f" for n in FEMALE}, **{n: "m" for n in MALE}}
@@ -80,13 +90,13 @@ def gender_of(name) -> str | None:
     return _GENDER.get(name.split(" ", 1)[0]) if isinstance(name, str) else None
 
 
-def _org(rng: np.random.Generator) -> str:
-    return (
-        pick(rng, _ORG_A)
-        + pick(rng, _ORG_B)
-        + " "
-        + pick(rng, _ORG_C)
-    )
+def _org(rng: np.random.Generator, used: int = 0) -> str:
+    """An organisation name; extra syllables as the pool runs low, as :func:`_place` (5,760 plain
+    names, 69,120 with one more syllable, ...)."""
+    k, cap = 0, len(_ORG_A) * len(_ORG_B) * len(_ORG_C) // 2
+    while used > cap:
+        k, cap = k + 1, cap * len(_ORG_B)
+    return pick(rng, _ORG_A) + "".join(pick(rng, _ORG_B) for _ in range(k + 1)) + " " + pick(rng, _ORG_C)
 
 
 def randint(rng: np.random.Generator, lo: int, hi: int) -> int:
@@ -391,11 +401,12 @@ class Cast:
     def _draw(self, pool: str) -> str:
         r = self.rng
         if pool == "place":
-            return _place(r)
+            return _place(r, len(self.used_objects.get("place", ())))
         if pool == "org":
-            return _org(r)
+            return _org(r, len(self.used_objects.get("org", ())))
         if pool == "region":
-            return "the " + _place(r) + " " + pick(r, ("valley", "coast", "highlands", "lowlands", "province"))
+            regions = len(self.used_objects.get("region", ())) // 5  # (5 endings per place name)
+            return "the " + _place(r, regions) + " " + pick(r, ("valley", "coast", "highlands", "lowlands", "province"))
         if pool == "person":
             return self.new_person()
         if pool == "phone":

@@ -549,6 +549,10 @@ class ScriptGenerator:
         entity = o
         for k in range(1, hops):
             r = path[k]
+            if (entity, r) in self._used:  # a town / company already given a region / headquarters
+                # (a value drawn again once its pool ran low): never state it a second time
+                self._used.discard(pair)
+                return None
             self._used.add((entity, r))
             v = self.cast.value(RELATIONS[r].objects)
             desc, tmpl = pick(self.rng, REF_TEXT[(path[k - 1], r)])
