@@ -1,5 +1,6 @@
 """Each family's generator produces the structure it claims (seeded, several seeds)."""
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -350,3 +351,42 @@ def test_place_and_organisation_pools_grow_as_they_run_low():
     assert len(set(places)) == 3_000 and len(set(orgs)) == 7_000 and len(set(regions)) == 5_000
     plain = {a + b for a in _PLACE_A for b in _PLACE_B}  # the 960 plain names come first, then longer ones
     assert all(p in plain for p in places[:480]) and sum(p not in plain for p in places) >= 3_000 - 960
+
+
+def test_tidy_chooses_a_or_an_and_drops_a_double_period_after_an_initial():
+    from world.entities import tidy
+
+    assert tidy("Lena's car is a Opel.") == "Lena's car is an Opel."
+    assert tidy("It's been a odd week, honestly.") == "It's been an odd week, honestly."
+    assert tidy("A owl and a Skoda.") == "An owl and a Skoda."
+    assert tidy("She plays a ukulele, a unique one.") == "She plays a ukulele, a unique one."
+    assert tidy("I'd rather you didn't keep Lena S.'s car; ask Lena S..") == "I'd rather you didn't keep Lena S.'s car; ask Lena S."
+    assert tidy("Theo's sibling is Lena S. T..") == "Theo's sibling is Lena S. T."
+    assert tidy("Wait... what?") == "Wait... what?"
+
+
+def test_event_texts_use_a_and_an_and_fitting_animal_noises():
+    """"a Opel" / "a odd" (1.2% of events), "My neighbour's squirrel kept barking" and "Lena S.." at
+    the end of a sentence (endless worlds, where names get initials) are gone from the scripts."""
+    from world.config import FAMILIES
+
+    bad, noises = [], Counter()
+    texts = [e.text for fam in FAMILIES for seed in range(3) for e in script(fam, seed, "hard")]
+    gen = ScriptGenerator(WorldConfig.preset("life", "endless"), np.random.default_rng(0))
+    while len(gen.events) < 3_000:
+        gen.extend()
+    texts += [e.text for e in gen.events if e is not None]
+    for t in texts:
+        for art, word in re.findall(r"\b([Aa]n?) (\w+)", t):
+            if (art.lower() == "an") != (word[0].lower() in "aeio"):
+                bad.append(t)
+        if re.search(r"\b[A-Z]\.\.", t):
+            bad.append(t)
+        m = re.search(r"neighbour's (\w+) kept (\w+)", t)
+        if m:
+            noises[m.groups()] += 1
+    assert bad == []
+    assert sum("Opel" in t for t in texts) > 0 and sum(" odd " in t for t in texts) > 0
+    assert set(noises) <= {("dog", "barking"), ("cat", "meowing"), ("parrot", "squawking"), ("goose", "honking"),
+                           ("rooster", "crowing")}
+    assert len(noises) >= 3

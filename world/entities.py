@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import re
+
 import numpy as np
 
 FEMALE = (
@@ -293,7 +295,7 @@ HABITS: dict[str, Habit] = {
 CHITCHAT = (
     "The weather is {weather} today.", "I watched a {genre} film last night.", "Traffic was {traffic} this morning.",
     "I think I need another coffee.", "Did you see the {genre} series everyone talks about?",
-    "My neighbour's {animal} kept barking again.", "It's been a {mood} week, honestly.",
+    "My neighbour's {pet} again.", "It's been a {mood} week, honestly.",
     "I might repaint the kitchen {colour}.", "The {animal} at the park was adorable.",
     "Let's talk about something else for a bit.", "I can't believe it's already {month}.",
     "I read a {mood} article about {topic} today.", "Remind me to buy {buy} later.",
@@ -306,6 +308,7 @@ _FILL = {
     "mood": "strange hectic lovely odd quiet busy wonderful long".split(),
     "genre": "crime sci-fi comedy documentary horror cooking history nature".split(),
     "animal": "dog cat parrot goose hedgehog fox squirrel".split(),
+    "pet": "dog kept barking|cat kept meowing|parrot kept squawking|goose kept honking|rooster kept crowing".split("|"),
     "colour": COLOURS,
     "month": MONTHS,
     "topic": "volcanoes bees tides typography trains fungi glaciers".split(),
@@ -327,13 +330,38 @@ _FINITE: dict[str, tuple[str, ...]] = {
 }
 
 
+#: beginnings of words that take "a" although they start with a vowel letter ("a unicorn", "a ukulele",
+#: "a one-off"); words with a silent "h" ("an hour") are not handled (none in the pools)
+_A_BEFORE = ("uni", "use", "usu", "uti", "uku", "ura", "uri", "ubi", "eu", "one", "once")
+_ARTICLE_RE = re.compile(r"\b([Aa]) ([A-Za-z][\w-]*)")
+_INITIAL_END_RE = re.compile(r"(\b[A-Z]\.)\.")
+
+
+def article(word: str) -> str:
+    """"a" or "an" for ``word``, from its first letter: a vowel letter takes "an", except the few
+    words whose vowel letter sounds like a consonant ("a unicorn")."""
+    w = word.lower()
+    return "an" if w[:1] in ("a", "e", "i", "o", "u") and not w.startswith(_A_BEFORE) else "a"
+
+
+def tidy(text: str) -> str:
+    """A rendered template's text with "a" / "an" chosen from the next word ("an Opel", "an odd
+    week") and no double period after a name's initial at the end of a sentence ("Lena S.")."""
+    if "a " in text or "A " in text:
+        text = _ARTICLE_RE.sub(lambda m: m.group(1) + ("n" if article(m.group(2)) == "an" else "") + " " + m.group(2),
+                               text)
+    if ".." in text:
+        text = _INITIAL_END_RE.sub(r"\1", text)
+    return text
+
+
 def chitchat(rng: np.random.Generator) -> str:
     t = pick(rng, CHITCHAT)
     # the placeholders of this template in _FILL order (as a scan of every _FILL key would find them)
     for token, pool in _CHITCHAT_SLOTS[t]:
         if token in t:  # (a filled value could contain a later placeholder: keep the check)
             t = t.replace(token, pick(rng, pool))
-    return t
+    return tidy(t)
 
 
 # ---------------------------------------------------------------------- the cast of one episode

@@ -51,6 +51,7 @@ from world.entities import (
     gender_of,
     pick,
     randint,
+    tidy,
 )
 
 UNKNOWN = "unknown"
@@ -373,7 +374,7 @@ class ScriptGenerator:
                 kind, text, payload = self._filler(slot)
             payload["event"] = slot
             step = payload["step"] = self.step_of(slot)
-            ev = ScriptEvent(slot, step, slot // self.session_len, kind, text, payload)
+            ev = ScriptEvent(slot, step, slot // self.session_len, kind, tidy(text), payload)
             self.events.append(ev)
             if payload.get("repeatable"):
                 self._repeatable.append(slot)
@@ -423,8 +424,8 @@ class ScriptGenerator:
 
     def _render_fact(self, rel, s: str, o: str, avoid: str | None = None) -> str:
         if avoid is None:  # pick(rng, [every template formatted]) without formatting the others
-            return pick(self.rng, rel.fact).format(s=s, o=o)
-        options = [t.format(s=s, o=o) for t in rel.fact]
+            return tidy(pick(self.rng, rel.fact).format(s=s, o=o))
+        options = [tidy(t.format(s=s, o=o)) for t in rel.fact]
         if avoid is not None and len(options) > 1:
             options = [t for t in options if t != avoid] or options
         return pick(self.rng, options)
