@@ -8,9 +8,8 @@ All draws go through the numpy ``Generator`` handed in by the world.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
