@@ -22,3 +22,31 @@ def test_versioned_uses_the_shared_parser():
     from agents import baselines
 
     assert baselines._subject_and_topic is subject_and_topic
+
+
+def test_a_name_with_initials_is_one_subject():
+    """Endless worlds tell namesakes apart by initials: "Theo W." and "Theo X." are two people, so
+    their texts share no subject (they shared "theo", so `same_key` held across them); the same
+    person's texts still do, and a bare "Theo" (another person again) is neither of them."""
+    own = subject_and_topic("Walter Z.'s favourite food is bibimbap.")
+    ask = subject_and_topic("Which food is Walter Z.'s favourite now?")
+    other = subject_and_topic("Walter J.'s favourite food is falafel.")
+    assert own[0] == frozenset({"walter z"}) and other[0] == frozenset({"walter j"})
+    assert own[0] & ask[0] and not own[0] & other[0]
+    assert subject_and_topic("The car Walter J. drives is a Saab.")[0] == frozenset({"walter j", "saab"})
+    assert subject_and_topic("Lena S. T. lives in Varholm.")[0] == frozenset({"lena s t", "varholm"})
+    assert subject_and_topic("Theo and Theo X. met.")[0] == frozenset({"theo", "theo x"})
+    assert subject_and_topic("Theo met Wim.")[0] == frozenset({"theo", "wim"})  # no initials: as before
+    assert subject_and_topic("I saw Anna. A dog barked.")[0] == frozenset({"user", "anna"})
+    # an initial that is a stop word or "I" is still an initial, not the article or the user
+    assert subject_and_topic("Which instrument does Umar A. play?")[0] == frozenset({"umar a"})
+    assert subject_and_topic("Umar I. plays the drums.")[0] == frozenset({"umar i"})
+    assert subject_and_topic("I told Umar I. about it.")[0] == frozenset({"umar i", "user"})
+
+
+def test_features_tell_namesakes_apart():
+    """The env's same_subject / same_key read the same key (envs.features uses subject_and_topic_of)."""
+    a, b, c = (subject_and_topic_of(signature(t)) for t in (
+        "Walter Z.'s favourite food is bibimbap.", "Walter J.'s favourite food is falafel.",
+        "Walter Z.'s new favourite food is pho."))
+    assert a[0].isdisjoint(b[0]) and not a[0].isdisjoint(c[0]) and not a[1].isdisjoint(c[1])

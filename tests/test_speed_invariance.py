@@ -756,7 +756,7 @@ def test_cached_action_masks_equal_the_masks_built_from_the_rows():
 def test_script_generation_shortcuts_draw_and_return_what_the_plain_code_does():
     """chitchat's per-template placeholder list, _render_fact without formatting unused templates and
     Cast.person without copying the cast: same values and the same random draws as the plain code."""
-    from world.entities import _FILL, CHITCHAT, RELATIONS, Cast, chitchat, pick
+    from world.entities import _FILL, CHITCHAT, RELATIONS, Cast, chitchat, pick, tidy
 
     def chitchat_plain(rng):
         t = pick(rng, CHITCHAT)
@@ -764,10 +764,10 @@ def test_script_generation_shortcuts_draw_and_return_what_the_plain_code_does():
             token = "{" + k + "}"
             if token in t:
                 t = t.replace(token, pick(rng, pool))
-        return t
+        return tidy(t)  # (the texts are tidied: "an odd week")
 
     def render_plain(rng, rel, s, o, avoid=None):
-        options = [t.format(s=s, o=o) for t in rel.fact]
+        options = [tidy(t.format(s=s, o=o)) for t in rel.fact]
         if avoid is not None and len(options) > 1:
             options = [t for t in options if t != avoid] or options
         return pick(rng, options)

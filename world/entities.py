@@ -8,6 +8,7 @@ All draws go through the numpy ``Generator`` handed in by the world.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,17 +69,35 @@ STREETS = "Elm Oak Birch Mill Quarry Harbour Station Church Cedar Willow Orchard
 DOCTORS = "Dr. Okafor|Dr. Lindqvist|Dr. Haddad|Dr. Moreau|Dr. Tanaka|Dr. Novak|Dr. Rossi|Dr. Brandt".split("|")
 
 
-def _place(rng: np.random.Generator) -> str:
-    return pick(rng, _PLACE_A) + pick(rng, _PLACE_B)
+#: middle syllables that extend the place names when the plain ones run low (endless worlds)
+_PLACE_MID = "en er an in el ar or is ov ing".split()
 
 
-def _org(rng: np.random.Generator) -> str:
-    return (
-        pick(rng, _ORG_A)
-        + pick(rng, _ORG_B)
-        + " "
-        + pick(rng, _ORG_C)
-    )
+def _place(rng: np.random.Generator, used: int = 0) -> str:
+    """A place name. With ``used`` names already taken, middle syllables are added as the pool runs
+    low (as people get initials): 960 plain names, 9,600 with one middle syllable, 96,000 with two,
+    ...; each tier is left while it is at most about half used, so that a fresh name takes a few draws."""
+    k, cap = 0, len(_PLACE_A) * len(_PLACE_B) // 2
+    while used > cap:
+        k, cap = k + 1, cap * len(_PLACE_MID)
+    return pick(rng, _PLACE_A) + "".join(pick(rng, _PLACE_MID) for _ in range(k)) + pick(rng, _PLACE_B)
+
+
+_GENDER = {**{n: "f" for n in FEMALE}, **{n: "m" for n in MALE}}
+
+
+def gender_of(name) -> str | None:
+    """"f" / "m" from a person's first name ("Lena S." -> "f"); None for anything else."""
+    return _GENDER.get(name.split(" ", 1)[0]) if isinstance(name, str) else None
+
+
+def _org(rng: np.random.Generator, used: int = 0) -> str:
+    """An organisation name; extra syllables as the pool runs low, as :func:`_place` (5,760 plain
+    names, 69,120 with one more syllable, ...)."""
+    k, cap = 0, len(_ORG_A) * len(_ORG_B) * len(_ORG_C) // 2
+    while used > cap:
+        k, cap = k + 1, cap * len(_ORG_B)
+    return pick(rng, _ORG_A) + "".join(pick(rng, _ORG_B) for _ in range(k + 1)) + " " + pick(rng, _ORG_C)
 
 
 def randint(rng: np.random.Generator, lo: int, hi: int) -> int:
@@ -275,7 +294,7 @@ HABITS: dict[str, Habit] = {
 CHITCHAT = (
     "The weather is {weather} today.", "I watched a {genre} film last night.", "Traffic was {traffic} this morning.",
     "I think I need another coffee.", "Did you see the {genre} series everyone talks about?",
-    "My neighbour's {animal} kept barking again.", "It's been a {mood} week, honestly.",
+    "My neighbour's {pet} again.", "It's been a {mood} week, honestly.",
     "I might repaint the kitchen {colour}.", "The {animal} at the park was adorable.",
     "Let's talk about something else for a bit.", "I can't believe it's already {month}.",
     "I read a {mood} article about {topic} today.", "Remind me to buy {buy} later.",
@@ -288,6 +307,7 @@ _FILL = {
     "mood": "strange hectic lovely odd quiet busy wonderful long".split(),
     "genre": "crime sci-fi comedy documentary horror cooking history nature".split(),
     "animal": "dog cat parrot goose hedgehog fox squirrel".split(),
+    "pet": "dog kept barking|cat kept meowing|parrot kept squawking|goose kept honking|rooster kept crowing".split("|"),
     "colour": COLOURS,
     "month": MONTHS,
     "topic": "volcanoes bees tides typography trains fungi glaciers".split(),
@@ -309,13 +329,38 @@ _FINITE: dict[str, tuple[str, ...]] = {
 }
 
 
+#: beginnings of words that take "a" although they start with a vowel letter ("a unicorn", "a ukulele",
+#: "a one-off"); words with a silent "h" ("an hour") are not handled (none in the pools)
+_A_BEFORE = ("uni", "use", "usu", "uti", "uku", "ura", "uri", "ubi", "eu", "one", "once")
+_ARTICLE_RE = re.compile(r"\b([Aa]) ([A-Za-z][\w-]*)")
+_INITIAL_END_RE = re.compile(r"(\b[A-Z]\.)\.")
+
+
+def article(word: str) -> str:
+    """"a" or "an" for ``word``, from its first letter: a vowel letter takes "an", except the few
+    words whose vowel letter sounds like a consonant ("a unicorn")."""
+    w = word.lower()
+    return "an" if w[:1] in ("a", "e", "i", "o", "u") and not w.startswith(_A_BEFORE) else "a"
+
+
+def tidy(text: str) -> str:
+    """A rendered template's text with "a" / "an" chosen from the next word ("an Opel", "an odd
+    week") and no double period after a name's initial at the end of a sentence ("Lena S.")."""
+    if "a " in text or "A " in text:
+        text = _ARTICLE_RE.sub(lambda m: m.group(1) + ("n" if article(m.group(2)) == "an" else "") + " " + m.group(2),
+                               text)
+    if ".." in text:
+        text = _INITIAL_END_RE.sub(r"\1", text)
+    return text
+
+
 def chitchat(rng: np.random.Generator) -> str:
     t = pick(rng, CHITCHAT)
     # the placeholders of this template in _FILL order (as a scan of every _FILL key would find them)
     for token, pool in _CHITCHAT_SLOTS[t]:
         if token in t:  # (a filled value could contain a later placeholder: keep the check)
             t = t.replace(token, pick(rng, pool))
-    return t
+    return tidy(t)
 
 
 # ---------------------------------------------------------------------- the cast of one episode
@@ -329,9 +374,11 @@ class Cast:
     used_names: set[str] = field(default_factory=set)
     used_objects: dict[str, set[str]] = field(default_factory=dict)
 
-    def new_person(self) -> str:
+    def new_person(self, female: bool | None = None) -> str:
+        """A new person with a name not used before (of the given gender when ``female`` is set)."""
+        want = female
         for _ in range(200):
-            female = self.rng.random() < 0.5
+            female = self.rng.random() < 0.5 if want is None else want
             name = pick(self.rng, FEMALE if female else MALE)
             n = len(self.used_names)
             if n > 120:  # endless worlds: surname-like initials, more of them as the cast grows
@@ -381,11 +428,12 @@ class Cast:
     def _draw(self, pool: str) -> str:
         r = self.rng
         if pool == "place":
-            return _place(r)
+            return _place(r, len(self.used_objects.get("place", ())))
         if pool == "org":
-            return _org(r)
+            return _org(r, len(self.used_objects.get("org", ())))
         if pool == "region":
-            return "the " + _place(r) + " " + pick(r, ("valley", "coast", "highlands", "lowlands", "province"))
+            regions = len(self.used_objects.get("region", ())) // 5  # (5 endings per place name)
+            return "the " + _place(r, regions) + " " + pick(r, ("valley", "coast", "highlands", "lowlands", "province"))
         if pool == "person":
             return self.new_person()
         if pool == "phone":

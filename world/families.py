@@ -48,8 +48,10 @@ from world.entities import (
     USER_RELATIONS,
     Cast,
     chitchat,
+    gender_of,
     pick,
     randint,
+    tidy,
 )
 
 UNKNOWN = "unknown"
@@ -72,6 +74,10 @@ REF_TEXT: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
     ("sibling", "lives_in"): (("{P} sibling", "{r} lives in {o}."), ("{P} sibling", "{r} has a flat in {o}.")),
     ("lives_in", "region"): (("That town", "{r} lies in {o}."), ("The town", "{r} is in {o}, I believe.")),
 }
+#: Relations whose events name (or ask about) a company / a town: a reference "That company" (after
+#: ``works_at``) or "The town" (after ``lives_in``) could point at any of them (see ``_rivals``).
+_NAMING: dict[str, tuple[str, ...]] = {"works_at": ("works_at", "based_in"),
+                                       "lives_in": ("lives_in", "based_in", "region")}
 
 
 @dataclass
@@ -313,19 +319,40 @@ class ScriptGenerator:
         return slots, hush
 
     def _rivals(self, ante: dict, ref: dict, other: dict) -> bool:
-        """Whether the statement ``other``, told between ``ante`` and the referring statement ``ref``,
-        is another antecedent ``ref``'s description could point at: "That company" / "The town" ->
-        another value of the antecedent's relation; "Her sibling" -> another sibling of someone with
-        the same pronoun, or another "her sibling" statement about someone else."""
-        if other.get("kind") not in ("fact", "change", "distractor", "repeat", "ref"):
+        """Whether the event ``other``, told or asked between ``ante`` and the referring statement
+        ``ref``, gives ``ref``'s description another thing to point at:
+
+        - "That company" / "The town": a statement naming another company / town (a value of
+          ``works_at``; ``based_in``'s subject for a company, its object for a town; ``region``'s
+          subject for a town), or a question or request about one (its relation or hop path holds such
+          a relation), unless it asks about the antecedent's own subject and relation;
+        - "Her sibling": any other person with the same pronoun named in a statement, question or
+          request (the pronoun could point at them), or another "her sibling" reference about
+          someone else."""
+        kind = other.get("kind")
+        if kind in (None, "chitchat"):
             return False
         if ante["relation"] == "sibling":
-            gender = self.cast.gender
-            if other.get("relation") == "sibling" and other.get("subject") != ante["subject"]:
-                return gender.get(other.get("subject")) == gender.get(ante["subject"])
-            return other.get("kind") == "ref" and other.get("subject") == ref["subject"] and \
-                other.get("resolves") != ref["resolves"]
-        return other.get("relation") == ante["relation"] and other.get("object") != ante["object"]
+            g = gender_of(ante["subject"])
+            if any(x != ante["subject"] and gender_of(x) == g
+                   for x in (other.get("subject"), other.get("object"), other.get("resolves"))):
+                return True
+            return kind == "ref" and other.get("subject") == ref["subject"] and other.get("resolves") != ref["resolves"]
+        noun_relations = _NAMING.get(ante["relation"], (ante["relation"],))
+        if kind in ("question", "request"):
+            asked = other.get("path") or [other.get("relation")]
+            own = (not other.get("path") and other.get("subject") == ante["subject"]
+                   and other.get("relation") == ante["relation"])
+            return not own and any(r in noun_relations for r in asked)
+        r, obj = other.get("relation"), other.get("object")
+        subj = other.get("resolves", other.get("subject"))
+        if ante["relation"] == "works_at":
+            named = obj if r == "works_at" else subj if r == "based_in" else None
+        elif ante["relation"] == "lives_in":
+            named = obj if r in ("lives_in", "based_in") else subj if r == "region" else None
+        else:
+            named = obj if r == ante["relation"] else None
+        return named is not None and named != ante["object"]
 
     def _quiet_slots(self) -> set[int]:
         """Free slots reserved for chit-chat (between a referring statement and its antecedent)."""
@@ -347,7 +374,7 @@ class ScriptGenerator:
                 kind, text, payload = self._filler(slot)
             payload["event"] = slot
             step = payload["step"] = self.step_of(slot)
-            ev = ScriptEvent(slot, step, slot // self.session_len, kind, text, payload)
+            ev = ScriptEvent(slot, step, slot // self.session_len, kind, tidy(text), payload)
             self.events.append(ev)
             if payload.get("repeatable"):
                 self._repeatable.append(slot)
@@ -397,8 +424,8 @@ class ScriptGenerator:
 
     def _render_fact(self, rel, s: str, o: str, avoid: str | None = None) -> str:
         if avoid is None:  # pick(rng, [every template formatted]) without formatting the others
-            return pick(self.rng, rel.fact).format(s=s, o=o)
-        options = [t.format(s=s, o=o) for t in rel.fact]
+            return tidy(pick(self.rng, rel.fact).format(s=s, o=o))
+        options = [tidy(t.format(s=s, o=o)) for t in rel.fact]
         if avoid is not None and len(options) > 1:
             options = [t for t in options if t != avoid] or options
         return pick(self.rng, options)
@@ -510,14 +537,23 @@ class ScriptGenerator:
             return None
         s = pair[0]
         rel0 = RELATIONS[path[0]]
-        o = self.cast.value(rel0.objects)
-        if rel0.objects == "person":  # the sibling is a person of the story, only ever referred to
+        if rel0.objects == "person":  # the sibling is a person of the story, only ever referred to;
+            # of the other gender, so that "His sibling" can only mean the subject's ("Tom's sibling is
+            # Lena." "His sibling works at ...", never "Tom's sibling is Carl." "His sibling ...")
+            o = self.cast.new_person(female=gender_of(s) != "f")
+            self.cast.used_objects.setdefault("person", set()).add(o)
             self.cast.people.remove(o)
+        else:
+            o = self.cast.value(rel0.objects)
         out = [self._stmt(0, "fact", self._render_fact(rel0, s, o), fam, subject=s, relation=path[0], object=o,
                           repeatable=True)]
         entity = o
         for k in range(1, hops):
             r = path[k]
+            if (entity, r) in self._used:  # a town / company already given a region / headquarters
+                # (a value drawn again once its pool ran low): never state it a second time
+                self._used.discard(pair)
+                return None
             self._used.add((entity, r))
             v = self.cast.value(RELATIONS[r].objects)
             desc, tmpl = pick(self.rng, REF_TEXT[(path[k - 1], r)])

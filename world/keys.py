@@ -5,13 +5,18 @@ candidate features (``same_subject`` / ``same_topic`` / ``same_key``), so that b
 from the same text. Only the text is read, never a hidden payload.
 
 - subject: the entity-like words (capitalised or numeric, :func:`world.dedup.signature`) minus stop
-  words and sentence-initial function words; a first-person word adds the subject ``user``;
+  words and sentence-initial function words; a name with initials ("Theo X.", "Lena S. T.", as endless
+  worlds name namesakes) is one subject, ``"theo x"``, so that "Theo W." and "Theo X." share none
+  (the first name alone stays a subject only where it also stands without the initials); a
+  first-person word adds the subject ``user``;
 - topic: the remaining content words (stop words removed, negations kept).
 """
 
 from __future__ import annotations
 
 import functools
+import re
+from collections import Counter
 
 from world.cues import STOP_WORDS
 from world.dedup import TextSignature, signature
@@ -24,6 +29,10 @@ FUNCTION_WORDS = frozenset({"please", "let", "let's", "did", "do", "does", "what
                             "how", "why", "on", "week", "write", "nothing", "there", "here", "so", "well", "oh"})
 
 
+# in the normalised (lower-case) text: a word followed by one or more one-letter initials with a period
+_INITIALS_RE = re.compile(r"(?<![\w'])(\w+)((?: [^\W\d_]\.)+)")
+
+
 @functools.lru_cache(maxsize=8192)
 def subject_and_topic(text: str) -> tuple[frozenset, frozenset]:
     """(subject words, topic words) of ``text``; pure and cached (texts are immutable strings)."""
@@ -33,7 +42,27 @@ def subject_and_topic(text: str) -> tuple[frozenset, frozenset]:
 def subject_and_topic_of(sig: TextSignature) -> tuple[frozenset, frozenset]:
     """(subject words, topic words) from a text's signature (for callers that already have it)."""
     subject = {w for w in sig.entities if w not in STOP_WORDS and w not in FUNCTION_WORDS}
-    if sig.word_set & USER_WORDS:
+    user_words = sig.word_set & USER_WORDS
+    if "." in sig.norm and any(len(w) == 1 for w in sig.entities):
+        user_words -= _merge_initials(sig, subject)  # ("Umar I." is not the user)
+    if user_words:
         subject.add("user")
     topic = sig.content - sig.entities - USER_WORDS - FUNCTION_WORDS
     return frozenset(subject), frozenset(topic)
+
+
+def _merge_initials(sig: TextSignature, subject: set) -> set:
+    """Replace, in ``subject``, the words of each "Firstname X." (capitalised name, capital initials)
+    by one subject "firstname x"; a part that also occurs on its own elsewhere in the text stays.
+    Returns the words that occur only as parts of such names."""
+    used: Counter = Counter()
+    for m in _INITIALS_RE.finditer(sig.norm):
+        first, initials = m.group(1), m.group(2).replace(".", "").split()
+        if first not in subject or any(i not in sig.entities for i in initials):
+            continue
+        subject.add(" ".join([first, *initials]))
+        used.update([first, *initials])
+    counts = Counter(sig.words)
+    only = {w for w, n in used.items() if counts[w] <= n}
+    subject -= only
+    return only
