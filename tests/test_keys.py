@@ -1,5 +1,7 @@
 """world.keys: the subject + topic key read from visible text (shared by `versioned` and the env)."""
 
+import pytest
+
 from world.dedup import signature
 from world.keys import subject_and_topic, subject_and_topic_of
 
@@ -50,3 +52,23 @@ def test_features_tell_namesakes_apart():
         "Walter Z.'s favourite food is bibimbap.", "Walter J.'s favourite food is falafel.",
         "Walter Z.'s new favourite food is pho."))
     assert a[0].isdisjoint(b[0]) and not a[0].isdisjoint(c[0]) and not a[1].isdisjoint(c[1])
+
+
+@pytest.mark.parametrize("a, b", [
+    # habit episodes of two people on the same weekday shared the subject "friday"
+    ("In week 20 Lukas ordered paella on Friday night.", "In week 15 Finn ordered gumbo on Friday night."),
+    ("It's already December, can you believe it?", "Greta moved to Halbury in December."),
+    # the world's sentence starters
+    ("Remind me to buy eggs later.", "Remind Carl about the meeting."),
+    ("Traffic was heavy this morning.", "Traffic was awful near Halbury."),
+])
+def test_days_months_and_sentence_starters_are_no_subjects(a, b):
+    sa, _ = subject_and_topic(a)
+    sb, _ = subject_and_topic(b)
+    assert not (sa & sb - {"user"}), (sa, sb)
+
+
+def test_first_person_words_are_the_user_not_a_subject_word():
+    for text in ("I've moved to Lisbon.", "I'd like green tea.", "I'll be in Oslo."):
+        subject, _ = subject_and_topic(text)
+        assert "user" in subject and not subject & {"i've", "i'd", "i'll"}, (text, subject)

@@ -5,7 +5,8 @@ candidate features (``same_subject`` / ``same_topic`` / ``same_key``), so that b
 from the same text. Only the text is read, never a hidden payload.
 
 - subject: the entity-like words (capitalised or numeric, :func:`world.dedup.signature`) minus stop
-  words and sentence-initial function words; a name with initials ("Theo X.", "Lena S. T.", as endless
+  words, sentence-initial function words (the world's sentence starters "Remind", "Erase", "Can",
+  "Traffic" among them), first-person words and the names of days and months (when, not who); a name with initials ("Theo X.", "Lena S. T.", as endless
   worlds name namesakes) is one subject, ``"theo x"``, so that "Theo W." and "Theo X." share none
   (the first name alone stays a subject only where it also stands without the initials); a
   first-person word adds the subject ``user``;
@@ -23,10 +24,16 @@ from world.dedup import TextSignature, signature
 
 __all__ = ["subject_and_topic", "subject_and_topic_of", "USER_WORDS", "FUNCTION_WORDS"]
 
-USER_WORDS = frozenset({"i", "my", "me", "mine", "myself", "i'm", "i've"})
-# Capitalised only because they start a sentence: not subjects.
+USER_WORDS = frozenset({"i", "my", "me", "mine", "myself", "i'm", "i've", "i'd", "i'll"})
+_TIME_WORDS = frozenset(
+    [d + s for d in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday") for s in ("", "s")]
+    + "january february march april may june july august september october november december".split()
+)
+# Capitalised only because they start a sentence (the world's own sentence starters among them), or
+# names of days and months (when, not who): not subjects. ("may" is a month and a verb: neither is who.)
 FUNCTION_WORDS = frozenset({"please", "let", "let's", "did", "do", "does", "what", "when", "where", "which", "who",
-                            "how", "why", "on", "week", "write", "nothing", "there", "here", "so", "well", "oh"})
+                            "how", "why", "on", "week", "write", "nothing", "there", "here", "so", "well", "oh",
+                            "remind", "erase", "can", "traffic"}) | _TIME_WORDS
 
 
 # in the normalised (lower-case) text: a word followed by one or more one-letter initials with a period
@@ -41,7 +48,7 @@ def subject_and_topic(text: str) -> tuple[frozenset, frozenset]:
 
 def subject_and_topic_of(sig: TextSignature) -> tuple[frozenset, frozenset]:
     """(subject words, topic words) from a text's signature (for callers that already have it)."""
-    subject = {w for w in sig.entities if w not in STOP_WORDS and w not in FUNCTION_WORDS}
+    subject = {w for w in sig.entities if w not in STOP_WORDS and w not in FUNCTION_WORDS and w not in USER_WORDS}
     user_words = sig.word_set & USER_WORDS
     if "." in sig.norm and any(len(w) == 1 for w in sig.entities):
         user_words -= _merge_initials(sig, subject)  # ("Umar I." is not the user)
