@@ -57,8 +57,9 @@ def resolve_config(config: Any = None, preset: str | None = None, **overrides: A
         text = os.fspath(config)
         if text.endswith((".yaml", ".yml")) or os.path.exists(text):
             # (a file of fields goes over the id's preset, as a dict does)
+            # (without an id's preset, the env's default world life, as for a dict)
             cfg = WorldConfig.from_yaml(text, {"family": base.family, "difficulty": base.difficulty}
-                                        if base is not None else None)
+                                        if base is not None else {"family": "life"})
         else:
             family, sep, difficulty = text.rpartition("-")
             if not sep:

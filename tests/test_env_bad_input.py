@@ -463,3 +463,12 @@ def test_numpy_numbers_are_accepted_as_plain_numbers(overrides, expected):
 def test_text_interface_max_length_is_checked_by_name(bad):
     with pytest.raises(ValueError, match=r"max_length must be an integer >= 1"):
         TextInterface(gym.make("MemGym/Life-Easy-v0"), max_length=bad)
+
+
+def test_a_yaml_of_fields_without_a_family_is_the_envs_default_world_as_a_dict_is(tmp_path):
+    from envs.memory_env import resolve_config
+
+    path = tmp_path / "h.yaml"
+    path.write_text("horizon: 80\n")
+    assert resolve_config(str(path)) == resolve_config({"horizon": 80}) == \
+        WorldConfig.preset("life", "easy").replace(horizon=80)

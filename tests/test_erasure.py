@@ -355,3 +355,29 @@ def test_namespace_view_has_add_evidence():
     other = store.write_episode(4, "Bob rows.")
     with pytest.raises(KeyError, match="namespace 'alice'"):
         view.add_evidence(other.memory_id, [])
+
+
+def test_subject_erasure_removes_merged_texts_that_mention_it_from_surviving_memories(tmp_path):
+    """A text merged into a memory that survives (only the merged text named the subject) stayed in
+    the store's record of merged texts and in a saved file after erase(subject=...)."""
+    store = MemoryStore()
+    kept = store.write_episode(1, "I need to call about the garage code 4411.")
+    assert store.write_episode(2, "I need to call tom about the garage code 4411.") is kept
+    report = store.erase(subject="tom")
+    assert report.removed_ids == [] and store._merged == {}
+    assert "I need to call tom about the garage code 4411." not in store.embedder
+    path = tmp_path / "s.sqlite"
+    store.save(path)
+    assert b"call tom" not in path.read_bytes()
+
+
+def test_a_store_pickled_before_merged_texts_existed_still_forgets():
+    import pickle
+
+    store = MemoryStore()
+    a = store.write_episode(1, "Bob owns a red kayak.")
+    store.write_episode(2, "Carl owns a blue canoe.")
+    del store.__dict__["_merged"]  # (as a store pickled by the previous version)
+    old = pickle.loads(pickle.dumps(store))
+    assert old.forget(a.memory_id) and len(old) == 1
+    assert [m for m, _ in old.query_scored("kayak")] != [a.memory_id]

@@ -72,3 +72,11 @@ def test_first_person_words_are_the_user_not_a_subject_word():
     for text in ("I've moved to Lisbon.", "I'd like green tea.", "I'll be in Oslo."):
         subject, _ = subject_and_topic(text)
         assert "user" in subject and not subject & {"i've", "i'd", "i'll"}, (text, subject)
+
+
+def test_a_possessive_after_an_initial_adds_no_topic_word():
+    # "Theo X.'s" splits into "x" and "s": every such text shared the topic word "s"
+    assert subject_and_topic("Theo X.'s hobby is chess.") == (frozenset({"theo x"}), frozenset({"hobby", "chess"}))
+    _, car = subject_and_topic("Theo X.'s car is an Opel.")
+    _, hobby = subject_and_topic("Theo X.'s hobby is chess.")
+    assert not car & hobby

@@ -33,7 +33,8 @@ _TIME_WORDS = frozenset(
 # names of days and months (when, not who): not subjects. ("may" is a month and a verb: neither is who.)
 FUNCTION_WORDS = frozenset({"please", "let", "let's", "did", "do", "does", "what", "when", "where", "which", "who",
                             "how", "why", "on", "week", "write", "nothing", "there", "here", "so", "well", "oh",
-                            "remind", "erase", "can", "traffic"}) | _TIME_WORDS
+                            "remind", "erase", "can", "traffic",
+                            "s"}) | _TIME_WORDS  # ("s": a possessive after an initial, "Theo X.'s", splits off)
 
 
 # in the normalised (lower-case) text: a word followed by one or more one-letter initials with a period

@@ -951,6 +951,11 @@ class MemoryStore:
             self.last_write = WriteReport("written", mid)
         return rec
 
+    def __setstate__(self, state: dict) -> None:
+        # (a store pickled before an attribute existed gets its empty default)
+        state.setdefault("_merged", {})
+        self.__dict__.update(state)
+
     def _report_duplicate(self, existing: Record, rule: str, text: str | None = None) -> Record:
         """Count a write merged into ``existing`` and say so in ``last_write``. ``text``: the content
         the write embedded (through the embedder's cache) before dedup found the match. If it is not
@@ -1113,9 +1118,9 @@ class MemoryStore:
     def _remove(self, memory_id: str, remember: bool = True) -> tuple[int, list[str]]:
         """Remove a record; returns (edges removed, cue nodes removed). remember=True (forget, sweeps)
         keeps the id of a keyed record in its key's history of gone versions (erasure passes False)."""
+        self._merged.pop(memory_id, None)  # (erase took them first; forget and sweeps leave them cached)
         rec = self._records.pop(memory_id)
         space, slot = self._loc.pop(memory_id)
-        self._merged.pop(memory_id, None)  # (erase took them first; forget and sweeps leave them cached)
         if remember and rec.key is not None:
             space.gone.setdefault(rec.key, []).append(memory_id)
             space.gone_key[memory_id] = rec.key
@@ -1572,6 +1577,37 @@ class MemoryStore:
                     cache_errors.append(exc)
         drop_matching = getattr(self.embedder, "drop_matching", None)
         drop_words = getattr(self.embedder, "drop_words", None)
+        unique = set(erased_words)
+        for rec in self._records.values():
+            if not unique:
+                break
+            unique.difference_update(words(rec.content))
+        unique = frozenset(unique)
+        low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
+        if subject is not None and subject.strip():
+            low.append(subject.lower())
+
+        def mentions(text: str) -> bool:
+            """A text quoting erased content, mentioning the subject or holding a word only the erased
+            memories had."""
+            t = text.lower()
+            return any(n in t for n in low) or (bool(unique) and not unique.isdisjoint(signature(text).content))
+
+        if self._merged and (targets or subject is not None):
+            # texts merged into surviving memories that mention what was erased go too (the store
+            # would keep them, and save them, although no record of the subject is left)
+            for m in list(self._merged):
+                kept = [t for t in self._merged[m] if not mentions(t)]
+                for t in self._merged[m]:
+                    if t not in kept and callable(drop):
+                        try:
+                            report.cache_entries += int(drop(t))
+                        except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
+                            cache_errors.append(exc)
+                if kept:
+                    self._merged[m] = kept
+                else:
+                    del self._merged[m]
         if (callable(drop_matching) or callable(drop_words)) and (targets or subject is not None):
             # Cached texts (queries included) that quote erased content, mention the subject, or use a
             # content word that only the erased memories had (a secret code, a name) go too, and so do
@@ -1579,12 +1615,6 @@ class MemoryStore:
             # known to the cache or not, they came from). A subject's part runs even when no live
             # memory matched it (they were forgotten or swept before): its queries and the texts that
             # mentioned it may still be cached.
-            unique = set(erased_words)
-            for rec in self._records.values():
-                if not unique:
-                    break
-                unique.difference_update(words(rec.content))
-            unique = frozenset(unique)
             if callable(drop_words):
                 gone_words = set(unique)
                 if subject is not None:
@@ -1595,14 +1625,6 @@ class MemoryStore:
                     except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
                         cache_errors.append(exc)
             if callable(drop_matching):
-                low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
-                if subject is not None and subject.strip():
-                    low.append(subject.lower())
-
-                def mentions(text: str) -> bool:
-                    t = text.lower()
-                    return any(n in t for n in low) or (bool(unique) and not unique.isdisjoint(signature(text).content))
-
                 try:
                     report.cache_entries += drop_matching(mentions)
                 except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
