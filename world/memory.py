@@ -1577,25 +1577,37 @@ class MemoryStore:
                     cache_errors.append(exc)
         drop_matching = getattr(self.embedder, "drop_matching", None)
         drop_words = getattr(self.embedder, "drop_words", None)
-        unique = set(erased_words)
-        for rec in self._records.values():
-            if not unique:
-                break
-            unique.difference_update(words(rec.content))
-        unique = frozenset(unique)
         low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
         if subject is not None and subject.strip():
             low.append(subject.lower())
+        unique_words: list[frozenset] = []
+
+        def unique() -> frozenset:
+            """The content words only the erased memories had (computed once, when first needed: a
+            pass over every surviving record)."""
+            if not unique_words:
+                left = set(erased_words)
+                for rec in self._records.values():
+                    if not left:
+                        break
+                    left.difference_update(words(rec.content))
+                unique_words.append(frozenset(left))
+            return unique_words[0]
 
         def mentions(text: str) -> bool:
             """A text quoting erased content, mentioning the subject or holding a word only the erased
             memories had."""
             t = text.lower()
-            return any(n in t for n in low) or (bool(unique) and not unique.isdisjoint(signature(text).content))
+            if any(n in t for n in low):
+                return True
+            only = unique()
+            return bool(only) and not only.isdisjoint(signature(text).content)
 
-        if self._merged and (targets or subject is not None):
-            # texts merged into surviving memories that mention what was erased go too (the store
-            # would keep them, and save them, although no record of the subject is left)
+        if self._merged and subject is not None:
+            # texts merged into surviving memories that mention the erased subject go too (the store
+            # would keep them, and save them, although no record of the subject is left; a text
+            # merged into a memory is a duplicate of that memory, so an erasure by id or key, which
+            # leaves that memory, leaves its duplicates too)
             for m in list(self._merged):
                 kept = [t for t in self._merged[m] if not mentions(t)]
                 for t in self._merged[m]:
@@ -1616,7 +1628,7 @@ class MemoryStore:
             # memory matched it (they were forgotten or swept before): its queries and the texts that
             # mentioned it may still be cached.
             if callable(drop_words):
-                gone_words = set(unique)
+                gone_words = set(unique())
                 if subject is not None:
                     gone_words.update(words(subject))
                 if gone_words:
