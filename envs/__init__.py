@@ -80,7 +80,7 @@ def register_envs() -> list[str]:
             gym.register(
                 id=id_,
                 entry_point=ENTRY_POINT,
-                kwargs={"preset": f"{family}-{difficulty}"},
+                kwargs={"preset": f"{family}-{difficulty}", "registered_as": f"{family}-{difficulty}"},
                 nondeterministic=False,
                 disable_env_checker=False,
             )

@@ -225,7 +225,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     |---------------|---------------------------------------|------------------|-------------|
     | `config`      | `WorldConfig`, dict, YAML path, str    | `"life-easy"`    | the world: a config, its fields, a YAML file or `"family-difficulty"` |
     | `render_mode` | `None`, `"ansi"`, `"rgb_array"`, `"human"` | `None`      | `human` prints the ansi frame |
-    | `preset`      | `"family-difficulty"` or `None`        | the id's         | set by registration: `config` fields go over it; a `config` of another world is refused |
+    | `preset`      | `"family-difficulty"` or `None`        | the id's         | set by registration (with `registered_as`, the same value): `config` fields go over it; a `config` or `preset` of another world is refused |
     | `**overrides` | WorldConfig fields                    |                  | e.g. `horizon=200`, `capacity=64`, `n_candidates=12`, `n_recent=3`, `embedder="minilm"` (validated) |
 
     `reset(options={"family": ..., "difficulty": ...})` switches the world to another preset
@@ -245,7 +245,12 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(self, config: Any = None, render_mode: str | None = None, preset: str | None = None,
-                 **overrides: Any) -> None:
+                 registered_as: str | None = None, **overrides: Any) -> None:
+        if registered_as is not None and preset != registered_as:
+            # gym.make(id, preset=...) would run another world under the id's name
+            raise ConfigError(f"preset={preset!r}: this env id stands for {registered_as!r}; the preset names the "
+                              f"world, it is not one of its settings: gym.make that world's own id, or build "
+                              f"envs.MemoryEnv(config={preset!r}) directly")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode={render_mode!r} is not supported; allowed: None, "

@@ -452,3 +452,11 @@ def test_a_missing_extra_is_an_error_line_not_a_traceback(tmp_path):
     assert run.returncode == 2
     assert run.stderr.startswith("memgym bench: error:") and "pip install 'memgym[embed]'" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_set_of_an_unknown_field_names_the_allowed_ones(capsys):
+    # --set preset=recall-hard reached the env and came back as a misleading id/world mismatch
+    code, _ = run(["bench", "--suite", "quick", "--families", "life", "--set", "preset=recall-hard", "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "unknown WorldConfig field 'preset'; allowed: capacity" in err and "family," not in err

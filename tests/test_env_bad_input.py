@@ -472,3 +472,28 @@ def test_a_yaml_of_fields_without_a_family_is_the_envs_default_world_as_a_dict_i
     path.write_text("horizon: 80\n")
     assert resolve_config(str(path)) == resolve_config({"horizon": 80}) == \
         WorldConfig.preset("life", "easy").replace(horizon=80)
+
+
+def test_a_preset_kwarg_of_another_world_is_refused_under_a_registered_id():
+    # gym.make("MemGym/Life-Easy-v0", preset="recall-hard") ran recall-hard under the life-easy id
+    with pytest.raises(ConfigError, match=r"preset='recall-hard': this env id stands for 'life-easy'"):
+        gym.make("MemGym/Life-Easy-v0", preset="recall-hard")
+    env = gym.make("MemGym/Life-Easy-v0", preset="life-easy")  # its own preset: fine
+    assert env.unwrapped.config == WorldConfig.preset("life", "easy")
+    assert gym.make(env.spec).unwrapped.config == env.unwrapped.config
+    assert MemoryEnv(preset="recall-hard").config == WorldConfig.preset("recall", "hard")  # no id: fine
+
+
+def test_event_vector_stays_read_only_after_a_pickle_of_a_world_mid_event():
+    import pickle
+
+    w = World(WorldConfig.preset("life", "easy"), seed=0)
+    for _ in range(5):
+        w.apply(Op.WRITE if w.event.kind == "statement" else Op.NOOP)
+        w.advance()
+    assert not w.event_vector().flags.writeable
+    for copy_ in (pickle.loads(pickle.dumps(w)),):
+        vec = copy_.event_vector()
+        with pytest.raises(ValueError):
+            vec[:] = 0.0
+        assert np.array_equal(copy_.event_vector(), w.event_vector())

@@ -719,7 +719,10 @@ class World:
         """Unit embedding of the current event text (computed once per event)."""
         cached = self._vec_cache
         if cached is not None and cached[0] == self._i:
-            return cached[1]
+            vec = cached[1]
+            if vec.flags.writeable:  # (restored by a pickle or a snapshot copy: writable again)
+                vec.setflags(write=False)
+            return vec
         text = self._se.text
         script_vecs = self._script_vecs
         prime = getattr(self.store.embedder, "prime", None)
