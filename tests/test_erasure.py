@@ -381,3 +381,18 @@ def test_a_store_pickled_before_merged_texts_existed_still_forgets():
     old = pickle.loads(pickle.dumps(store))
     assert old.forget(a.memory_id) and len(old) == 1
     assert [m for m, _ in old.query_scored("kayak")] != [a.memory_id]
+
+
+@pytest.mark.parametrize("by", ["key", "memory_id"])
+def test_erasure_by_key_or_id_removes_merged_texts_holding_the_erased_words(tmp_path, by):
+    """A Jaccard merge added a word only the erased memory had ("zorblax") to a surviving memory's
+    merged texts: the erasure dropped it from the cache but kept it in the store and its saved file."""
+    store = MemoryStore()
+    secret = store.write_episode(1, "Zorblax's PIN is 4417", key="zorblax/pin")
+    kept = store.write_episode(2, "I need to call about the garage code 4411.")
+    assert store.write_episode(3, "I need to call zorblax about the garage code 4411.") is kept
+    store.erase(**({"key": "zorblax/pin"} if by == "key" else {"memory_id": secret.memory_id}))
+    assert store._merged == {} and len(store) == 1
+    path = tmp_path / "s.sqlite"
+    store.save(path)
+    assert b"zorblax" not in path.read_bytes().lower()

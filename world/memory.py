@@ -1587,10 +1587,12 @@ class MemoryStore:
             pass over every surviving record)."""
             if not unique_words:
                 left = set(erased_words)
-                for rec in self._records.values():
+                loc = self._loc
+                for m in self._records:
                     if not left:
                         break
-                    left.difference_update(words(rec.content))
+                    # (the store's signature of the record: its words, as words(content) gives them)
+                    left.difference_update(self._sig(loc[m][0], m).word_set)
                 unique_words.append(frozenset(left))
             return unique_words[0]
 
@@ -1600,14 +1602,16 @@ class MemoryStore:
             t = text.lower()
             if any(n in t for n in low):
                 return True
+            content = signature(text).content
+            if content.isdisjoint(erased_words):  # (no erased word at all: no need for unique())
+                return False
             only = unique()
-            return bool(only) and not only.isdisjoint(signature(text).content)
+            return bool(only) and not only.isdisjoint(content)
 
-        if self._merged and subject is not None:
-            # texts merged into surviving memories that mention the erased subject go too (the store
-            # would keep them, and save them, although no record of the subject is left; a text
-            # merged into a memory is a duplicate of that memory, so an erasure by id or key, which
-            # leaves that memory, leaves its duplicates too)
+        if self._merged and (targets or subject is not None):
+            # texts merged into surviving memories that mention what was erased go too (the store
+            # would keep them, and save them; a merge by containment or Jaccard can add words, so a
+            # duplicate of a surviving memory may hold an erased memory's words)
             for m in list(self._merged):
                 kept = [t for t in self._merged[m] if not mentions(t)]
                 for t in self._merged[m]:
