@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agents.cli import _int_at_least  # noqa: E402  (the CLI's bounded int type)
 from world import FAMILIES, Op, World, WorldConfig  # noqa: E402
 from world.oracle import Oracle  # noqa: E402
 
@@ -189,20 +190,9 @@ def check(results, families, difficulties) -> list[tuple[str, bool, str]]:
     return out
 
 
-def _seed_count(text: str) -> int:
-    """argparse type of --seeds: an int in [1, 10,000] (seeds 0..N-1 stay below the evaluation seeds)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer in [1, 10000], got {text!r}") from None
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"must be in [1, 10000], got {value}")
-    return value
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=_seed_count, default=20,
+    ap.add_argument("--seeds", type=_int_at_least(1, "seed count", high=10_000), default=20,
                     help="seeds per cell, 1 to 10,000 (default 20; seeds 0..N-1, below the evaluation seeds)")
     ap.add_argument("--difficulties", default="easy,medium", help="comma list (default easy,medium)")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma list (default: all)")

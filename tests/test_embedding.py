@@ -314,17 +314,23 @@ def test_corrupted_cache_row_is_dropped_and_re_embedded(tmp_path, bad, problem):
     reread.close()
 
 
-def test_corrupted_cache_row_gives_no_nan_score(tmp_path):
-    """The audit's case: one float32 of a cached vector turned into NaN made every score of a store
-    using the cache NaN, without an error."""
+def _cache_with_one_row_poisoned(tmp_path, value):
+    """A cache file holding "Alice likes green tea" with one vector component set to ``value``."""
     path = tmp_path / "cache.sqlite"
     first = CachedEmbedder(HashingEmbedder(64), path=path)
     first.encode("Alice likes green tea")
     first.close()
     conn = sqlite3.connect(path)
-    conn.execute("UPDATE emb SET vec = ?", (_with(np.nan)(HashingEmbedder(64).encode("Alice likes green tea")),))
+    conn.execute("UPDATE emb SET vec = ?", (_with(value)(HashingEmbedder(64).encode("Alice likes green tea")),))
     conn.commit()
     conn.close()
+    return path
+
+
+def test_corrupted_cache_row_gives_no_nan_score(tmp_path):
+    """The audit's case: one float32 of a cached vector turned into NaN made every score of a store
+    using the cache NaN, without an error."""
+    path = _cache_with_one_row_poisoned(tmp_path, np.nan)
     store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64), path=path))
     with pytest.warns(UserWarning, match="corrupted"):
         store.write_episode(1, "Alice likes green tea")
@@ -342,14 +348,7 @@ def test_corrupted_but_finite_cache_row_gives_no_nan_score(tmp_path):
     """The audit's case: one component of a cached hashing vector turned into 1e30 (finite) was served,
     and the store, trusting the embedder's unit_norm, did not normalise it: NaN scores, and the memory
     ranked last for its own text. The row is now refused (norm not 1) and the text embedded again."""
-    path = tmp_path / "cache.sqlite"
-    first = CachedEmbedder(HashingEmbedder(64), path=path)
-    first.encode("Alice likes green tea")
-    first.close()
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE emb SET vec = ?", (_with(1e30)(HashingEmbedder(64).encode("Alice likes green tea")),))
-    conn.commit()
-    conn.close()
+    path = _cache_with_one_row_poisoned(tmp_path, 1e30)
     store = MemoryStore(embedder=CachedEmbedder(HashingEmbedder(64), path=path))
     with pytest.warns(UserWarning, match="corrupted \\(norm 1e\\+30"):
         store.write_episode(1, "Alice likes green tea")
