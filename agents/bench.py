@@ -206,8 +206,12 @@ def check_overrides(overrides: dict) -> None:
 def make_env(target: Any, difficulty: str | None = None, overrides: dict | None = None) -> Any:
     """A bare ``MemoryEnv`` (no checker wrappers) from an env id, a family name, a config or a dict."""
     import envs
+    from world.config import _check_keys
 
     overrides = dict(overrides or {})
+    # (only WorldConfig fields: a key such as preset= would reach MemoryEnv's own parameters and name
+    # another world than the target)
+    _check_keys(overrides)
     if isinstance(target, dict) and "id" in target:  # {"id": env id, "overrides": {...}} (training pipeline)
         unknown = set(target) - {"id", "overrides"}
         if unknown:

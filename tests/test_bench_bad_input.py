@@ -459,4 +459,6 @@ def test_set_of_an_unknown_field_names_the_allowed_ones(capsys):
     code, _ = run(["bench", "--suite", "quick", "--families", "life", "--set", "preset=recall-hard", "--no-progress"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "unknown WorldConfig field 'preset'; allowed: capacity" in err and "family," not in err
+    assert "unknown config key 'preset'; allowed keys: [" in err and "capacity" in err
+    with pytest.raises(ValueError, match="unknown config key 'registered_as'"):
+        bench.make_env({"id": "MemGym/Life-Easy-v0", "overrides": {"registered_as": "life-easy"}})

@@ -396,3 +396,13 @@ def test_erasure_by_key_or_id_removes_merged_texts_holding_the_erased_words(tmp_
     path = tmp_path / "s.sqlite"
     store.save(path)
     assert b"zorblax" not in path.read_bytes().lower()
+
+
+def test_erasing_a_memory_drops_cached_texts_with_words_only_its_merged_texts_had():
+    store = MemoryStore()
+    a = store.write_episode(1, "the spare key for the shed hangs on the hook behind the kitchen door")
+    assert store.write_episode(2, "the spare key for the shed hangs on the hook behind the kitchen door zorblax") is a
+    store.query("where is zorblax", top_k=3)
+    store.erase(memory_id=a.memory_id)
+    assert list(store.embedder.texts()) == []
+    assert not [k for k in store.embedder.inner._feature_cache if "zorblax" in k]

@@ -51,7 +51,8 @@ def subject_and_topic_of(sig: TextSignature) -> tuple[frozenset, frozenset]:
     """(subject words, topic words) from a text's signature (for callers that already have it)."""
     subject = {w for w in sig.entities if w not in STOP_WORDS and w not in FUNCTION_WORDS and w not in USER_WORDS}
     user_words = sig.word_set & USER_WORDS
-    if "." in sig.norm and any(len(w) == 1 for w in sig.entities):
+    # (only where a one-letter word stands before a period: "I think ..." has none)
+    if "." in sig.norm and any(f" {w}." in sig.norm for w in sig.entities if len(w) == 1):
         user_words -= _merge_initials(sig, subject)  # ("Umar I." is not the user)
     if user_words:
         subject.add("user")

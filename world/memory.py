@@ -1530,6 +1530,8 @@ class MemoryStore:
         erased_words: set[str] = set()
         for m in targets:
             erased_words |= self._sig(self._loc[m][0], m).content
+            for t in self._merged.get(m, ()):  # (texts merged into it: their words go with it)
+                erased_words |= signature(t).content
         texts = []
         namespaces = set()
         for m in targets:
