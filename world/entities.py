@@ -370,7 +370,6 @@ class Cast:
 
     rng: np.random.Generator
     people: list[str] = field(default_factory=list)
-    gender: dict[str, str] = field(default_factory=dict)
     used_names: set[str] = field(default_factory=set)
     used_objects: dict[str, set[str]] = field(default_factory=dict)
 
@@ -389,12 +388,11 @@ class Cast:
             if name not in self.used_names:
                 self.used_names.add(name)
                 self.people.append(name)
-                self.gender[name] = "f" if female else "m"
                 return name
         raise RuntimeError("name pools exhausted")
 
     def possessive(self, person: str) -> str:
-        return "her" if self.gender.get(person) == "f" else "his"
+        return "her" if gender_of(person) == "f" else "his"  # (the first name tells it)
 
     def person(self, exclude: set[str] | None = None) -> str:
         """An existing person of the episode (not in ``exclude``), or a new one."""

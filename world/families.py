@@ -229,8 +229,6 @@ class ScriptGenerator:
         cast = self.cast
         if len(cast.people) > ENDLESS_CAST:
             retired = set(cast.people[:-ENDLESS_CAST])
-            for person in retired:
-                cast.gender.pop(person, None)
             del cast.people[:-ENDLESS_CAST]
             # only the retired people's pairs: "user" and the other subjects keep theirs (a user's
             # relation stated once must not be stated again as a new fact)
