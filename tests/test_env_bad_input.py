@@ -44,10 +44,14 @@ def _twins(config="life-easy", steps=5, **kw):
     a, b = MemoryEnv(config, **kw), MemoryEnv(config, **kw)
     a.reset(seed=1)
     b.reset(seed=1)
+    _write_both(a, b, steps)
+    return a, b
+
+
+def _write_both(a, b, steps):
     for _ in range(steps):
         a.step(WRITE)
         b.step(WRITE)
-    return a, b
 
 
 # ---------------------------------------------------------------------- reset
@@ -80,9 +84,7 @@ def test_reset_options_still_switch_the_preset():
 def test_malformed_snapshot_is_rejected_before_anything_changes(breakage):
     a, b = _twins()
     snap = a.get_state()
-    for _ in range(5):
-        a.step(WRITE)
-        b.step(WRITE)
+    _write_both(a, b, 5)
     bad = copy.deepcopy(snap)
     if breakage == "no env steps":
         del bad["env"]["steps"]
@@ -125,13 +127,9 @@ def test_snapshot_whose_parts_disagree_is_rejected_before_anything_changes(break
     ran after the world had been replaced, as a RuntimeError, leaving a half-restored env.)"""
     a, b = _twins()
     early = a.get_state()
-    for _ in range(3):
-        a.step(WRITE)
-        b.step(WRITE)
+    _write_both(a, b, 3)
     late = a.get_state()
-    for _ in range(3):
-        a.step(WRITE)
-        b.step(WRITE)
+    _write_both(a, b, 3)
     bad = copy.deepcopy(late)
     if breakage == "env part of an earlier snapshot":
         bad["env"] = copy.deepcopy(early["env"])

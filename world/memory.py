@@ -881,7 +881,13 @@ class MemoryStore:
         # the erasure cascade follows evidence / derived_from inside a namespace: an id of another
         # namespace would be skipped by it and survive the erasure of what it cites (and an id that is
         # no live memory's is kept as given: it must have a UTF-8 form too)
-        for field_name, refs in (("derived_from", derived if semantic else ()), ("evidence", evidence_list)):
+        self._check_refs(ns, derived if semantic else (), evidence_list)
+        return step, imp, ns, evidence_list
+
+    def _check_refs(self, ns: str, derived, evidence) -> None:
+        """ValueError naming the field for a cited id of another namespace or without a UTF-8 form
+        (an id that is no live memory's is kept as given)."""
+        for field_name, refs in (("derived_from", derived), ("evidence", evidence)):
             for mid in refs:
                 if isinstance(mid, str) and not mid.isascii():
                     _check_unicode(field_name, mid)
@@ -891,7 +897,6 @@ class MemoryStore:
                         f"{field_name}: {mid!r} lives in namespace {rec.namespace!r}, not {ns!r} "
                         f"(a record may only cite memories of its own namespace)"
                     )
-        return step, imp, ns, evidence_list
 
     def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
                sig=None):
@@ -1080,14 +1085,7 @@ class MemoryStore:
         evidence, derived = list(evidence), list(derived_from)
         if derived and rec.kind != "semantic":
             raise TypeError(f"add_evidence(): derived_from applies to semantic memories only; {memory_id!r} is an episode")
-        for field_name, refs in (("derived_from", derived), ("evidence", evidence)):
-            for mid in refs:
-                if isinstance(mid, str) and not mid.isascii():
-                    _check_unicode(field_name, mid)
-                other = self._records.get(mid)
-                if other is not None and other.namespace != rec.namespace:
-                    raise ValueError(f"{field_name}: {mid!r} lives in namespace {other.namespace!r}, not "
-                                     f"{rec.namespace!r} (a record may only cite memories of its own namespace)")
+        self._check_refs(rec.namespace, derived, evidence)
         have = set(rec.evidence)
         for mid in evidence:
             if mid not in have:
