@@ -122,8 +122,10 @@ def _add_bench(sub: Any) -> None:
     p.add_argument("--suite", default="default", help="quick | default | full (default: default; see `memgym info`)")
     p.add_argument("--agents", help="comma-separated agent names, e.g. "
                    "random,write_all,oracle,sb3:runs/life/model.zip (default: the suite's, every baseline)")
-    p.add_argument("--families", help="comma-separated families (default: the suite's)")
-    p.add_argument("--difficulties", help="comma-separated difficulties (default: the suite's)")
+    p.add_argument("--families", help="comma-separated families (default: the suite's that have every difficulty "
+                   "given: life for --difficulties endless)")
+    p.add_argument("--difficulties", help="comma-separated difficulties (default: the suite's); only life has "
+                   "endless, with --set horizon=N")
     p.add_argument("--seeds", type=_int_at_least(1, "positive int", high=MAX_SEEDS),
                    help=f"number of evaluation seeds per family (default: the suite's; at most {MAX_SEEDS:,})")
     p.add_argument("--workers", type=_positive_int, default=cores,

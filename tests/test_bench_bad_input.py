@@ -212,6 +212,41 @@ def test_repeated_names_on_the_command_line(tmp_path):
     assert len(data["episodes"]) == 3
 
 
+def test_a_family_without_the_difficulty_is_refused_before_any_episode(no_episodes, tmp_path, capsys, monkeypatch):
+    """--difficulties endless with a family other than life played its first episodes, then crashed in
+    env_id_for (a traceback, exit 1, nothing written): only life has an endless env."""
+    code, _ = run(["bench", "--agents", "write_all", "--out", str(tmp_path / "o"), *TINY,
+                   "--families", "recall,life,update", "--difficulties", "easy,endless"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert err.startswith("memgym bench: error: no env for the family/difficulty pair(s) recall/endless, "
+                          "update/endless; "), err
+    assert "valid pairs at these difficulties: recall/easy, " in err and "life/easy, life/endless" in err, err
+    assert no_episodes == [] and not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match="recall/endless"):
+        bench.run_bench("quick", agents=["write_all"], families=["recall"], difficulties=["endless"], seeds=1,
+                        workers=1, progress=False, plot=False, overrides={"horizon": 20})
+
+    def refuse(*a, **k):
+        raise AssertionError("an episode was played before the bad pair was reported")
+
+    monkeypatch.setattr(bench, "run_episode", refuse)
+    with pytest.raises(ValueError, match="no env for 'recall' at 'endless'"):
+        bench.evaluate("random", "recall", [10_000], difficulty="endless", overrides={"horizon": 20})
+
+
+def test_difficulties_endless_alone_runs_the_endless_worlds(tmp_path):
+    """docs/world.md: `memgym bench --difficulties endless --set horizon=800` evaluates the endless world; the
+    default families (every family) crashed on the first one without it. They follow the difficulty now."""
+    out = tmp_path / "o"
+    code, text = run(["bench", "--agents", "write_all", "--difficulties", "endless", "--seeds", "1", "--workers", "1",
+                      "--set", "horizon=20", "--no-progress", "--no-plot", "--out", str(out)])
+    assert code == 0, text
+    data = json.loads((out / "results.json").read_text())
+    assert data["families"] == ["life"] and data["difficulties"] == ["endless"]
+    assert {e["env_id"] for e in data["episodes"]} == {"MemGym/Life-Endless-v0"} and len(data["episodes"]) == 3
+
+
 # ---------------------------------------------------------------------------------- agent specs
 
 
