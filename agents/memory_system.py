@@ -15,7 +15,7 @@ The ``MemorySystem`` protocol is what a memory library (Mem0, Zep, Letta, your o
 ``mem0.Memory.add`` returns, or one such dict), or simply the new id as a ``str`` (an ADD) or
 ``None`` (nothing stored). ``search`` returns a list of hits ``{"id": ..., "text": ..., "score": ...}``
 (only ``"id"`` is required), best first, or ``{"results": [...]}`` (``mem0.Memory.search``). Ids
-are strings or ints. Any other return value (``True``, ``5``, a tuple, ``None`` from ``search``, a
+are strings or integers (``int``, numpy integers; not ``bool``), passed to ``delete`` as ``str``. Any other return value (``True``, ``5``, a tuple, ``None`` from ``search``, a
 hit without ``"id"``) is a :class:`MemorySystemError` (a ``ValueError``) naming the method, the value
 and the accepted shapes: a tuple such as ``("m1", "UPDATE")`` is refused rather than guessed at.
 
@@ -90,10 +90,17 @@ def _show(value: Any, n: int = 120) -> str:
 
 
 def _id(value: Any, method: str, item: Any, shapes: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
-        raise MemorySystemError(f"MemorySystem.{method} returned an item whose 'id' is {_show(value)} (an id is a "
-                                f"non-empty str or an int), in {_show(item)}; allowed: {shapes}")
-    return str(value)
+    """An id as the ``str`` that ``delete`` gets: a non-empty str, or any integer (numpy's too, as FAISS-style
+    libraries return them) as ``str(int(value))``; a bool is no id (True would read as "1")."""
+    import numbers
+
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    raise MemorySystemError(f"MemorySystem.{method} returned an item whose 'id' is {_show(value)} (an id is a "
+                            f"non-empty str or an integer: int or a numpy integer, not a bool), in {_show(item)}; "
+                            f"allowed: {shapes}")
 
 
 def _events(result: Any) -> list[tuple[str, str]]:

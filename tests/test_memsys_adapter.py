@@ -185,6 +185,33 @@ def test_mem0_shapes_and_single_dicts_are_read_like_plain_lists():
     assert _play(IntIds(add_as=int_ids, search_as=int_ids), seeds=(10_000, 10_001)) == plain
 
 
+def test_numpy_integer_ids_are_read_like_ints():
+    """A library keyed by numpy integers (FAISS-style np.int64 ids) was refused with "an id is a non-empty str
+    or an int": now any integer (numbers.Integral) is an id, as str(int(id)); a bool is not."""
+    import numpy as np
+
+    from agents.memory_system import MemorySystemError, _hits
+
+    assert _hits([{"id": np.int64(3)}, {"id": np.uint8(4)}, {"id": 5}]) == ["3", "4", "5"]
+    plain = _play(Shaped(), seeds=(10_000, 10_001))
+
+    def numpy_ids(r):  # "m12" -> np.int64(12), and back in delete()
+        return [{**h, "id": np.int64(h["id"][1:])} for h in r]
+
+    got = []
+
+    class NumpyIds(Shaped):
+        def delete(self, id):
+            got.append(id)
+            return super().delete(f"m{id}")
+
+    assert _play(NumpyIds(add_as=numpy_ids, search_as=numpy_ids), seeds=(10_000, 10_001)) == plain
+    assert got and all(isinstance(i, str) and i.isdigit() for i in got)
+    for bad in (True, np.bool_(True), 1.0):
+        with pytest.raises(MemorySystemError, match=r"whose 'id' is .*\(an id is a non-empty str or an integer"):
+            _hits([{"id": bad}])
+
+
 def test_an_erasure_request_deletes_only_the_best_hit_even_if_search_ignores_k():
     everything = Shaped()
     everything.search = lambda query, k: TinyMemorySystem.search(everything, query, 10**6)  # all, best first
