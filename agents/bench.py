@@ -57,6 +57,31 @@ def eval_seeds(n: int, start: int = EVAL_SEED_BASE) -> list[int]:
 
 EVAL_SEEDS = range(EVAL_SEED_BASE, EVAL_SEED_BASE + 1000)
 
+_SEEDS_ALLOWED = (f"a number of seeds >= 1 (the evaluation seeds {EVAL_SEED_BASE}, {EVAL_SEED_BASE + 1}, ...) or a "
+                  f"non-empty list of evaluation seeds, integers >= {EVAL_SEED_BASE} (the seeds below are training "
+                  "seeds, and no benchmark episode may have been seen in training)")
+
+
+def _check_seeds(seeds: Any) -> list[int]:
+    """``run_bench``'s ``seeds`` as the list of seeds to play: a count ``n`` -> ``eval_seeds(n)``; a list of
+    evaluation seeds (integers >= ``EVAL_SEED_BASE``, numpy's too; duplicates play once) as given.
+
+    Checked before anything runs (ValueError naming ``seeds``): an empty list died in the report after
+    the run, a negative seed in the first episode, and a training seed would break the promise above."""
+    import numbers
+
+    if isinstance(seeds, numbers.Integral) and not isinstance(seeds, bool):
+        return eval_seeds(int(seeds))
+    if isinstance(seeds, (str, bytes, bool)) or not isinstance(seeds, Iterable):
+        raise ValueError(f"seeds must be {_SEEDS_ALLOWED}, got {seeds!r}")
+    values = list(seeds)
+    if not values:
+        raise ValueError(f"seeds: an empty list; give {_SEEDS_ALLOWED}")
+    for i, s in enumerate(values):
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < EVAL_SEED_BASE:
+            raise ValueError(f"seeds[{i}] is {s!r}; seeds must be {_SEEDS_ALLOWED}")
+    return list(dict.fromkeys(int(s) for s in values))
+
 
 @dataclass(frozen=True)
 class Suite:
@@ -712,7 +737,9 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     ``agents`` defaults to the suite's agents (every baseline); ``random`` and ``oracle`` are always
     added because the normalised score needs them. ``families`` defaults to the suite's families that
     have every one of ``difficulties`` (``difficulties=["endless"]``: life, the only endless env); a
-    family x difficulty pair without an env is a ValueError before any episode. ``ablate=True`` adds the oracle with each
+    family x difficulty pair without an env is a ValueError before any episode. ``seeds`` is a number of
+    evaluation seeds (``eval_seeds(n)``) or a non-empty list of them, integers >= ``EVAL_SEED_BASE``
+    (a training seed below it is refused, see the module docstring; duplicates play once). ``ablate=True`` adds the oracle with each
     operation removed in turn (``oracle[-OP]``) and writes ``ablation.md``; when ``agents`` is not
     given an ablation run plays only random, oracle and the ablated oracles.
     Returns the results payload (the content of results.json).
@@ -744,7 +771,7 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     _check_pairs(families, difficulties)
     if seeds is None:
         seeds = suite.seeds
-    seed_list = eval_seeds(seeds) if isinstance(seeds, int) else list(dict.fromkeys(int(s) for s in seeds))
+    seed_list = _check_seeds(seeds)
     overrides = {**suite.overrides, **(overrides or {})}
     check_overrides(overrides)
     if workers is None:

@@ -364,6 +364,39 @@ def test_workers_must_be_at_least_one(value, no_episodes, capsys):
                             progress=False, plot=False, overrides={"horizon": 20})
 
 
+@pytest.mark.parametrize("seeds, needle", [
+    ([], "seeds: an empty list"),
+    ([-1], "seeds[0] is -1"),
+    ([10_000, 9_999], "seeds[1] is 9999"),
+    ([10_000, True], "seeds[1] is True"),
+    ([10_000.0], "seeds[0] is 10000.0"),
+    (["10000"], "seeds[0] is '10000'"),
+    ("10000", "seeds must be"),
+    (True, "seeds must be"),
+    (0, "seeds must be >= 1"),
+])
+def test_seeds_are_checked_before_anything_runs(seeds, needle, no_episodes, tmp_path):
+    """run_bench(seeds=[]) ran every... nothing, then died in leaderboard_md (IndexError); seeds=[-1] gave an
+    EpisodeError traceback from the first episode; a training seed (< 10,000) was played as a benchmark one."""
+    with pytest.raises(ValueError, match="seeds") as exc:
+        bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=seeds, workers=1,
+                        out_dir=tmp_path / "o", progress=False, plot=False, overrides={"horizon": 20})
+    assert needle in str(exc.value), str(exc.value)
+    if seeds != 0:
+        assert "integers >= 10000" in str(exc.value) and "training" in str(exc.value), str(exc.value)
+    assert no_episodes == [] and not (tmp_path / "o").exists()
+
+
+def test_numpy_seeds_are_seeds(tmp_path):
+    import numpy as np
+
+    payload = bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=np.arange(10_000, 10_002),
+                              workers=1, progress=False, plot=False, overrides={"horizon": 20})
+    assert payload["seeds"] == [10_000, 10_001] and all(type(s) is int for s in payload["seeds"])
+    assert bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=np.int64(1), workers=1,
+                           progress=False, plot=False, overrides={"horizon": 20})["seeds"] == [10_000]
+
+
 # ----------------------------------------------------------------------------------- results files
 
 
