@@ -447,6 +447,9 @@ def _set(data: dict, path: str, value) -> None:
     ("summary.agents.oracle.normalised.iqm", "x", 'summary.agents["oracle"].normalised.iqm must be a number or null'),
     ("summary.agents.random.overall.return", 3, 'summary.agents["random"].overall.return must be an object'),
     ("summary.tasks", "recall", 'summary.tasks must be a list of strings, got "recall"'),
+    # an empty summary rewrote leaderboard.md with empty tables, then plot died with a TypeError
+    ("summary.agents", {}, "summary.agents must be a non-empty object (one entry per agent), got {}"),
+    ("summary.tasks", [], "summary.tasks must be a non-empty list of strings (the run's tasks), got []"),
     ("overrides", [1], "overrides must be an object, got [1]"),
     ("ablation", {"none": 1.0}, 'ablation["none"] must be an object'),
 ])
