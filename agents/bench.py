@@ -57,6 +57,31 @@ def eval_seeds(n: int, start: int = EVAL_SEED_BASE) -> list[int]:
 
 EVAL_SEEDS = range(EVAL_SEED_BASE, EVAL_SEED_BASE + 1000)
 
+_SEEDS_ALLOWED = (f"a number of seeds >= 1 (the evaluation seeds {EVAL_SEED_BASE}, {EVAL_SEED_BASE + 1}, ...) or a "
+                  f"non-empty list of evaluation seeds, integers >= {EVAL_SEED_BASE} (the seeds below are training "
+                  "seeds, and no benchmark episode may have been seen in training)")
+
+
+def _check_seeds(seeds: Any) -> list[int]:
+    """``run_bench``'s ``seeds`` as the list of seeds to play: a count ``n`` -> ``eval_seeds(n)``; a list of
+    evaluation seeds (integers >= ``EVAL_SEED_BASE``, numpy's too; duplicates play once) as given.
+
+    Checked before anything runs (ValueError naming ``seeds``): an empty list died in the report after
+    the run, a negative seed in the first episode, and a training seed would break the promise above."""
+    import numbers
+
+    if isinstance(seeds, numbers.Integral) and not isinstance(seeds, bool):
+        return eval_seeds(int(seeds))
+    if isinstance(seeds, (str, bytes, bool)) or not isinstance(seeds, Iterable):
+        raise ValueError(f"seeds must be {_SEEDS_ALLOWED}, got {seeds!r}")
+    values = list(seeds)
+    if not values:
+        raise ValueError(f"seeds: an empty list; give {_SEEDS_ALLOWED}")
+    for i, s in enumerate(values):
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < EVAL_SEED_BASE:
+            raise ValueError(f"seeds[{i}] is {s!r}; seeds must be {_SEEDS_ALLOWED}")
+    return list(dict.fromkeys(int(s) for s in values))
+
 
 @dataclass(frozen=True)
 class Suite:
@@ -187,6 +212,27 @@ def _check_names(families: Iterable[str], difficulties: Iterable[str]) -> None:
     for d in difficulties:
         if d not in DIFFICULTIES:
             raise ValueError(f"unknown difficulty {d!r}; valid difficulties: {', '.join(DIFFICULTIES)}")
+
+
+def _has_env(family: str, difficulty: str) -> bool:
+    try:
+        env_id_for(family, difficulty)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_pairs(families: Sequence[str], difficulties: Sequence[str]) -> None:
+    """Every family x difficulty of a run must have an env (only life has ``endless``): the rows carry its
+    env id, so a pair without one played its episodes and then failed. ValueError naming the pairs
+    without an env and the valid pairs at the requested difficulties."""
+    from world import FAMILIES
+
+    bad = [f"{f}/{d}" for f in families for d in difficulties if not _has_env(f, d)]
+    if bad:
+        valid = [f"{f}/{d}" for f in FAMILIES for d in difficulties if _has_env(f, d)]
+        raise ValueError(f"no env for the family/difficulty pair(s) {', '.join(bad)}; valid pairs at these "
+                         f"difficulties: {', '.join(valid)} (memgym info lists every env)")
 
 
 #: WorldConfig fields that a benchmark override may not set: they choose the world, and the rows would
@@ -392,10 +438,11 @@ def _task(args: tuple) -> tuple[list[tuple[dict, dict]], dict | None]:
     try:
         agent = make_agent(spec)
         env = _finite_env(make_env(family, difficulty, overrides))
+        env_id = env_id_for(family, difficulty)  # (before the first episode: run_bench checked the pair)
         for seed in seeds:
             row, timing = run_episode(agent, env, seed)
             key = {"agent": spec, "family": family, "difficulty": difficulty, "seed": int(seed)}
-            out.append(({**key, "env_id": env_id_for(family, difficulty), **row}, {**key, **timing}))
+            out.append(({**key, "env_id": env_id, **row}, {**key, **timing}))
         env.close()
     except KeyboardInterrupt:
         raise
@@ -421,14 +468,15 @@ def evaluate(agent_spec: str | Agent, env_id_or_config: Any, seeds: Iterable[int
     pipeline's final evaluation, so a trained agent is scored by the same code path.
     """
     env = _finite_env(make_env(env_id_or_config, difficulty, overrides))
-    agent = make_agent(agent_spec)
     cfg = env.unwrapped.world.config
+    env_id = env_id_for(cfg.family, cfg.difficulty)  # before any episode: a world without an env id (recall-endless)
+    agent = make_agent(agent_spec)
     label = agent_spec if isinstance(agent_spec, str) else getattr(agent, "name", type(agent).__name__)
     rows = []
     for seed in seeds:
         row, timing = run_episode(agent, env, int(seed))
         rows.append({"agent": label, "family": cfg.family, "difficulty": cfg.difficulty, "seed": int(seed),
-                     "env_id": env_id_for(cfg.family, cfg.difficulty), **row, "timing": timing})
+                     "env_id": env_id, **row, "timing": timing})
     env.close()
     return rows
 
@@ -687,7 +735,11 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     """Run a suite and write results.json, results.csv, leaderboard.md, leaderboard.png, timings.json.
 
     ``agents`` defaults to the suite's agents (every baseline); ``random`` and ``oracle`` are always
-    added because the normalised score needs them. ``ablate=True`` adds the oracle with each
+    added because the normalised score needs them. ``families`` defaults to the suite's families that
+    have every one of ``difficulties`` (``difficulties=["endless"]``: life, the only endless env); a
+    family x difficulty pair without an env is a ValueError before any episode. ``seeds`` is a number of
+    evaluation seeds (``eval_seeds(n)``) or a non-empty list of them, integers >= ``EVAL_SEED_BASE``
+    (a training seed below it is refused, see the module docstring; duplicates play once). ``ablate=True`` adds the oracle with each
     operation removed in turn (``oracle[-OP]``) and writes ``ablation.md``; when ``agents`` is not
     given an ablation run plays only random, oracle and the ablated oracles.
     Returns the results payload (the content of results.json).
@@ -708,12 +760,18 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     if ablate:
         agents += [f"oracle[-{op}]" for op in ABLATION_OPS if f"oracle[-{op}]" not in agents]
     # a name given twice would count the same episodes twice (and narrow every CI): keep the first
-    families = list(dict.fromkeys(families or suite.families))
     difficulties = list(dict.fromkeys(difficulties or suite.difficulties))
+    if families:
+        families = list(dict.fromkeys(families))
+    else:  # the suite's families that have every difficulty asked for: `--difficulties endless` alone is
+        # how docs/world.md evaluates the endless world (only life has one), not every family at a
+        # difficulty most of them lack; none at all: the suite's, refused below with the valid pairs
+        families = [f for f in suite.families if all(_has_env(f, d) for d in difficulties)] or list(suite.families)
     _check_names(families, difficulties)
+    _check_pairs(families, difficulties)
     if seeds is None:
         seeds = suite.seeds
-    seed_list = eval_seeds(seeds) if isinstance(seeds, int) else list(dict.fromkeys(int(s) for s in seeds))
+    seed_list = _check_seeds(seeds)
     overrides = {**suite.overrides, **(overrides or {})}
     check_overrides(overrides)
     if workers is None:

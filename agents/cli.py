@@ -122,8 +122,10 @@ def _add_bench(sub: Any) -> None:
     p.add_argument("--suite", default="default", help="quick | default | full (default: default; see `memgym info`)")
     p.add_argument("--agents", help="comma-separated agent names, e.g. "
                    "random,write_all,oracle,sb3:runs/life/model.zip (default: the suite's, every baseline)")
-    p.add_argument("--families", help="comma-separated families (default: the suite's)")
-    p.add_argument("--difficulties", help="comma-separated difficulties (default: the suite's)")
+    p.add_argument("--families", help="comma-separated families (default: the suite's that have every difficulty "
+                   "given: life for --difficulties endless)")
+    p.add_argument("--difficulties", help="comma-separated difficulties (default: the suite's); only life has "
+                   "endless, with --set horizon=N")
     p.add_argument("--seeds", type=_int_at_least(1, "positive int", high=MAX_SEEDS),
                    help=f"number of evaluation seeds per family (default: the suite's; at most {MAX_SEEDS:,})")
     p.add_argument("--workers", type=_positive_int, default=cores,
@@ -393,8 +395,12 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     row = rows[args.episode]
     spec = row["agent"]
 
-    def user_error(exc: Exception) -> CliError:
-        msg = str(exc) if repr(spec) in str(exc) else f"agent {spec!r}: {exc}"
+    def user_error(exc: BaseException, *, raised: bool = False) -> CliError:
+        # raised: any exception of the agent or its system while playing, shown as memgym bench shows it
+        # (a ValueError's message, else its repr, so that ConnectionError('...') says what was raised)
+        text = str(exc) if not raised or isinstance(exc, ValueError) else repr(exc)
+        text = " ".join(text.split())  # one line
+        msg = text if repr(spec) in text else f"agent {spec!r}: {text}"
         return CliError(f"episode {args.episode} of {args.results} cannot be replayed: {msg}")
 
     try:  # a memsys: module no longer importable, an sb3: model moved or retrained, ...
@@ -442,6 +448,10 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         replayed, _ = run_episode(agent, env, int(row["seed"]), trace=trace)
     except (SB3ModelError, MemorySystemError) as exc:  # found while playing: user errors, not crashes
         raise user_error(exc) from exc
+    except (Exception, SystemExit) as exc:  # the user's system or model raised (a server gone, ...): its error,
+        # not a crash of replay, and not exit 1, which means "the replayed return differs" (as in memgym bench,
+        # SystemExit from the user's code counts too; Ctrl-C still interrupts)
+        raise user_error(exc, raised=True) from exc
     same = abs(replayed["return"] - row["return"]) < 1e-9
     print(f"\nreplayed return {replayed['return']:+.4f}, recorded {row['return']:+.4f}: "
           f"{'identical' if same else 'DIFFERENT (the code or the model changed since the run)'}", file=out)

@@ -15,7 +15,7 @@ The ``MemorySystem`` protocol is what a memory library (Mem0, Zep, Letta, your o
 ``mem0.Memory.add`` returns, or one such dict), or simply the new id as a ``str`` (an ADD) or
 ``None`` (nothing stored). ``search`` returns a list of hits ``{"id": ..., "text": ..., "score": ...}``
 (only ``"id"`` is required), best first, or ``{"results": [...]}`` (``mem0.Memory.search``). Ids
-are strings or ints. Any other return value (``True``, ``5``, a tuple, ``None`` from ``search``, a
+are strings or integers (``int``, numpy integers; not ``bool``), passed to ``delete`` as ``str``. Any other return value (``True``, ``5``, a tuple, ``None`` from ``search``, a
 hit without ``"id"``) is a :class:`MemorySystemError` (a ``ValueError``) naming the method, the value
 and the accepted shapes: a tuple such as ``("m1", "UPDATE")`` is refused rather than guessed at.
 
@@ -27,7 +27,10 @@ what the library keeps, and its fixed reader grades the answers: the score measu
 memory *management* (what it stores, updates and deletes) on the same worlds and seeds as every
 other agent. One operation per event: a DELETE that comes with an ADD is carried out at the next
 event where the library stores nothing; a target must be among the env's K candidates, otherwise
-UPDATE falls back to WRITE and FORGET waits.
+UPDATE falls back to WRITE and FORGET waits. The world merges a repeated text into the memory that
+already holds it, so two library ids can be mirrored by one world memory (a library that replaces a
+repeat by a new id, say): a DELETE of one of them FORGETs that memory only when no other live library
+id maps to it, otherwise it drops only that id's mirror (the library still holds the text).
 
 What the library sees and what counts: ``add(text, metadata)`` gets each statement's text with
 ``metadata = {"step": ..., "session": ..., "kind": "statement"}`` (questions and requests never reach
@@ -87,10 +90,17 @@ def _show(value: Any, n: int = 120) -> str:
 
 
 def _id(value: Any, method: str, item: Any, shapes: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
-        raise MemorySystemError(f"MemorySystem.{method} returned an item whose 'id' is {_show(value)} (an id is a "
-                                f"non-empty str or an int), in {_show(item)}; allowed: {shapes}")
-    return str(value)
+    """An id as the ``str`` that ``delete`` gets: a non-empty str, or any integer (numpy's too, as FAISS-style
+    libraries return them) as ``str(int(value))``; a bool is no id (True would read as "1")."""
+    import numbers
+
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    raise MemorySystemError(f"MemorySystem.{method} returned an item whose 'id' is {_show(value)} (an id is a "
+                            f"non-empty str or an integer: int or a numpy integer, not a bool), in {_show(item)}; "
+                            f"allowed: {shapes}")
 
 
 def _events(result: Any) -> list[tuple[str, str]]:
@@ -184,6 +194,9 @@ class MemorySystemAgent(BaseAgent):
                                 "it a reset() or pass factory= (a callable building a fresh system)") from exc
         self._fresh = True  # the system has not played an episode yet
         self._to_world: dict[str, str] = {}   # system id -> world memory id
+        # world memory id -> the live system ids mirrored by it: the world merges a repeated text into the
+        # memory that holds it (info["memory_id"] is then the old id), so two system ids can share one
+        self._by_world: dict[str, set[str]] = {}
         self._pending: str | None = None       # system id waiting for the world id of the last write
         self._deletes: list[str] = []          # system deletions not yet mirrored
 
@@ -200,7 +213,20 @@ class MemorySystemAgent(BaseAgent):
         elif not self._fresh:  # no reset(): a fresh system from the factory (or the pristine copy)
             self.system = self._factory() if self._factory is not None else copy.deepcopy(self._template)
         self._fresh = False
-        self._to_world, self._pending, self._deletes = {}, None, []
+        self._to_world, self._by_world, self._pending, self._deletes = {}, {}, None, []
+
+    def _map(self, system_id: str, world_id: str) -> None:
+        self._unmap(system_id)
+        self._to_world[system_id] = world_id
+        self._by_world.setdefault(world_id, set()).add(system_id)
+
+    def _unmap(self, system_id: str) -> None:
+        wid = self._to_world.pop(system_id, None)
+        if wid is not None:
+            sharing = self._by_world.get(wid, set())
+            sharing.discard(system_id)
+            if not sharing:
+                self._by_world.pop(wid, None)
 
     def _slot(self, system_id: str) -> int | None:
         wid = self._to_world.get(system_id)
@@ -210,7 +236,7 @@ class MemorySystemAgent(BaseAgent):
         # the world id created by our previous WRITE/UPDATE arrives in this step's info
         if self._pending is not None:
             if info.get("memory_id"):
-                self._to_world[self._pending] = info["memory_id"]
+                self._map(self._pending, info["memory_id"])
             self._pending = None
         return super().act(observation, info)
 
@@ -255,10 +281,14 @@ class MemorySystemAgent(BaseAgent):
             if sid not in self._to_world:  # never mirrored: nothing to erase in the world
                 self._deletes.remove(sid)
                 continue
+            if len(self._by_world[self._to_world[sid]]) > 1:  # another live system id shares that memory:
+                self._deletes.remove(sid)  # the system still holds the text, so the world keeps it too
+                self._unmap(sid)
+                continue
             slot = self._slot(sid)
             if slot is not None and self.view.valid(FORGET, slot):
                 self._deletes.remove(sid)
-                self._to_world.pop(sid, None)
+                self._unmap(sid)
                 return FORGET, slot
         return NOOP, 0
 

@@ -190,7 +190,8 @@ def load_results(path: str | os.PathLike) -> dict:
 
     Every field that ``memgym replay`` and ``memgym plot`` read is checked, with its type, before anything
     is replayed or written: a ResultsFileError names the file, the field (``episodes[3].seed``) and what
-    it must be."""
+    it must be. ``summary.agents`` and ``summary.tasks`` must not be empty (the tables and the figure
+    are drawn from them)."""
     p = Path(path)
     if p.is_dir():
         p = p / RESULTS
@@ -237,7 +238,13 @@ def load_results(path: str | os.PathLike) -> dict:
         check.fail("summary.tasks", "a list of strings", summary["tasks"])
     for i, t in enumerate(summary["tasks"]):
         check.text(f"summary.tasks[{i}]", t)
-    for name, entry in check.obj("summary.agents", summary["agents"]).items():
+    # a bench run has at least random and oracle on one task: empty tables gave a leaderboard.md of empty
+    # tables and then a TypeError in the figure, after leaderboard.md had been rewritten
+    if not check.obj("summary.agents", summary["agents"]):
+        check.fail("summary.agents", "a non-empty object (one entry per agent)", summary["agents"])
+    if not summary["tasks"]:
+        check.fail("summary.tasks", "a non-empty list of strings (the run's tasks)", summary["tasks"])
+    for name, entry in summary["agents"].items():
         where = f"summary.agents[{_shown(name)}]"
         check.obj(where, entry, ("overall", "tasks", "normalised"))
         check.group(f"{where}.overall", entry["overall"])

@@ -212,6 +212,41 @@ def test_repeated_names_on_the_command_line(tmp_path):
     assert len(data["episodes"]) == 3
 
 
+def test_a_family_without_the_difficulty_is_refused_before_any_episode(no_episodes, tmp_path, capsys, monkeypatch):
+    """--difficulties endless with a family other than life played its first episodes, then crashed in
+    env_id_for (a traceback, exit 1, nothing written): only life has an endless env."""
+    code, _ = run(["bench", "--agents", "write_all", "--out", str(tmp_path / "o"), *TINY,
+                   "--families", "recall,life,update", "--difficulties", "easy,endless"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert err.startswith("memgym bench: error: no env for the family/difficulty pair(s) recall/endless, "
+                          "update/endless; "), err
+    assert "valid pairs at these difficulties: recall/easy, " in err and "life/easy, life/endless" in err, err
+    assert no_episodes == [] and not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match="recall/endless"):
+        bench.run_bench("quick", agents=["write_all"], families=["recall"], difficulties=["endless"], seeds=1,
+                        workers=1, progress=False, plot=False, overrides={"horizon": 20})
+
+    def refuse(*a, **k):
+        raise AssertionError("an episode was played before the bad pair was reported")
+
+    monkeypatch.setattr(bench, "run_episode", refuse)
+    with pytest.raises(ValueError, match="no env for 'recall' at 'endless'"):
+        bench.evaluate("random", "recall", [10_000], difficulty="endless", overrides={"horizon": 20})
+
+
+def test_difficulties_endless_alone_runs_the_endless_worlds(tmp_path):
+    """docs/world.md: `memgym bench --difficulties endless --set horizon=800` evaluates the endless world; the
+    default families (every family) crashed on the first one without it. They follow the difficulty now."""
+    out = tmp_path / "o"
+    code, text = run(["bench", "--agents", "write_all", "--difficulties", "endless", "--seeds", "1", "--workers", "1",
+                      "--set", "horizon=20", "--no-progress", "--no-plot", "--out", str(out)])
+    assert code == 0, text
+    data = json.loads((out / "results.json").read_text())
+    assert data["families"] == ["life"] and data["difficulties"] == ["endless"]
+    assert {e["env_id"] for e in data["episodes"]} == {"MemGym/Life-Endless-v0"} and len(data["episodes"]) == 3
+
+
 # ---------------------------------------------------------------------------------- agent specs
 
 
@@ -329,6 +364,39 @@ def test_workers_must_be_at_least_one(value, no_episodes, capsys):
                             progress=False, plot=False, overrides={"horizon": 20})
 
 
+@pytest.mark.parametrize("seeds, needle", [
+    ([], "seeds: an empty list"),
+    ([-1], "seeds[0] is -1"),
+    ([10_000, 9_999], "seeds[1] is 9999"),
+    ([10_000, True], "seeds[1] is True"),
+    ([10_000.0], "seeds[0] is 10000.0"),
+    (["10000"], "seeds[0] is '10000'"),
+    ("10000", "seeds must be"),
+    (True, "seeds must be"),
+    (0, "seeds must be >= 1"),
+])
+def test_seeds_are_checked_before_anything_runs(seeds, needle, no_episodes, tmp_path):
+    """run_bench(seeds=[]) ran every... nothing, then died in leaderboard_md (IndexError); seeds=[-1] gave an
+    EpisodeError traceback from the first episode; a training seed (< 10,000) was played as a benchmark one."""
+    with pytest.raises(ValueError, match="seeds") as exc:
+        bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=seeds, workers=1,
+                        out_dir=tmp_path / "o", progress=False, plot=False, overrides={"horizon": 20})
+    assert needle in str(exc.value), str(exc.value)
+    if seeds != 0:
+        assert "integers >= 10000" in str(exc.value) and "training" in str(exc.value), str(exc.value)
+    assert no_episodes == [] and not (tmp_path / "o").exists()
+
+
+def test_numpy_seeds_are_seeds(tmp_path):
+    import numpy as np
+
+    payload = bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=np.arange(10_000, 10_002),
+                              workers=1, progress=False, plot=False, overrides={"horizon": 20})
+    assert payload["seeds"] == [10_000, 10_001] and all(type(s) is int for s in payload["seeds"])
+    assert bench.run_bench("quick", agents=["write_all"], families=["recall"], seeds=np.int64(1), workers=1,
+                           progress=False, plot=False, overrides={"horizon": 20})["seeds"] == [10_000]
+
+
 # ----------------------------------------------------------------------------------- results files
 
 
@@ -379,6 +447,9 @@ def _set(data: dict, path: str, value) -> None:
     ("summary.agents.oracle.normalised.iqm", "x", 'summary.agents["oracle"].normalised.iqm must be a number or null'),
     ("summary.agents.random.overall.return", 3, 'summary.agents["random"].overall.return must be an object'),
     ("summary.tasks", "recall", 'summary.tasks must be a list of strings, got "recall"'),
+    # an empty summary rewrote leaderboard.md with empty tables, then plot died with a TypeError
+    ("summary.agents", {}, "summary.agents must be a non-empty object (one entry per agent), got {}"),
+    ("summary.tasks", [], "summary.tasks must be a non-empty list of strings (the run's tasks), got []"),
     ("overrides", [1], "overrides must be an object, got [1]"),
     ("ablation", {"none": 1.0}, 'ablation["none"] must be an object'),
 ])

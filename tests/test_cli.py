@@ -277,6 +277,26 @@ def test_replay_reports_a_memory_system_that_returns_a_wrong_shape(tiny_results,
     assert err.startswith("memgym replay: error: episode 0") and "MemorySystem.add returned 5" in err, err
 
 
+def test_replay_reports_a_memory_system_that_raises_as_a_user_error(tiny_results, tmp_path, monkeypatch, capsys):
+    """A system raising while the episode is replayed (a memory server gone: ConnectionError) gave a traceback
+    and exit 1, the code that means "the replayed return differs"; memgym bench reports it in one line."""
+    (tmp_path / "replay_flaky_memsys.py").write_text(
+        "from agents.memory_system import TinyMemorySystem\n\n"
+        "class Flaky(TinyMemorySystem):\n"
+        "    def add(self, text, metadata):\n"
+        "        raise ConnectionError('memory server unreachable')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = json.loads((tiny_results / "results.json").read_text())
+    data["episodes"][0]["agent"] = "memsys:replay_flaky_memsys:Flaky"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    code, _ = run(["replay", str(path), "--episode", "0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err == (f"memgym replay: error: episode 0 of {path} cannot be replayed: agent "
+                   "'memsys:replay_flaky_memsys:Flaky': ConnectionError('memory server unreachable')\n"), err
+
+
 def test_plot_redraws_the_figure(tiny_results, tmp_path):
     png = tmp_path / "lb.png"
     code, out = run(["plot", str(tiny_results / "results.json"), "--out", str(png)])

@@ -185,6 +185,33 @@ def test_mem0_shapes_and_single_dicts_are_read_like_plain_lists():
     assert _play(IntIds(add_as=int_ids, search_as=int_ids), seeds=(10_000, 10_001)) == plain
 
 
+def test_numpy_integer_ids_are_read_like_ints():
+    """A library keyed by numpy integers (FAISS-style np.int64 ids) was refused with "an id is a non-empty str
+    or an int": now any integer (numbers.Integral) is an id, as str(int(id)); a bool is not."""
+    import numpy as np
+
+    from agents.memory_system import MemorySystemError, _hits
+
+    assert _hits([{"id": np.int64(3)}, {"id": np.uint8(4)}, {"id": 5}]) == ["3", "4", "5"]
+    plain = _play(Shaped(), seeds=(10_000, 10_001))
+
+    def numpy_ids(r):  # "m12" -> np.int64(12), and back in delete()
+        return [{**h, "id": np.int64(h["id"][1:])} for h in r]
+
+    got = []
+
+    class NumpyIds(Shaped):
+        def delete(self, id):
+            got.append(id)
+            return super().delete(f"m{id}")
+
+    assert _play(NumpyIds(add_as=numpy_ids, search_as=numpy_ids), seeds=(10_000, 10_001)) == plain
+    assert got and all(isinstance(i, str) and i.isdigit() for i in got)
+    for bad in (True, np.bool_(True), 1.0):
+        with pytest.raises(MemorySystemError, match=r"whose 'id' is .*\(an id is a non-empty str or an integer"):
+            _hits([{"id": bad}])
+
+
 def test_an_erasure_request_deletes_only_the_best_hit_even_if_search_ignores_k():
     everything = Shaped()
     everything.search = lambda query, k: TinyMemorySystem.search(everything, query, 10**6)  # all, best first
@@ -468,3 +495,58 @@ def test_a_worker_that_dies_without_an_exception_is_reported_and_the_run_ends(tm
     assert proc.returncode == 2 and "agent 'memsys:dying:Dies' failed" in err, err
     assert "worker process died (exit code 9)" in err and "Traceback" not in err, err
     assert json.loads((out / "results.json").read_text())["agents"] == ["write_all", "random", "oracle"]
+
+
+class Repeats:
+    """A library that keeps a text under one id: the 1st time ADD; the 2nd time ADD a new id and DELETE the old
+    one (replaced); from the 3rd on DELETE it (dropped). Texts under 40 characters are not stored."""
+
+    def reset(self):
+        self.mem, self.seen, self.n = {}, {}, 0
+
+    def add(self, text, metadata):
+        if len(text) < 40:
+            return None
+        count = self.seen[text] = self.seen.get(text, 0) + 1
+        old = [i for i, t in self.mem.items() if t == text]
+        for i in old:
+            del self.mem[i]
+        deletes = [{"id": i, "event": "DELETE"} for i in old]
+        if count >= 3:
+            return deletes
+        self.n += 1
+        self.mem[f"m{self.n}"] = text
+        return [{"id": f"m{self.n}", "event": "ADD"}, *deletes]
+
+    def search(self, query, k):
+        return []
+
+    def delete(self, id):
+        return self.mem.pop(id, None) is not None
+
+
+def test_a_delete_keeps_a_world_memory_that_another_library_id_still_mirrors():
+    """The world merges a repeated text into the memory holding it (info["memory_id"] is the old id), so the
+    replaced id and the new one mirrored one world memory: the DELETE of the old id FORGOT it while the
+    library still held the text under the new id. It is forgotten only when no live library id maps to it."""
+    import numpy as np
+
+    from agents.base import FORGET
+    from agents.bench import make_env, run_episode
+    from agents.memory_system import MemorySystemAgent
+
+    env = make_env("noise", "easy")
+    erased = []  # per FORGET: does the library still hold the erased memory's text?
+
+    class Watched(MemorySystemAgent):
+        def act(self, observation, info):
+            action = super().act(observation, info)
+            op, slot = (int(x) for x in np.asarray(action).reshape(-1))
+            if op == FORGET:
+                text = env.unwrapped.world.store.get(self.view.candidate_ids[slot]).content
+                erased.append(text in self.system.mem.values())
+            return action
+
+    run_episode(Watched(Repeats(), name="repeats"), env, 10_000)
+    # FORGETs still happen (a text dropped on its 3rd repeat), and none erases a text the library holds
+    assert erased and not any(erased), erased
