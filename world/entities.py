@@ -430,8 +430,17 @@ class Cast:
         if pool == "org":
             return _org(r, len(self.used_objects.get("org", ())))
         if pool == "region":
-            regions = len(self.used_objects.get("region", ())) // 5  # (5 endings per place name)
-            return "the " + _place(r, regions) + " " + pick(r, ("valley", "coast", "highlands", "lowlands", "province"))
+            towns = self.used_objects.get("place", ())
+            # stems taken: by regions (5 endings per place name) and by towns, which a region is never
+            # named after ("That town lies in the Ossford province." would name the town a multi-hop
+            # reference must only refer to); a stem that is a town's name is drawn again
+            taken = len(self.used_objects.get("region", ())) // 5 + len(towns)
+            stem = _place(r, taken)
+            for _ in range(50):
+                if stem not in towns:
+                    break
+                stem = _place(r, taken)
+            return "the " + stem + " " + pick(r, ("valley", "coast", "highlands", "lowlands", "province"))
         if pool == "person":
             return self.new_person()
         if pool == "phone":

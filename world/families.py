@@ -273,8 +273,10 @@ class ScriptGenerator:
         placed = thread[: len(slots)]
         if not placed:
             return
-        # a thread with no question is only filler-like context; keep it (it costs capacity)
-        q_last = max((slots[i] for i, te in enumerate(placed) if te.kind == QUESTION), default=-1)
+        # a thread with no question is only filler-like context; keep it (it costs capacity). A
+        # statement's last use is the thread's last question that rests on evidence: an unanswerable
+        # or "erased" question (gold "unknown", no evidence) needs none of the thread's facts
+        q_last = max((slots[i] for i, te in enumerate(placed) if te.kind == QUESTION and te.evidence), default=-1)
         for te, s in zip(placed, slots):
             p = te.payload
             p["event"] = s
