@@ -1407,7 +1407,8 @@ class MemoryStore:
             k = rec.key.lower()
             if k == s or k.startswith(s + "/"):
                 return True
-        if s in rec.cues:
+        # a caller's cues are kept as given ("Alice"), extracted ones lower-cased: compare folded
+        if s in rec.cues or any(c.lower() == s for c in rec.cues):
             return True
         text_words = " " + " ".join(self._sig(self._loc[rec.memory_id][0], rec.memory_id).words) + " "
         target = " " + " ".join(signature(subject).words) + " "
@@ -1418,7 +1419,7 @@ class MemoryStore:
         """Hard erasure (right to be forgotten), with the full cascade.
 
         Targets: `memory_id` (with its whole version chain), `key` (the chain), `subject` (records whose
-        key owner is the subject, whose cues hold it, or whose text mentions it as words, plus their
+        key owner is the subject, whose cues hold it (any letter case), or whose text mentions it as words, plus their
         chains). key / subject look in `namespace` (None: the default namespace, "*": all); memory_id
         looks wherever the id lives when `namespace` is None, only in that namespace when one is given
         (an id of another namespace is then left alone: `report.extra["not_in_namespace"]` names it).
