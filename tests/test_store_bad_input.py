@@ -312,3 +312,52 @@ def test_a_lone_surrogate_is_refused_by_name_and_changes_nothing(call, field):
         call(s)
     assert _snapshot(s) == before
     s.write_episode(6, "Zoë likes the café 😀", source="chat 😀")  # a whole pair, any script: fine
+
+
+# --------------------------------------------------------------------------- 6. non-finite embeddings
+class _PoisonEmbedder:
+    """A user embedder (not unit_norm) whose vector for a text holding "poison" has a NaN, for one
+    holding "blowup" an inf, and for one holding "huge" finite entries whose squares overflow float32."""
+
+    name = "poison"
+    dim = 64
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(64)
+
+    def encode(self, text):
+        vec = np.array(self.inner.encode(text), dtype=np.float32)
+        if "poison" in text:
+            vec[0] = np.nan
+        elif "blowup" in text:
+            vec[3] = np.inf
+        elif "huge" in text:
+            vec *= np.float32(1e30)
+        return vec
+
+
+@pytest.mark.parametrize("text", ["poison text here", "blowup text here"])
+def test_a_non_finite_embedding_is_refused_naming_the_embedder_and_the_text(text):
+    """A NaN norm failed `norm > 0`, so the vector was kept: every later query scored that row NaN and
+    returned fewer than top_k memories (audit session 9)."""
+    s = MemoryStore(embedder=_PoisonEmbedder())
+    for i in range(5):
+        s.write_episode(i, f"Alice fact number {i} about tea{i}.")
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=rf"^embedder 'poison' returned a vector that is not finite .*for text {text!r}"):
+        s.write_episode(9, text)
+    with pytest.raises(ValueError, match="^embedder 'poison'"):
+        s.write_semantic(9, text, [])
+    with pytest.raises(ValueError, match="^embedder 'poison'"):
+        s.query(text, top_k=3)
+    with pytest.raises(ValueError, match="^embedder 'poison'"):
+        s.embed(text)
+    assert _snapshot(s) == before
+    assert len(s.query("Alice tea1", top_k=3, bump=False)) == 3
+
+
+def test_a_finite_embedding_whose_float32_norm_overflows_is_still_normalised():
+    s = MemoryStore(embedder=_PoisonEmbedder())
+    vec = s.embed("huge text here")
+    assert np.isfinite(vec).all() and abs(float(np.linalg.norm(vec.astype(np.float64))) - 1.0) < 1e-5
+    np.testing.assert_allclose(vec, s.embedder.inner.encode("huge text here"), atol=1e-6)  # the unscaled one

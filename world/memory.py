@@ -613,7 +613,9 @@ class MemoryStore:
     # ------------------------------------------------------------------ embedding helpers
     def embed(self, text: str) -> np.ndarray:
         """Unit float32 embedding of `text` through the embedder (and its cache). A lone surrogate is
-        refused as by a write (a `ValueError` naming `text`; it has no UTF-8 form to hash or cache)."""
+        refused as by a write (a `ValueError` naming `text`; it has no UTF-8 form to hash or cache), and
+        so is a vector holding NaN or inf from an embedder that does not declare `unit_norm` (a
+        `ValueError` naming the embedder and the text, raised before a write or query changes anything)."""
         if isinstance(text, str) and not text.isascii():
             _check_unicode("text", text)
         embedder = self.embedder
@@ -621,7 +623,12 @@ class MemoryStore:
         # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test below
         # unchanged: skip it
         if not getattr(embedder, "unit_norm", False):
-            norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
+            with np.errstate(over="ignore"):  # (finite entries > 1.8e19 square past float32: handled below)
+                norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
+            if not math.isfinite(norm):
+                # a NaN norm failed `norm > 0` and the vector was kept: every later score against its
+                # row was NaN and queries returned fewer than top_k (the rare path: one more pass)
+                norm = self._finite_norm(vec, text)
             if norm > 0 and abs(norm - 1.0) > 1e-4:
                 vec = vec / norm
         if self._dim is None:
@@ -629,6 +636,18 @@ class MemoryStore:
         elif vec.shape[0] != self._dim:
             raise ValueError(f"embedder returned dimension {vec.shape[0]}, store uses {self._dim}")
         return vec
+
+    def _finite_norm(self, vec: np.ndarray, text: str) -> float:
+        """The norm of ``vec`` computed in float64 (finite entries can square past float32's range);
+        ValueError naming the embedder and the text if an entry is NaN or inf, before anything is written."""
+        bad = int(np.count_nonzero(~np.isfinite(vec)))
+        if bad:
+            name = getattr(self.embedder, "name", type(self.embedder).__name__)
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise ValueError(f"embedder {name!r} returned a vector that is not finite ({bad} NaN or inf value(s) of "
+                             f"{vec.shape[0]}) for text {shown!r}; an embedding must be finite numbers")
+        wide = vec.astype(np.float64)
+        return math.sqrt(float(wide.dot(wide)))
 
     def _group(self, id_list: list[str]) -> list[tuple[_Space, np.ndarray, np.ndarray | None]]:
         """Group ids by namespace: [(space, slots, positions or None when all ids share one space)]."""
