@@ -361,3 +361,63 @@ def test_a_finite_embedding_whose_float32_norm_overflows_is_still_normalised():
     vec = s.embed("huge text here")
     assert np.isfinite(vec).all() and abs(float(np.linalg.norm(vec.astype(np.float64))) - 1.0) < 1e-5
     np.testing.assert_allclose(vec, s.embedder.inner.encode("huge text here"), atol=1e-6)  # the unscaled one
+
+
+# --------------------------------------------------------------------------- 7. types of source and cited ids
+@pytest.mark.parametrize("call, field", [
+    (lambda s: s.write_episode(6, "Carol likes juice", source=b"user"), "source"),
+    (lambda s: s.write_episode(6, "Carol likes juice", source=("x",)), "source"),
+    (lambda s: s.write_semantic(6, "People like drinks", [], source=3), "source"),
+    (lambda s: s.supersede("ep_000001", "Alice drinks coffee now", 6, source=b"user"), "source"),
+    (lambda s: s.write_episode(6, "Carol likes juice", evidence=[b"ep_000001"]), "evidence"),
+    (lambda s: s.write_episode(6, "Carol likes juice", evidence=[object()]), "evidence"),
+    (lambda s: s.write_episode(6, "Carol likes juice", evidence=[["ep_000001"]]), "evidence"),
+    (lambda s: s.write_semantic(6, "People like drinks", [b"ep_000001"]), "derived_from"),
+    (lambda s: s.write_semantic(6, "People like drinks", [["ep_000001"]]), "derived_from"),
+    (lambda s: s.write_semantic(6, "People like drinks", ["ep_000001"], evidence=[1]), "evidence"),
+    (lambda s: s.add_evidence("ep_000001", [b"ep_000002"]), "evidence"),
+    (lambda s: s.add_evidence("ep_000001", [["ep_000002"]]), "evidence"),
+])
+def test_a_non_str_source_or_cited_id_is_refused_by_name_and_changes_nothing(call, field):
+    """A bytes source or id was kept and the next save failed naming nothing, a tuple source came back
+    from a save as a list, a list id was a bare TypeError (audit session 9)."""
+    s, _ = _two_memories()
+    s.write_semantic(3, "People like drinks", ["ep_000001"])  # (a semantic memory for add_evidence)
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=rf"^{field}"):
+        call(s)
+    assert _snapshot(s) == before
+
+
+# --------------------------------------------------------------------------- 8. blank keys
+@pytest.mark.parametrize("key", [" ", "\t\n", ""])
+def test_a_blank_key_is_refused_at_write_as_erase_refuses_it(key):
+    """" " could be written but erase(key=" ") refused it: the chain could not be erased by key."""
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="^key must be a non-empty string"):
+        s.write_episode(6, "Alice likes tea.", key=key)
+    with pytest.raises(ValueError, match="^key must be a non-empty string"):
+        s.write_semantic(6, "People like drinks", [], key=key)
+    assert _snapshot(s) == before
+    with pytest.raises(ValueError, match="erase: key must be a non-empty string"):
+        s.erase(key=key)
+
+
+# --------------------------------------------------------------------------- 9. numpy importance
+@pytest.mark.parametrize("value", [np.float32(0.5), np.float64(0.25), np.int64(1), np.int32(0)])
+def test_importance_accepts_numpy_numbers_as_confidence_does(value):
+    s = _store()
+    rec = s.write_episode(1, "Alice likes tea.", importance=value)
+    assert rec.importance == float(value) and type(rec.importance) is float
+    sem = s.write_semantic(2, "People like drinks.", [rec.memory_id], importance=value)
+    assert sem.importance == float(value) and type(sem.importance) is float
+
+
+@pytest.mark.parametrize("value", [np.float32("nan"), np.float64("inf"), np.float32(-0.5), np.bool_(True), "0.5"])
+def test_importance_still_refuses_bad_numpy_and_other_values(value):
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="^importance must be"):
+        s.write_episode(6, "Carol likes juice", importance=value)
+    assert _snapshot(s) == before

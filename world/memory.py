@@ -769,7 +769,8 @@ class MemoryStore:
                 raise ValueError(f"importance_scorer: {type(self.importance_scorer).__name__}.score returned "
                                  f"{score!r}; an importance must be a finite number >= 0")
             return float(score)
-        if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not math.isfinite(importance):
+        # numpy numbers too, as for confidence and steps (_is_number; the stored value is a float)
+        if not _is_number(importance) or not math.isfinite(importance):
             raise ValueError(f"importance must be a finite number >= 0 or None, got {importance!r}")
         if importance < 0:
             raise ValueError(f"importance must be >= 0, got {importance!r}")
@@ -877,8 +878,12 @@ class MemoryStore:
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
         step = _check_step(step)
         _check_tier(tier, confidence)
-        if key is not None and (not isinstance(key, str) or not key):
-            raise ValueError(f"key must be a non-empty string or None, got {key!r}")
+        # a blank key (" ") could be written but not erased (erase refuses blank targets): one rule
+        if key is not None and (not isinstance(key, str) or not key.strip()):
+            raise ValueError(f"key must be a non-empty string (not only whitespace) or None, got {key!r}")
+        # a bytes / tuple source was kept: a save failed on it later naming nothing, or it came back a list
+        if source is not None and not isinstance(source, str):
+            raise ValueError(f"source must be a string or None, got {source!r}")
         if cues is not None and (isinstance(cues, str) or not all(isinstance(c, str) for c in cues)):
             raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
         # every string the record keeps must have a UTF-8 form (a save would fail on it later, far from
@@ -908,7 +913,11 @@ class MemoryStore:
         (an id that is no live memory's is kept as given)."""
         for field_name, refs in (("derived_from", derived), ("evidence", evidence)):
             for mid in refs:
-                if isinstance(mid, str) and not mid.isascii():
+                # (ids are kept and saved as given: a bytes id failed the save naming nothing, a list one
+                # was a bare TypeError from the lookup below)
+                if not isinstance(mid, str):
+                    raise ValueError(f"{field_name} must hold memory ids (strings), got {mid!r}")
+                if not mid.isascii():
                     _check_unicode(field_name, mid)
                 rec = self._records.get(mid)
                 if rec is not None and rec.namespace != ns:
