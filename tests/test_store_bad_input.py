@@ -421,3 +421,29 @@ def test_importance_still_refuses_bad_numpy_and_other_values(value):
     with pytest.raises(ValueError, match="^importance must be"):
         s.write_episode(6, "Carol likes juice", importance=value)
     assert _snapshot(s) == before
+
+
+# --------------------------------------------------------------------------- 10. query cues
+@pytest.mark.parametrize("cues", ["alice", [1], ["alice", None], 5, [b"alice"]])
+@pytest.mark.parametrize("method", ["query", "query_scored"])
+def test_query_refuses_bad_cues_by_name_before_bumping(cues, method):
+    """cues="alice" iterated its letters (no cue node: PPR silently off), cues=[1] was a bare
+    TypeError (audit session 9): the write's check, before anything is bumped."""
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="^cues must be a list of strings or None"):
+        getattr(s, method)("tea", cues=cues, top_k=1)
+    with pytest.raises(ValueError, match="^cues must be a list of strings or None"):
+        getattr(s.namespace("default"), method)("tea", cues=cues, top_k=1)
+    assert _snapshot(s) == before
+
+
+def test_cues_may_be_any_iterable_of_strings():
+    """A generator was consumed by the type check: the write kept no cues at all."""
+    s = _store()
+    rec = s.write_episode(1, "Alice likes tea.", cues=(c for c in ["alice", "tea"]))
+    assert rec.cues == ["alice", "tea"]
+    new = s.supersede(rec.memory_id, "Alice likes coffee.", 2, cues=(c for c in ["alice", "coffee"]))
+    assert new.cues == ["alice", "coffee"]
+    s.query("what does she drink", cues=(c for c in ["alice"]), bump=False)
+    assert s.last_ppr_method is not None  # the cue seeded PPR

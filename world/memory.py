@@ -393,6 +393,20 @@ def _check_step(step: object, name: str = "step") -> int:
     return int(step)
 
 
+def _check_cues(cues: object) -> list[str] | None:
+    """A write's or query's ``cues`` as a list, or None; ValueError naming ``cues`` unless None or an
+    iterable of strings. A string would be iterated letter by letter (no cue node: PPR silently off), a
+    generator consumed by the check itself: the caller uses the list returned."""
+    if cues is None:
+        return None
+    if isinstance(cues, str) or not isinstance(cues, Iterable):
+        raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
+    out = list(cues)
+    if not all(isinstance(c, str) for c in out):
+        raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
+    return out
+
+
 def _check_layout(name: str, lay: object) -> dict[str, Any]:
     """A saved namespace row layout (``_export_state()["meta"]["layout"][name]``), checked: a file can
     pass its checksums and still put two memories in one row, or list a live row as free (the next
@@ -872,7 +886,8 @@ class MemoryStore:
 
     def _check_write(self, kind, step, content, cues, importance, key, tier, confidence, evidence, namespace, derived,
                      source=None):
-        """Validate a write's arguments (nothing changes): returns (step, importance, namespace, evidence list)."""
+        """Validate a write's arguments (nothing changes): returns (step, importance, namespace, evidence
+        list, cue list or None)."""
         field_name = "content" if kind == "ep" else "rule"
         if not isinstance(content, str) or not content.strip():
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
@@ -884,8 +899,7 @@ class MemoryStore:
         # a bytes / tuple source was kept: a save failed on it later naming nothing, or it came back a list
         if source is not None and not isinstance(source, str):
             raise ValueError(f"source must be a string or None, got {source!r}")
-        if cues is not None and (isinstance(cues, str) or not all(isinstance(c, str) for c in cues)):
-            raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
+        cues = _check_cues(cues)
         # every string the record keeps must have a UTF-8 form (a save would fail on it later, far from
         # the write that let it in); isascii() first: one C call for the usual text
         if not content.isascii():
@@ -906,7 +920,7 @@ class MemoryStore:
         # namespace would be skipped by it and survive the erasure of what it cites (and an id that is
         # no live memory's is kept as given: it must have a UTF-8 form too)
         self._check_refs(ns, derived if semantic else (), evidence_list)
-        return step, imp, ns, evidence_list
+        return step, imp, ns, evidence_list, cues
 
     def _check_refs(self, ns: str, derived, evidence) -> None:
         """ValueError naming the field for a cited id of another namespace or without a UTF-8 form
@@ -928,8 +942,8 @@ class MemoryStore:
 
     def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
                sig=None):
-        step, imp, ns, evidence_list = self._check_write(kind, step, content, cues, importance, key, tier, confidence,
-                                                         evidence, namespace, derived, source)
+        step, imp, ns, evidence_list, cues = self._check_write(kind, step, content, cues, importance, key, tier,
+                                                               confidence, evidence, namespace, derived, source)
         semantic = kind == "sem"
         if sig is None:
             sig = signature(content)
@@ -966,7 +980,7 @@ class MemoryStore:
             if dup is not None:
                 return self._report_duplicate(self._records[dup[0]], dup[1], content)
         mid = self._next_id(kind)
-        cue_list = list(cues) if cues is not None else extract_cues(content, self.max_cues)
+        cue_list = cues if cues is not None else extract_cues(content, self.max_cues)
         common = dict(
             cues=cue_list, importance=imp, key=key, tier=tier, confidence=float(confidence), source=source,
             evidence=evidence_list, written_at=step, namespace=ns,
@@ -1222,6 +1236,9 @@ class MemoryStore:
               bump: bool = True) -> list[Record]:
         """Top-k memories of the namespace by PPR + similarity + ACT-R (see module docstring).
 
+        `cues` (PPR seeds; None or empty: the cues of `query_text`) are checked as a write's: an
+        iterable of strings, else a ValueError naming `cues` before anything is bumped.
+
         bump=True records a retrieval (ACT-R presentation at current_step, importance +0.02 up to
         1.0 for episodes, applications +1 for semantic memories) for each returned memory.
         """
@@ -1241,6 +1258,7 @@ class MemoryStore:
         alpha_ppr = _finite("alpha_ppr", alpha_ppr)
         alpha_sim = _finite("alpha_sim", alpha_sim)
         alpha_actr = _finite("alpha_actr", alpha_actr)
+        cues = _check_cues(cues)  # (the write's check, before anything is bumped)
         space = self._space(self._ns(namespace))
         if space is None or not space.order or top_k == 0:
             return []
@@ -1348,9 +1366,12 @@ class MemoryStore:
         # rejected call changes nothing
         if semantic and isinstance(derived, str):
             raise TypeError("derived_from must be a list of memory ids, not a string")
-        step = self._check_write("sem" if semantic else "ep", step, new_content, cues, importance, kw["key"],
-                                 kw["tier"], kw["confidence"], kw["evidence"], rec.namespace,
-                                 list(derived) if semantic else None, kw["source"])[0]
+        if semantic:
+            derived = list(derived)
+        # (the write gets the checked lists: a generator would be consumed by the check)
+        step, _, _, kw["evidence"], cues = self._check_write(
+            "sem" if semantic else "ep", step, new_content, cues, importance, kw["key"], kw["tier"], kw["confidence"],
+            kw["evidence"], rec.namespace, derived, kw["source"])
         sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
         if sig is None:
             sig = signature(new_content)
