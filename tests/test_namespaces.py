@@ -259,3 +259,49 @@ def test_erasure_across_namespaces_reports_in_the_store_order_in_every_process()
             for h in range(4)}
     assert len(outs) == 1
     assert "['sem_000001', 'sem_000002', 'sem_000003', 'sem_000004']" in outs.pop()
+
+
+# ----------------------------------------------------------------------------- audit session 9
+def test_cue_nodes_of_different_namespaces_never_merge_in_the_store_graph():
+    """`cue::alice::tea` was both the default namespace's caller cue "alice::tea" and namespace
+    alice's cue "tea": the store.graph view merged them (audit session 9)."""
+    store = MemoryStore(HashingEmbedder(64))
+    for cues in (["alice::tea"], [":tea"], ["tea", "a::b"]):
+        with pytest.raises(ValueError, match="^cues: a cue must not contain '::' nor begin with ':'"):
+            store.write_episode(0, "Tea time.", cues=cues)
+        with pytest.raises(ValueError, match="^cues: a cue must not contain '::'"):
+            store.namespace("alice").write_semantic(0, "Tea time.", [], cues=cues)
+        with pytest.raises(ValueError, match="^cues: a cue must not contain '::'"):
+            store.query("tea", cues=cues)
+    assert len(store) == 0
+    # a text's own cues never hold '::' ("alice::tea" in a text is the cue "alice:tea")
+    rec = store.write_episode(0, "Tea at alice::tea with std::vector::size today.")
+    assert not any("::" in c for c in rec.cues) and "alice:tea" in rec.cues and "std:vector:size" in rec.cues
+    store.query("what about alice::tea", bump=False)
+    assert store.last_ppr_method is not None  # the query's cue is the text's
+    store.namespace("alice").write_episode(0, "I like tea.", cues=["tea"])
+    store.namespace("x:").write_episode(0, "Sun.", cues=["a"])
+    store.namespace("x").write_episode(0, "Moon.", cues=["a:"])
+    g = store.graph
+    assert g.number_of_nodes() == sum(store.namespace_graph(n).number_of_nodes() for n in store.namespaces())
+    assert g.number_of_edges() == sum(store.namespace_graph(n).number_of_edges() for n in store.namespaces())
+    assert g.nodes["cue::alice:tea"]["namespace"] == "default" and g.nodes["cue::alice::tea"]["namespace"] == "alice"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["default", "a", "a:", ":a", "a::b", "b"]),
+                          st.lists(st.text(alphabet=":ab", min_size=1, max_size=5), min_size=1, max_size=3)),
+                min_size=1, max_size=8))
+def test_no_two_cue_nodes_share_a_name_in_the_store_graph(writes):
+    """Whatever the namespace names, an accepted cue gets a node name no other (namespace, cue) has."""
+    store = MemoryStore(HashingEmbedder(64))
+    for i, (ns, cues) in enumerate(writes):
+        bad = any("::" in c or c.startswith(":") for c in cues)
+        try:
+            store.write_episode(i, f"Memory number {i}.", cues=cues, namespace=ns)
+        except ValueError as exc:
+            assert bad and str(exc).startswith("cues:")
+        else:
+            assert not bad
+    g = store.graph
+    assert g.number_of_nodes() == sum(store.namespace_graph(n).number_of_nodes() for n in store.namespaces())

@@ -404,6 +404,15 @@ def _check_cues(cues: object) -> list[str] | None:
     out = list(cues)
     if not all(isinstance(c, str) for c in out):
         raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
+    if ":" in "".join(out):  # (one scan for the usual cues; the exact rule only when a colon is there)
+        for c in out:
+            if "::" in c or c.startswith(":"):
+                # store.graph names namespace N's cue node "cue::N::<cue>" and the default namespace's
+                # "cue::<cue>": with no "::" in a cue nor a leading ":", the last "::" of a name splits
+                # it one way only, so no two (namespace, cue) pairs share a node (extract_cues never
+                # gives such a cue: it reads "a::b" in a text as "a:b")
+                raise ValueError(f"cues: a cue must not contain '::' nor begin with ':' (it would share its "
+                                 f"store.graph node name with another namespace's cue), got {c!r}")
     return out
 
 
@@ -1942,7 +1951,8 @@ class MemoryStore:
     def graph(self) -> nx.DiGraph:
         """Read-only (frozen) networkx view of the associative graph of every namespace, always current.
 
-        Cue nodes are "cue::<cue>" in the default namespace and "cue::<namespace>::<cue>" elsewhere.
+        Cue nodes are "cue::<cue>" in the default namespace and "cue::<namespace>::<cue>" elsewhere;
+        no two namespaces' cues share a name (a cue holds no "::" and does not begin with ":").
         """
         sig = tuple((name, id(s.graph), s.graph.version) for name, s in self._spaces.items())
         if self._graph_view is not None and self._graph_view[0] == sig:
