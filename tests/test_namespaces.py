@@ -305,3 +305,38 @@ def test_no_two_cue_nodes_share_a_name_in_the_store_graph(writes):
             assert not bad
     g = store.graph
     assert g.number_of_nodes() == sum(store.namespace_graph(n).number_of_nodes() for n in store.namespaces())
+
+
+def test_a_view_offers_summaries_actr_and_namespace_graph_scoped_to_its_namespace():
+    """docs/DESIGN.md and docs/lifecycle.md say the view has the store's methods; these three were missing."""
+    store = MemoryStore(HashingEmbedder(64))
+    alice = store.namespace("alice")
+    a = alice.write_episode(1, "Alice lives in Lisbon.")
+    b = store.write_episode(2, "Bob lives in Oslo.")
+    store.tick(5)
+    alice.query("Lisbon")
+    rs = alice.summaries(max_turns=2, keep_recent=1)
+    assert rs is summaries(store, "alice") and rs is store.summaries("alice") and rs.namespace == "alice"
+    with pytest.raises(ValueError, match="namespace 'bob' given for a view of namespace 'alice'"):
+        alice.summaries("bob")
+    assert set(alice.actr) == {a.memory_id} and b.memory_id in store.actr
+    assert alice.actr[a.memory_id] == store.actr[a.memory_id] and alice.actr[a.memory_id].n == 2
+    assert alice.namespace_graph() is store.namespace_graph("alice") and alice.namespace_graph("alice") is not None
+    with pytest.raises(ValueError, match="namespace 'default' given for a view of namespace 'alice'"):
+        alice.namespace_graph("default")
+    assert store.namespace("empty").namespace_graph() is None and store.namespace("empty").actr == {}
+
+
+def test_a_view_refuses_a_bad_relation_as_the_store_does():
+    """view.link("nope", "nope2", "bogus") returned False where store.link raises."""
+    store = MemoryStore(HashingEmbedder(64))
+    view = store.namespace("alice")
+    a = view.write_episode(1, "Alice lives in Lisbon.")
+    b = view.write_episode(2, "Alice works at the port.")
+    for where in (store, view):
+        with pytest.raises(ValueError, match="relation must be one of"):
+            where.link("nope", "nope2", "bogus")
+        with pytest.raises(ValueError, match="relation must be one of"):
+            where.link(a.memory_id, b.memory_id, "bogus")
+    assert view.link("nope", b.memory_id, "supports") is False
+    assert view.link(a.memory_id, b.memory_id, RelationType.SUPPORTS) is True

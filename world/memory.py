@@ -591,8 +591,12 @@ class MemoryStore:
     @property
     def actr(self) -> dict[str, ActRRecord]:
         """ACT-R state of every live memory, as ActRRecord snapshots."""
+        return self._actr_of(self._loc)
+
+    def _actr_of(self, ids: Iterable[str]) -> dict[str, ActRRecord]:
         out = {}
-        for mid, (space, slot) in self._loc.items():
+        for mid in ids:
+            space, slot = self._loc[mid]
             n = int(space.a_n[slot])
             recent = [float(t) for t in space.a_recent[slot] if math.isfinite(t)]
             out[mid] = ActRRecord(
@@ -2006,7 +2010,10 @@ class MemoryStore:
 
 # --------------------------------------------------------------------------- namespaced view
 class NamespaceView:
-    """The store seen from one namespace: same methods, every call scoped to `name`."""
+    """The store seen from one namespace: the store's per-namespace methods and views (writes,
+    queries, versions, erasure, `graph`, `namespace_graph`, `actr`, `summaries`, `stats`, ...), every
+    call scoped to `name`. What is store-wide stays on `view.store`: configuration, `save` / `load`,
+    `namespaces()`, `counters`, `extras`."""
 
     def __init__(self, store: MemoryStore, name: str) -> None:
         self.store = store
@@ -2044,6 +2051,10 @@ class NamespaceView:
         self.store.add_erase_hook(fn)
 
     def link(self, a, b, relation) -> bool:
+        # the relation first, as the store does: a bad one is an error, not False for unknown ids
+        rel = relation.value if isinstance(relation, RelationType) else relation
+        if rel not in _TYPED:
+            raise ValueError(f"relation must be one of {sorted(_TYPED)}, got {relation!r}")
         return self._own(a) and self._own(b) and self.store.link(a, b, relation)
 
     def forget(self, memory_id: str) -> bool:
@@ -2115,6 +2126,26 @@ class NamespaceView:
     def graph(self) -> nx.DiGraph:
         g = self.store.namespace_graph(self.name)
         return nx.freeze(g.to_networkx()) if g is not None else nx.freeze(nx.DiGraph())
+
+    def _scope(self, namespace: str | None) -> str:
+        if namespace is not None and namespace != self.name:
+            raise ValueError(f"namespace {namespace!r} given for a view of namespace {self.name!r}")
+        return self.name
+
+    def namespace_graph(self, namespace: str | None = None) -> AssocGraph | None:
+        """This namespace's own AssocGraph (what PPR runs on), None while it holds nothing."""
+        return self.store.namespace_graph(self._scope(namespace))
+
+    @property
+    def actr(self) -> dict[str, ActRRecord]:
+        """ACT-R state of this namespace's live memories, as ActRRecord snapshots."""
+        return self.store._actr_of(self._ids())
+
+    def summaries(self, namespace: str | None = None, **kwargs) -> Any:
+        """This namespace's rolling summary (world.summary.summaries), created with `kwargs` on first use."""
+        from world.summary import summaries
+
+        return summaries(self, namespace, **kwargs)
 
     def stats(self) -> dict[str, int]:
         return self.store.stats(namespace=self.name)
