@@ -4,6 +4,7 @@ retrieval they make possible. Texts without such letters keep the seed's rule
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from world.cues import extract_cues, is_no_space_letter
@@ -71,3 +72,24 @@ def test_an_entity_like_word_is_kept_after_its_lower_case_form_was_skipped(text,
     # the docstring's "entity-like tokens are always kept": a word skipped in lower case (the half of
     # plain words was full) was marked seen and its capitalised form dropped later
     assert extract_cues(text, max_cues) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Tea at alice::tea today", ["tea", "alice:tea", "today"]),
+    ("use std::vector::size here", ["use", "std:vector:size", "here"]),
+    ("at 10:30 with a:::b and ::Zed::", ["10:30", "a:b", "zed"]),  # one colon stays as it was
+    ("東京::Alice", ["東京", "alice"]),
+])
+def test_a_run_of_colons_inside_a_word_reads_as_one(text, expected):
+    """No extracted cue holds "::" (nor begins with ":"): the store's graph view names namespace N's
+    cue node "cue::N::<cue>", and "alice::tea" of the default namespace was namespace alice's "tea"."""
+    assert extract_cues(text) == expected
+
+
+def test_no_extracted_cue_holds_a_double_colon_or_begins_with_one():
+    rng = np.random.default_rng(3)
+    pieces = ["a", "B", "1", ":", "::", ":::", "東", " ", "'s", "."]
+    for _ in range(500):
+        text = "".join(rng.choice(pieces, size=int(rng.integers(1, 30))))
+        for cue in extract_cues(text):
+            assert "::" not in cue and not cue.startswith(":"), (text, cue)

@@ -406,3 +406,20 @@ def test_erasing_a_memory_drops_cached_texts_with_words_only_its_merged_texts_ha
     store.erase(memory_id=a.memory_id)
     assert list(store.embedder.texts()) == []
     assert not [k for k in store.embedder.inner._feature_cache if "zorblax" in k]
+
+
+@pytest.mark.parametrize("cue, subject", [("Alice", "Alice"), ("Alice", "alice"), ("alice", "ALICE"),
+                                          ("Zoë", "ZOË")])
+def test_subject_erasure_matches_the_caller_cues_whatever_their_case(cue, subject):
+    """Subject erasure takes records "whose cues hold it" (docs/store.md); a caller's cue "Alice" was
+    compared with the lower-cased subject, so nothing went and the cue node stayed (audit session 9)."""
+    store = MemoryStore()
+    keep = store.write_episode(0, "Bob plays chess on Fridays.")
+    m = store.write_episode(1, "She moved to Lisbon in May.", cues=[cue])
+    for where in (store, store.namespace("alice")):  # the same in another namespace
+        if where is not store:
+            m = where.write_episode(1, "She moved to Lisbon in May.", cues=[cue])
+        report = where.erase(subject=subject)
+        assert report.removed_ids == [m.memory_id] and report.cue_nodes == 1
+        assert m.memory_id not in store and keep.memory_id in store
+        assert not any(cue in node or cue.lower() in node for node in store.graph.nodes())

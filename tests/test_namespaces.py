@@ -259,3 +259,84 @@ def test_erasure_across_namespaces_reports_in_the_store_order_in_every_process()
             for h in range(4)}
     assert len(outs) == 1
     assert "['sem_000001', 'sem_000002', 'sem_000003', 'sem_000004']" in outs.pop()
+
+
+# ----------------------------------------------------------------------------- audit session 9
+def test_cue_nodes_of_different_namespaces_never_merge_in_the_store_graph():
+    """`cue::alice::tea` was both the default namespace's caller cue "alice::tea" and namespace
+    alice's cue "tea": the store.graph view merged them (audit session 9)."""
+    store = MemoryStore(HashingEmbedder(64))
+    for cues in (["alice::tea"], [":tea"], ["tea", "a::b"]):
+        with pytest.raises(ValueError, match="^cues: a cue must not contain '::' nor begin with ':'"):
+            store.write_episode(0, "Tea time.", cues=cues)
+        with pytest.raises(ValueError, match="^cues: a cue must not contain '::'"):
+            store.namespace("alice").write_semantic(0, "Tea time.", [], cues=cues)
+        with pytest.raises(ValueError, match="^cues: a cue must not contain '::'"):
+            store.query("tea", cues=cues)
+    assert len(store) == 0
+    # a text's own cues never hold '::' ("alice::tea" in a text is the cue "alice:tea")
+    rec = store.write_episode(0, "Tea at alice::tea with std::vector::size today.")
+    assert not any("::" in c for c in rec.cues) and "alice:tea" in rec.cues and "std:vector:size" in rec.cues
+    store.query("what about alice::tea", bump=False)
+    assert store.last_ppr_method is not None  # the query's cue is the text's
+    store.namespace("alice").write_episode(0, "I like tea.", cues=["tea"])
+    store.namespace("x:").write_episode(0, "Sun.", cues=["a"])
+    store.namespace("x").write_episode(0, "Moon.", cues=["a:"])
+    g = store.graph
+    assert g.number_of_nodes() == sum(store.namespace_graph(n).number_of_nodes() for n in store.namespaces())
+    assert g.number_of_edges() == sum(store.namespace_graph(n).number_of_edges() for n in store.namespaces())
+    assert g.nodes["cue::alice:tea"]["namespace"] == "default" and g.nodes["cue::alice::tea"]["namespace"] == "alice"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["default", "a", "a:", ":a", "a::b", "b"]),
+                          st.lists(st.text(alphabet=":ab", min_size=1, max_size=5), min_size=1, max_size=3)),
+                min_size=1, max_size=8))
+def test_no_two_cue_nodes_share_a_name_in_the_store_graph(writes):
+    """Whatever the namespace names, an accepted cue gets a node name no other (namespace, cue) has."""
+    store = MemoryStore(HashingEmbedder(64))
+    for i, (ns, cues) in enumerate(writes):
+        bad = any("::" in c or c.startswith(":") for c in cues)
+        try:
+            store.write_episode(i, f"Memory number {i}.", cues=cues, namespace=ns)
+        except ValueError as exc:
+            assert bad and str(exc).startswith("cues:")
+        else:
+            assert not bad
+    g = store.graph
+    assert g.number_of_nodes() == sum(store.namespace_graph(n).number_of_nodes() for n in store.namespaces())
+
+
+def test_a_view_offers_summaries_actr_and_namespace_graph_scoped_to_its_namespace():
+    """docs/DESIGN.md and docs/lifecycle.md say the view has the store's methods; these three were missing."""
+    store = MemoryStore(HashingEmbedder(64))
+    alice = store.namespace("alice")
+    a = alice.write_episode(1, "Alice lives in Lisbon.")
+    b = store.write_episode(2, "Bob lives in Oslo.")
+    store.tick(5)
+    alice.query("Lisbon")
+    rs = alice.summaries(max_turns=2, keep_recent=1)
+    assert rs is summaries(store, "alice") and rs is store.summaries("alice") and rs.namespace == "alice"
+    with pytest.raises(ValueError, match="namespace 'bob' given for a view of namespace 'alice'"):
+        alice.summaries("bob")
+    assert set(alice.actr) == {a.memory_id} and b.memory_id in store.actr
+    assert alice.actr[a.memory_id] == store.actr[a.memory_id] and alice.actr[a.memory_id].n == 2
+    assert alice.namespace_graph() is store.namespace_graph("alice") and alice.namespace_graph("alice") is not None
+    with pytest.raises(ValueError, match="namespace 'default' given for a view of namespace 'alice'"):
+        alice.namespace_graph("default")
+    assert store.namespace("empty").namespace_graph() is None and store.namespace("empty").actr == {}
+
+
+def test_a_view_refuses_a_bad_relation_as_the_store_does():
+    """view.link("nope", "nope2", "bogus") returned False where store.link raises."""
+    store = MemoryStore(HashingEmbedder(64))
+    view = store.namespace("alice")
+    a = view.write_episode(1, "Alice lives in Lisbon.")
+    b = view.write_episode(2, "Alice works at the port.")
+    for where in (store, view):
+        with pytest.raises(ValueError, match="relation must be one of"):
+            where.link("nope", "nope2", "bogus")
+        with pytest.raises(ValueError, match="relation must be one of"):
+            where.link(a.memory_id, b.memory_id, "bogus")
+    assert view.link("nope", b.memory_id, "supports") is False
+    assert view.link(a.memory_id, b.memory_id, RelationType.SUPPORTS) is True

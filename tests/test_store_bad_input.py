@@ -312,3 +312,138 @@ def test_a_lone_surrogate_is_refused_by_name_and_changes_nothing(call, field):
         call(s)
     assert _snapshot(s) == before
     s.write_episode(6, "Zoë likes the café 😀", source="chat 😀")  # a whole pair, any script: fine
+
+
+# --------------------------------------------------------------------------- 6. non-finite embeddings
+class _PoisonEmbedder:
+    """A user embedder (not unit_norm) whose vector for a text holding "poison" has a NaN, for one
+    holding "blowup" an inf, and for one holding "huge" finite entries whose squares overflow float32."""
+
+    name = "poison"
+    dim = 64
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(64)
+
+    def encode(self, text):
+        vec = np.array(self.inner.encode(text), dtype=np.float32)
+        if "poison" in text:
+            vec[0] = np.nan
+        elif "blowup" in text:
+            vec[3] = np.inf
+        elif "huge" in text:
+            vec *= np.float32(1e30)
+        return vec
+
+
+@pytest.mark.parametrize("text", ["poison text here", "blowup text here"])
+def test_a_non_finite_embedding_is_refused_naming_the_embedder_and_the_text(text):
+    """A NaN norm failed `norm > 0`, so the vector was kept: every later query scored that row NaN and
+    returned fewer than top_k memories (audit session 9)."""
+    s = MemoryStore(embedder=_PoisonEmbedder())
+    for i in range(5):
+        s.write_episode(i, f"Alice fact number {i} about tea{i}.")
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=rf"^embedder 'poison' returned a vector that is not finite .*for text {text!r}"):
+        s.write_episode(9, text)
+    with pytest.raises(ValueError, match="^embedder 'poison'"):
+        s.write_semantic(9, text, [])
+    with pytest.raises(ValueError, match="^embedder 'poison'"):
+        s.query(text, top_k=3)
+    with pytest.raises(ValueError, match="^embedder 'poison'"):
+        s.embed(text)
+    assert _snapshot(s) == before
+    assert len(s.query("Alice tea1", top_k=3, bump=False)) == 3
+
+
+def test_a_finite_embedding_whose_float32_norm_overflows_is_still_normalised():
+    s = MemoryStore(embedder=_PoisonEmbedder())
+    vec = s.embed("huge text here")
+    assert np.isfinite(vec).all() and abs(float(np.linalg.norm(vec.astype(np.float64))) - 1.0) < 1e-5
+    np.testing.assert_allclose(vec, s.embedder.inner.encode("huge text here"), atol=1e-6)  # the unscaled one
+
+
+# --------------------------------------------------------------------------- 7. types of source and cited ids
+@pytest.mark.parametrize("call, field", [
+    (lambda s: s.write_episode(6, "Carol likes juice", source=b"user"), "source"),
+    (lambda s: s.write_episode(6, "Carol likes juice", source=("x",)), "source"),
+    (lambda s: s.write_semantic(6, "People like drinks", [], source=3), "source"),
+    (lambda s: s.supersede("ep_000001", "Alice drinks coffee now", 6, source=b"user"), "source"),
+    (lambda s: s.write_episode(6, "Carol likes juice", evidence=[b"ep_000001"]), "evidence"),
+    (lambda s: s.write_episode(6, "Carol likes juice", evidence=[object()]), "evidence"),
+    (lambda s: s.write_episode(6, "Carol likes juice", evidence=[["ep_000001"]]), "evidence"),
+    (lambda s: s.write_semantic(6, "People like drinks", [b"ep_000001"]), "derived_from"),
+    (lambda s: s.write_semantic(6, "People like drinks", [["ep_000001"]]), "derived_from"),
+    (lambda s: s.write_semantic(6, "People like drinks", ["ep_000001"], evidence=[1]), "evidence"),
+    (lambda s: s.add_evidence("ep_000001", [b"ep_000002"]), "evidence"),
+    (lambda s: s.add_evidence("ep_000001", [["ep_000002"]]), "evidence"),
+])
+def test_a_non_str_source_or_cited_id_is_refused_by_name_and_changes_nothing(call, field):
+    """A bytes source or id was kept and the next save failed naming nothing, a tuple source came back
+    from a save as a list, a list id was a bare TypeError (audit session 9)."""
+    s, _ = _two_memories()
+    s.write_semantic(3, "People like drinks", ["ep_000001"])  # (a semantic memory for add_evidence)
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=rf"^{field}"):
+        call(s)
+    assert _snapshot(s) == before
+
+
+# --------------------------------------------------------------------------- 8. blank keys
+@pytest.mark.parametrize("key", [" ", "\t\n", ""])
+def test_a_blank_key_is_refused_at_write_as_erase_refuses_it(key):
+    """" " could be written but erase(key=" ") refused it: the chain could not be erased by key."""
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="^key must be a non-empty string"):
+        s.write_episode(6, "Alice likes tea.", key=key)
+    with pytest.raises(ValueError, match="^key must be a non-empty string"):
+        s.write_semantic(6, "People like drinks", [], key=key)
+    assert _snapshot(s) == before
+    with pytest.raises(ValueError, match="erase: key must be a non-empty string"):
+        s.erase(key=key)
+
+
+# --------------------------------------------------------------------------- 9. numpy importance
+@pytest.mark.parametrize("value", [np.float32(0.5), np.float64(0.25), np.int64(1), np.int32(0)])
+def test_importance_accepts_numpy_numbers_as_confidence_does(value):
+    s = _store()
+    rec = s.write_episode(1, "Alice likes tea.", importance=value)
+    assert rec.importance == float(value) and type(rec.importance) is float
+    sem = s.write_semantic(2, "People like drinks.", [rec.memory_id], importance=value)
+    assert sem.importance == float(value) and type(sem.importance) is float
+
+
+@pytest.mark.parametrize("value", [np.float32("nan"), np.float64("inf"), np.float32(-0.5), np.bool_(True), "0.5"])
+def test_importance_still_refuses_bad_numpy_and_other_values(value):
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="^importance must be"):
+        s.write_episode(6, "Carol likes juice", importance=value)
+    assert _snapshot(s) == before
+
+
+# --------------------------------------------------------------------------- 10. query cues
+@pytest.mark.parametrize("cues", ["alice", [1], ["alice", None], 5, [b"alice"]])
+@pytest.mark.parametrize("method", ["query", "query_scored"])
+def test_query_refuses_bad_cues_by_name_before_bumping(cues, method):
+    """cues="alice" iterated its letters (no cue node: PPR silently off), cues=[1] was a bare
+    TypeError (audit session 9): the write's check, before anything is bumped."""
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="^cues must be a list of strings or None"):
+        getattr(s, method)("tea", cues=cues, top_k=1)
+    with pytest.raises(ValueError, match="^cues must be a list of strings or None"):
+        getattr(s.namespace("default"), method)("tea", cues=cues, top_k=1)
+    assert _snapshot(s) == before
+
+
+def test_cues_may_be_any_iterable_of_strings():
+    """A generator was consumed by the type check: the write kept no cues at all."""
+    s = _store()
+    rec = s.write_episode(1, "Alice likes tea.", cues=(c for c in ["alice", "tea"]))
+    assert rec.cues == ["alice", "tea"]
+    new = s.supersede(rec.memory_id, "Alice likes coffee.", 2, cues=(c for c in ["alice", "coffee"]))
+    assert new.cues == ["alice", "coffee"]
+    s.query("what does she drink", cues=(c for c in ["alice"]), bump=False)
+    assert s.last_ppr_method is not None  # the cue seeded PPR

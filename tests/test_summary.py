@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -644,3 +645,62 @@ def test_a_fold_that_leaves_the_text_unchanged_still_records_its_turns_as_eviden
     report = store.erase(memory_id=ids[3])
     assert version.memory_id in report.cascaded and store.get(version.memory_id) is None
     assert rs.text == "Alice's PIN is 4242, remember it!" and rs.memory.evidence == ids[:3]
+
+
+# ----------------------------------------------------------------------------- audit session 9
+@pytest.mark.parametrize("kwargs, field", [
+    ({"namespace": "bad\ud83d"}, "namespace"),
+    ({"namespace": "ok", "source": "user\ud83d"}, "source"),
+    ({"namespace": "ok", "source": b"user"}, "source"),
+])
+def test_a_namespace_or_source_the_store_could_not_save_is_refused_before_registering(tmp_path, kwargs, field):
+    """A lone surrogate was registered: every later save failed and there was no way to unregister."""
+    s = make_store()
+    s.write_episode(0, "Alice likes tea.")
+    with pytest.raises(ValueError, match=f"{field}"):
+        summaries(s, **kwargs)
+    with pytest.raises(ValueError, match=f"{field}"):
+        RollingSummary(s, **kwargs)
+    assert all_summaries(s) == {} and len(s._erase_hooks) == 0
+    s.save(tmp_path / "store.sqlite")  # the store is still saveable
+
+
+class _OtherSummarizer:
+    def summarize(self, previous_summary, turns):
+        return "other"
+
+
+def test_summaries_refuses_a_different_summarizer_for_an_existing_summary():
+    """Other differing arguments raised; a different summarizer was silently ignored."""
+    s = make_store()
+    mine = ExtractiveSummarizer(max_chars=100)
+    rs = summaries(s, "a", summarizer=mine)
+    assert summaries(s, "a", summarizer=mine) is rs and summaries(s, "a", summarizer=None) is rs
+    with pytest.raises(ValueError, match="already has a rolling summary with summarizer=ExtractiveSummarizer.*"
+                                         "asked for _OtherSummarizer"):
+        summaries(s, "a", summarizer=_OtherSummarizer())
+    with pytest.raises(ValueError, match="summarizer"):
+        summaries(s, "a", summarizer=ExtractiveSummarizer(max_chars=100))  # an equal one is another object
+    assert rs.summarizer is mine
+
+
+@pytest.mark.parametrize("step", [4.9, "5", 5.0, True, [5]])
+def test_add_turn_and_add_memory_refuse_a_step_the_store_refuses_and_change_nothing(step):
+    """int() turned 4.9 into 4 and accepted "5"; the store refuses both."""
+    s = make_store()
+    rs = summaries(s, "a", max_turns=2, keep_recent=1)
+    rs.add_turn(TURNS[0], step=1)
+    rs.add_turn(TURNS[1], step=2)  # the next turn folds
+    other = s.namespace("a").write_episode(3, TURNS[3])
+    before = (len(s), rs.text, rs.window, rs.folded, rs.memory_id)
+    with pytest.raises(ValueError, match="step must be an int"):
+        rs.add_turn(TURNS[2], step=step)
+    with pytest.raises(ValueError, match="step must be an int"):
+        rs.add_memory(other.memory_id, step=step)
+    with pytest.raises(ValueError, match="step must be an int"):
+        rs.fold_now(step=step)
+    with pytest.raises(ValueError, match="step must be an int"):
+        rs.rebuild(step=step)
+    assert (len(s), rs.text, rs.window, rs.folded, rs.memory_id) == before
+    rs.add_turn(TURNS[2], step=np.int64(4))  # a numpy int is a step, as for the store
+    assert rs.window[-1].step == 4 and type(rs.window[-1].step) is int

@@ -4,7 +4,9 @@ Rule (seed 001's extractor): tokens stripped of surrounding punctuation, stop wo
 <= 2 characters dropped, lower-cased and de-duplicated. Capitalised or numeric tokens are
 entity-like and always kept; other content words are kept only while fewer than max_cues // 2 cues
 have been collected; at most `max_cues` cues. Change from the seed: a possessive "'s" / "’s" is
-removed, so "Alice's" and "Alice" give the same cue "alice".
+removed, so "Alice's" and "Alice" give the same cue "alice"; a run of colons inside a token is read
+as one ("std::vector" -> "std:vector"), so no cue holds "::" (the store's graph view uses it to put
+a namespace in a cue node's name, and refuses caller cues holding it: docs/store.md, Namespaces).
 
 Scripts written without spaces between words (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar:
 :data:`NO_SPACE_RANGES`) have no whitespace to split on: a run of their letters inside a token gives
@@ -18,6 +20,7 @@ token follow the rule above. A text without such letters gives exactly the cues 
 from __future__ import annotations
 
 import numbers
+import re
 import unicodedata
 
 __all__ = ["extract_cues", "STOP_WORDS", "is_entity_like", "NO_SPACE_RANGES", "is_no_space_letter"]
@@ -82,6 +85,7 @@ def _clean_unicode(word: str) -> str:
 
 
 _POSSESSIVE = ("'s", "’s")
+_COLONS = re.compile(r":{2,}")
 
 
 def is_entity_like(word: str) -> bool:
@@ -127,6 +131,8 @@ def extract_cues(text: str, max_cues: int = 8) -> list[str]:
     """Up to `max_cues` lower-cased cue words of `text`, entity-like first-come, in text order."""
     if isinstance(max_cues, bool) or not isinstance(max_cues, numbers.Integral) or max_cues < 1:
         raise ValueError(f"max_cues must be an integer >= 1, got {max_cues!r}")
+    if "::" in text:  # (colons at a token's ends are stripped anyway; inside it, one stands for a run)
+        text = _COLONS.sub(":", text)
     if not text.isascii() and any(is_no_space_letter(c) for c in text):
         return _extract_cues_mixed(text, max_cues)
     cues: list[str] = []

@@ -393,6 +393,29 @@ def _check_step(step: object, name: str = "step") -> int:
     return int(step)
 
 
+def _check_cues(cues: object) -> list[str] | None:
+    """A write's or query's ``cues`` as a list, or None; ValueError naming ``cues`` unless None or an
+    iterable of strings. A string would be iterated letter by letter (no cue node: PPR silently off), a
+    generator consumed by the check itself: the caller uses the list returned."""
+    if cues is None:
+        return None
+    if isinstance(cues, str) or not isinstance(cues, Iterable):
+        raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
+    out = list(cues)
+    if not all(isinstance(c, str) for c in out):
+        raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
+    if ":" in "".join(out):  # (one scan for the usual cues; the exact rule only when a colon is there)
+        for c in out:
+            if "::" in c or c.startswith(":"):
+                # store.graph names namespace N's cue node "cue::N::<cue>" and the default namespace's
+                # "cue::<cue>": with no "::" in a cue nor a leading ":", the last "::" of a name splits
+                # it one way only, so no two (namespace, cue) pairs share a node (extract_cues never
+                # gives such a cue: it reads "a::b" in a text as "a:b")
+                raise ValueError(f"cues: a cue must not contain '::' nor begin with ':' (it would share its "
+                                 f"store.graph node name with another namespace's cue), got {c!r}")
+    return out
+
+
 def _check_layout(name: str, lay: object) -> dict[str, Any]:
     """A saved namespace row layout (``_export_state()["meta"]["layout"][name]``), checked: a file can
     pass its checksums and still put two memories in one row, or list a live row as free (the next
@@ -568,8 +591,12 @@ class MemoryStore:
     @property
     def actr(self) -> dict[str, ActRRecord]:
         """ACT-R state of every live memory, as ActRRecord snapshots."""
+        return self._actr_of(self._loc)
+
+    def _actr_of(self, ids: Iterable[str]) -> dict[str, ActRRecord]:
         out = {}
-        for mid, (space, slot) in self._loc.items():
+        for mid in ids:
+            space, slot = self._loc[mid]
             n = int(space.a_n[slot])
             recent = [float(t) for t in space.a_recent[slot] if math.isfinite(t)]
             out[mid] = ActRRecord(
@@ -613,7 +640,9 @@ class MemoryStore:
     # ------------------------------------------------------------------ embedding helpers
     def embed(self, text: str) -> np.ndarray:
         """Unit float32 embedding of `text` through the embedder (and its cache). A lone surrogate is
-        refused as by a write (a `ValueError` naming `text`; it has no UTF-8 form to hash or cache)."""
+        refused as by a write (a `ValueError` naming `text`; it has no UTF-8 form to hash or cache), and
+        so is a vector holding NaN or inf from an embedder that does not declare `unit_norm` (a
+        `ValueError` naming the embedder and the text, raised before a write or query changes anything)."""
         if isinstance(text, str) and not text.isascii():
             _check_unicode("text", text)
         embedder = self.embedder
@@ -621,7 +650,12 @@ class MemoryStore:
         # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test below
         # unchanged: skip it
         if not getattr(embedder, "unit_norm", False):
-            norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
+            with np.errstate(over="ignore"):  # (finite entries > 1.8e19 square past float32: handled below)
+                norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
+            if not math.isfinite(norm):
+                # a NaN norm failed `norm > 0` and the vector was kept: every later score against its
+                # row was NaN and queries returned fewer than top_k (the rare path: one more pass)
+                norm = self._finite_norm(vec, text)
             if norm > 0 and abs(norm - 1.0) > 1e-4:
                 vec = vec / norm
         if self._dim is None:
@@ -629,6 +663,18 @@ class MemoryStore:
         elif vec.shape[0] != self._dim:
             raise ValueError(f"embedder returned dimension {vec.shape[0]}, store uses {self._dim}")
         return vec
+
+    def _finite_norm(self, vec: np.ndarray, text: str) -> float:
+        """The norm of ``vec`` computed in float64 (finite entries can square past float32's range);
+        ValueError naming the embedder and the text if an entry is NaN or inf, before anything is written."""
+        bad = int(np.count_nonzero(~np.isfinite(vec)))
+        if bad:
+            name = getattr(self.embedder, "name", type(self.embedder).__name__)
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise ValueError(f"embedder {name!r} returned a vector that is not finite ({bad} NaN or inf value(s) of "
+                             f"{vec.shape[0]}) for text {shown!r}; an embedding must be finite numbers")
+        wide = vec.astype(np.float64)
+        return math.sqrt(float(wide.dot(wide)))
 
     def _group(self, id_list: list[str]) -> list[tuple[_Space, np.ndarray, np.ndarray | None]]:
         """Group ids by namespace: [(space, slots, positions or None when all ids share one space)]."""
@@ -750,7 +796,8 @@ class MemoryStore:
                 raise ValueError(f"importance_scorer: {type(self.importance_scorer).__name__}.score returned "
                                  f"{score!r}; an importance must be a finite number >= 0")
             return float(score)
-        if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not math.isfinite(importance):
+        # numpy numbers too, as for confidence and steps (_is_number; the stored value is a float)
+        if not _is_number(importance) or not math.isfinite(importance):
             raise ValueError(f"importance must be a finite number >= 0 or None, got {importance!r}")
         if importance < 0:
             raise ValueError(f"importance must be >= 0, got {importance!r}")
@@ -852,16 +899,20 @@ class MemoryStore:
 
     def _check_write(self, kind, step, content, cues, importance, key, tier, confidence, evidence, namespace, derived,
                      source=None):
-        """Validate a write's arguments (nothing changes): returns (step, importance, namespace, evidence list)."""
+        """Validate a write's arguments (nothing changes): returns (step, importance, namespace, evidence
+        list, cue list or None)."""
         field_name = "content" if kind == "ep" else "rule"
         if not isinstance(content, str) or not content.strip():
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
         step = _check_step(step)
         _check_tier(tier, confidence)
-        if key is not None and (not isinstance(key, str) or not key):
-            raise ValueError(f"key must be a non-empty string or None, got {key!r}")
-        if cues is not None and (isinstance(cues, str) or not all(isinstance(c, str) for c in cues)):
-            raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
+        # a blank key (" ") could be written but not erased (erase refuses blank targets): one rule
+        if key is not None and (not isinstance(key, str) or not key.strip()):
+            raise ValueError(f"key must be a non-empty string (not only whitespace) or None, got {key!r}")
+        # a bytes / tuple source was kept: a save failed on it later naming nothing, or it came back a list
+        if source is not None and not isinstance(source, str):
+            raise ValueError(f"source must be a string or None, got {source!r}")
+        cues = _check_cues(cues)
         # every string the record keeps must have a UTF-8 form (a save would fail on it later, far from
         # the write that let it in); isascii() first: one C call for the usual text
         if not content.isascii():
@@ -882,14 +933,18 @@ class MemoryStore:
         # namespace would be skipped by it and survive the erasure of what it cites (and an id that is
         # no live memory's is kept as given: it must have a UTF-8 form too)
         self._check_refs(ns, derived if semantic else (), evidence_list)
-        return step, imp, ns, evidence_list
+        return step, imp, ns, evidence_list, cues
 
     def _check_refs(self, ns: str, derived, evidence) -> None:
         """ValueError naming the field for a cited id of another namespace or without a UTF-8 form
         (an id that is no live memory's is kept as given)."""
         for field_name, refs in (("derived_from", derived), ("evidence", evidence)):
             for mid in refs:
-                if isinstance(mid, str) and not mid.isascii():
+                # (ids are kept and saved as given: a bytes id failed the save naming nothing, a list one
+                # was a bare TypeError from the lookup below)
+                if not isinstance(mid, str):
+                    raise ValueError(f"{field_name} must hold memory ids (strings), got {mid!r}")
+                if not mid.isascii():
                     _check_unicode(field_name, mid)
                 rec = self._records.get(mid)
                 if rec is not None and rec.namespace != ns:
@@ -900,8 +955,8 @@ class MemoryStore:
 
     def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
                sig=None):
-        step, imp, ns, evidence_list = self._check_write(kind, step, content, cues, importance, key, tier, confidence,
-                                                         evidence, namespace, derived, source)
+        step, imp, ns, evidence_list, cues = self._check_write(kind, step, content, cues, importance, key, tier,
+                                                               confidence, evidence, namespace, derived, source)
         semantic = kind == "sem"
         if sig is None:
             sig = signature(content)
@@ -938,7 +993,7 @@ class MemoryStore:
             if dup is not None:
                 return self._report_duplicate(self._records[dup[0]], dup[1], content)
         mid = self._next_id(kind)
-        cue_list = list(cues) if cues is not None else extract_cues(content, self.max_cues)
+        cue_list = cues if cues is not None else extract_cues(content, self.max_cues)
         common = dict(
             cues=cue_list, importance=imp, key=key, tier=tier, confidence=float(confidence), source=source,
             evidence=evidence_list, written_at=step, namespace=ns,
@@ -1194,6 +1249,9 @@ class MemoryStore:
               bump: bool = True) -> list[Record]:
         """Top-k memories of the namespace by PPR + similarity + ACT-R (see module docstring).
 
+        `cues` (PPR seeds; None or empty: the cues of `query_text`) are checked as a write's: an
+        iterable of strings, else a ValueError naming `cues` before anything is bumped.
+
         bump=True records a retrieval (ACT-R presentation at current_step, importance +0.02 up to
         1.0 for episodes, applications +1 for semantic memories) for each returned memory.
         """
@@ -1213,6 +1271,7 @@ class MemoryStore:
         alpha_ppr = _finite("alpha_ppr", alpha_ppr)
         alpha_sim = _finite("alpha_sim", alpha_sim)
         alpha_actr = _finite("alpha_actr", alpha_actr)
+        cues = _check_cues(cues)  # (the write's check, before anything is bumped)
         space = self._space(self._ns(namespace))
         if space is None or not space.order or top_k == 0:
             return []
@@ -1320,9 +1379,12 @@ class MemoryStore:
         # rejected call changes nothing
         if semantic and isinstance(derived, str):
             raise TypeError("derived_from must be a list of memory ids, not a string")
-        step = self._check_write("sem" if semantic else "ep", step, new_content, cues, importance, kw["key"],
-                                 kw["tier"], kw["confidence"], kw["evidence"], rec.namespace,
-                                 list(derived) if semantic else None, kw["source"])[0]
+        if semantic:
+            derived = list(derived)
+        # (the write gets the checked lists: a generator would be consumed by the check)
+        step, _, _, kw["evidence"], cues = self._check_write(
+            "sem" if semantic else "ep", step, new_content, cues, importance, kw["key"], kw["tier"], kw["confidence"],
+            kw["evidence"], rec.namespace, derived, kw["source"])
         sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
         if sig is None:
             sig = signature(new_content)
@@ -1407,7 +1469,8 @@ class MemoryStore:
             k = rec.key.lower()
             if k == s or k.startswith(s + "/"):
                 return True
-        if s in rec.cues:
+        # a caller's cues are kept as given ("Alice"), extracted ones lower-cased: compare folded
+        if s in rec.cues or any(c.lower() == s for c in rec.cues):
             return True
         text_words = " " + " ".join(self._sig(self._loc[rec.memory_id][0], rec.memory_id).words) + " "
         target = " " + " ".join(signature(subject).words) + " "
@@ -1418,7 +1481,7 @@ class MemoryStore:
         """Hard erasure (right to be forgotten), with the full cascade.
 
         Targets: `memory_id` (with its whole version chain), `key` (the chain), `subject` (records whose
-        key owner is the subject, whose cues hold it, or whose text mentions it as words, plus their
+        key owner is the subject, whose cues hold it (any letter case), or whose text mentions it as words, plus their
         chains). key / subject look in `namespace` (None: the default namespace, "*": all); memory_id
         looks wherever the id lives when `namespace` is None, only in that namespace when one is given
         (an id of another namespace is then left alone: `report.extra["not_in_namespace"]` names it).
@@ -1892,7 +1955,8 @@ class MemoryStore:
     def graph(self) -> nx.DiGraph:
         """Read-only (frozen) networkx view of the associative graph of every namespace, always current.
 
-        Cue nodes are "cue::<cue>" in the default namespace and "cue::<namespace>::<cue>" elsewhere.
+        Cue nodes are "cue::<cue>" in the default namespace and "cue::<namespace>::<cue>" elsewhere;
+        no two namespaces' cues share a name (a cue holds no "::" and does not begin with ":").
         """
         sig = tuple((name, id(s.graph), s.graph.version) for name, s in self._spaces.items())
         if self._graph_view is not None and self._graph_view[0] == sig:
@@ -1946,7 +2010,10 @@ class MemoryStore:
 
 # --------------------------------------------------------------------------- namespaced view
 class NamespaceView:
-    """The store seen from one namespace: same methods, every call scoped to `name`."""
+    """The store seen from one namespace: the store's per-namespace methods and views (writes,
+    queries, versions, erasure, `graph`, `namespace_graph`, `actr`, `summaries`, `stats`, ...), every
+    call scoped to `name`. What is store-wide stays on `view.store`: configuration, `save` / `load`,
+    `namespaces()`, `counters`, `extras`."""
 
     def __init__(self, store: MemoryStore, name: str) -> None:
         self.store = store
@@ -1984,6 +2051,10 @@ class NamespaceView:
         self.store.add_erase_hook(fn)
 
     def link(self, a, b, relation) -> bool:
+        # the relation first, as the store does: a bad one is an error, not False for unknown ids
+        rel = relation.value if isinstance(relation, RelationType) else relation
+        if rel not in _TYPED:
+            raise ValueError(f"relation must be one of {sorted(_TYPED)}, got {relation!r}")
         return self._own(a) and self._own(b) and self.store.link(a, b, relation)
 
     def forget(self, memory_id: str) -> bool:
@@ -2055,6 +2126,26 @@ class NamespaceView:
     def graph(self) -> nx.DiGraph:
         g = self.store.namespace_graph(self.name)
         return nx.freeze(g.to_networkx()) if g is not None else nx.freeze(nx.DiGraph())
+
+    def _scope(self, namespace: str | None) -> str:
+        if namespace is not None and namespace != self.name:
+            raise ValueError(f"namespace {namespace!r} given for a view of namespace {self.name!r}")
+        return self.name
+
+    def namespace_graph(self, namespace: str | None = None) -> AssocGraph | None:
+        """This namespace's own AssocGraph (what PPR runs on), None while it holds nothing."""
+        return self.store.namespace_graph(self._scope(namespace))
+
+    @property
+    def actr(self) -> dict[str, ActRRecord]:
+        """ACT-R state of this namespace's live memories, as ActRRecord snapshots."""
+        return self.store._actr_of(self._ids())
+
+    def summaries(self, namespace: str | None = None, **kwargs) -> Any:
+        """This namespace's rolling summary (world.summary.summaries), created with `kwargs` on first use."""
+        from world.summary import summaries
+
+        return summaries(self, namespace, **kwargs)
 
     def stats(self) -> dict[str, int]:
         return self.store.stats(namespace=self.name)

@@ -46,6 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from world.cues import extract_cues
 from world.dedup import signature
+from world.memory import _check_step, _check_unicode
 
 __all__ = [
     "Summarizer",
@@ -353,6 +354,14 @@ class RollingSummary:
             raise TypeError(f"RollingSummary: summarizer must have summarize(previous_summary, turns), "
                             f"got {type(summarizer).__name__}")
         store, namespace = _unwrap(store, namespace)
+        # checked as the store checks what it keeps, before anything is registered: a namespace or
+        # source without a UTF-8 form (a lone surrogate) made every later save fail, and a registered
+        # summary cannot be taken back
+        if source is not None and not isinstance(source, str):
+            raise ValueError(f"RollingSummary: source must be a string or None, got {source!r}")
+        for name, value in (("namespace", namespace), ("source", source)):
+            if isinstance(value, str) and not value.isascii():
+                _check_unicode(f"RollingSummary: {name}", value)
         self.store = store
         self.namespace = namespace
         self.max_turns = max_turns
@@ -420,7 +429,8 @@ class RollingSummary:
         Returns the record ``write_episode`` returned (the existing one on a duplicate)."""
         if not isinstance(text, str):
             raise TypeError(f"RollingSummary.add_turn: text must be str, got {type(text).__name__}")
-        step = self.store.current_step if step is None else int(step)
+        # the store's step check (int() made 4.9 step 4 and accepted "5"), before anything changes
+        step = self.store.current_step if step is None else _check_step(step, "RollingSummary.add_turn: step")
         write_kwargs.setdefault("namespace", self.namespace)
         record = self.store.write_episode(step, text, **write_kwargs)
         self._push(Turn(record.memory_id, text, step, getattr(record, "key", None)))
@@ -428,6 +438,8 @@ class RollingSummary:
 
     def add_memory(self, memory_id: str, step: int | None = None) -> None:
         """Add an already stored memory of this namespace as the next turn."""
+        if step is not None:
+            step = _check_step(step, "RollingSummary.add_memory: step")
         record = self.store.get(memory_id)
         if record is None:
             raise KeyError(f"RollingSummary.add_memory: no live memory {memory_id!r}")
@@ -435,7 +447,7 @@ class RollingSummary:
         if ns != self.namespace:
             raise ValueError(f"RollingSummary.add_memory: {memory_id!r} is in namespace {ns!r}, "
                              f"this summary serves {self.namespace!r}")
-        step = self.store.current_step if step is None else int(step)
+        step = self.store.current_step if step is None else step
         self._push(Turn(memory_id, record.content, step, getattr(record, "key", None)))
 
     @property
@@ -458,10 +470,12 @@ class RollingSummary:
         """Retry a rebuild that failed during an erasure (see ``rebuild_pending``) now, and write the
         summary. Returns False if none was pending. A summarizer or write error propagates, nothing
         changes (the summary stays empty and pending)."""
+        if step is not None:
+            step = _check_step(step, "RollingSummary.rebuild: step")
         if not self.rebuild_pending:
             return False
         text = self._base_text()
-        self._write(self.store.current_step if step is None else int(step), text, self._folds)
+        self._write(self.store.current_step if step is None else step, text, self._folds)
         self.text = text
         self._rebuild_pending = False
         return True
@@ -485,13 +499,15 @@ class RollingSummary:
         """Fold every turn of the window except the ``keep_recent`` newest, whatever its length.
 
         Returns True if anything was folded."""
+        if step is not None:
+            step = _check_step(step, "RollingSummary.fold_now: step")
         cut = len(self._window) - self.keep_recent
         if cut <= 0:
             return False
         fold = self._window[:cut]
         new_text = self._summarize(self._base_text(), fold)
         folds = [*self._folds, fold]
-        self._write(self.store.current_step if step is None else int(step), new_text, folds)
+        self._write(self.store.current_step if step is None else step, new_text, folds)
         self._window = self._window[cut:]
         self._folds = folds
         self.text = new_text
@@ -737,7 +753,9 @@ def _registry(store: Any, create: bool = True) -> SummaryRegistry | None:
 
 
 def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> RollingSummary:
-    """The rolling summary of ``namespace`` on ``store``, created with ``kwargs`` on first use."""
+    """The rolling summary of ``namespace`` on ``store``, created with ``kwargs`` on first use. For an
+    existing one, an argument that differs from its own (a different ``summarizer`` object included;
+    the same object or None is fine) is a ValueError naming it."""
     store, ns = _unwrap(store, namespace)
     registry = _registry(store)
     if ns not in registry:
@@ -748,7 +766,14 @@ def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> Rollin
         for name, value in kwargs.items():
             if name not in allowed:
                 raise TypeError(f"summaries: unknown argument {name!r}; allowed: {', '.join(allowed)}")
-            if name != "summarizer" and getattr(existing, name, value) != value:
+            if name == "summarizer":
+                # (was ignored silently; the same object, or None, asks for nothing new)
+                if value is not None and value is not existing.summarizer:
+                    raise ValueError(
+                        f"summaries: namespace {ns!r} already has a rolling summary with summarizer="
+                        f"{type(existing.summarizer).__name__}, asked for {type(value).__name__} (another object); "
+                        f"to replace it: restore_summaries(store, summarizers={{{ns!r}: summarizer}})")
+            elif getattr(existing, name, value) != value:
                 raise ValueError(f"summaries: namespace {ns!r} already has a rolling summary with "
                                  f"{name}={getattr(existing, name)!r}, asked for {value!r}")
     return registry[ns]
