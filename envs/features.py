@@ -89,7 +89,10 @@ def squash_activation(b: np.ndarray, threshold: float) -> np.ndarray:
     """Map ACT-R base-level activations to (0, 1): ``1 / (1 + exp(-(B - threshold)))``.
 
     This is the retrieval probability of ACT-R with noise scale s = 1 and retrieval threshold at the
-    store's forget threshold: 0.5 means "about to be swept". ``-inf`` and NaN map to ~0 (the
+    store's forget threshold: 0.5 means B is at the threshold. A sweep drops a memory when
+    ``B + importance < threshold`` (``MemoryStore.sweep_decayed``), i.e. when this value is below
+    ``1 / (1 + exp(importance))`` (about 0.33-0.38 at the worlds' importances 0.5-0.72), not 0.5;
+    the importance column shows the rest. ``-inf`` and NaN map to ~0 (the
     exponent is capped at 60, so no overflow warning is possible).
     """
     x = np.subtract(threshold, b, dtype=np.float64)

@@ -175,8 +175,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     | `store`          | (S,)      | float32 | 0   | 1   | store-level features |
 
     Candidate features (`envs.features.CANDIDATE_FEATURES`, F = 19): similarity to the event
-    (cosine, the only column in [-1, 1]), ACT-R activation squashed to (0, 1) (0.5 = at the forget
-    threshold), importance, age (log-scaled), tier one-hot (fact, preference, inference), semantic,
+    (cosine, the only column in [-1, 1]), ACT-R activation squashed to (0, 1) (0.5 = B at the forget
+    threshold; a sweep drops a memory below 1 / (1 + e^importance)), importance, age (log-scaled), tier one-hot (fact, preference, inference), semantic,
     links, cue overlap with the event, recent, superseded, version-chain length, confidence, and
     from the visible texts (`world.keys`, `world.dedup`): same subject, same topic, same key (both),
     best key match, duplicate of the event by the store's dedup rules.

@@ -45,7 +45,12 @@ def unflatten_action(a: int, k: int) -> np.ndarray | InvalidAction:
     :class:`InvalidAction` for an untargeted operation (NOOP, WRITE, QUERY) on a slot other than 0:
     those aliases are masked out, and taken they are penalised no-ops, in :class:`FlattenAction` and
     wherever a flat-action model is played (``agents.sb3_agent``)."""
-    op, slot = divmod(int(a), k)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k (candidate slots) must be an integer >= 1, got {k!r}")
+    n = len(_OP_NAMES) * int(k)
+    if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < n:
+        raise ValueError(f"action must be an integer in 0..{n - 1} (op * K + slot, K = {k}), got {a!r}")
+    op, slot = divmod(int(a), int(k))
     if slot and _OP_NAMES[op] in _UNTARGETED:
         return InvalidAction(f"{_OP_NAMES[op]} takes no target: its flat action is {op * k} (slot 0), "
                              f"got {a} (slot {slot})")

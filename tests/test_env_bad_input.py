@@ -495,3 +495,28 @@ def test_event_vector_stays_read_only_after_a_pickle_of_a_world_mid_event():
         with pytest.raises(ValueError):
             vec[:] = 0.0
         assert np.array_equal(copy_.event_vector(), w.event_vector())
+
+
+@pytest.mark.parametrize(("a", "k"), [(57, 8), (56, 8), (-1, 8), (True, 8), (1.0, 8), (0, 0), (0, True)])
+def test_unflatten_action_refuses_a_flat_action_out_of_range_by_name(a, k):
+    """``unflatten_action(57, 8)`` raised a bare IndexError, ``(-1, 8)`` returned [-1, 7] and ``(56, 8)``
+    [7, 0] (no op 7): out-of-range input is a ValueError naming the range, as FlattenAction gives."""
+    from envs.wrappers import unflatten_action
+
+    with pytest.raises(ValueError, match=r"must be an integer"):
+        unflatten_action(a, k)
+
+
+def test_unflatten_action_maps_every_flat_action_in_range():
+    from envs.wrappers import InvalidAction, unflatten_action
+
+    k = 3
+    seen = set()
+    for a in range(7 * k):
+        out = unflatten_action(np.int64(a), k)
+        if isinstance(out, InvalidAction):
+            assert a % k and a // k in (0, 1, 5)  # NOOP, WRITE, QUERY aliases on a slot other than 0
+        else:
+            assert out.tolist() == [a // k, a % k]
+            seen.add(a)
+    assert len(seen) == 7 * k - 3 * (k - 1)
