@@ -773,3 +773,35 @@ def test_a_duplicate_reflect_is_reported_counted_and_keeps_the_rule_payload():
     assert rule == payload_before
     members = w.store.get(second.memory_id).derived_from
     assert sorted(acc.payload(m)["event"] for m in members if acc.payload(m)) == rule["derived_events"]
+
+
+@pytest.mark.parametrize("reason", [None, "bad text command"])
+def test_a_second_op_books_only_the_invalid_term_whatever_its_reason(reason):
+    """apply's "already applied" early return compared the reason string, so a second op that came
+    with a caller's ``invalid_reason`` (a wrapper's malformed text command) went through: it was charged
+    the storage cost again and, on the last event, the cut-off erasure requests were checked again
+    (Erasure-Easy seed 2: request_leaks 6 and leak -22.0 instead of 3 and -16.0)."""
+    cfg = WorldConfig.preset("erasure", "easy")
+    w = World(cfg, seed=2)
+    while w.event.index < cfg.horizon - 1:
+        k = w.event.kind
+        w.apply(Op.WRITE if k == "statement" else Op.QUERY if k == "question" else Op.NOOP)
+        w.advance()
+    first = w.apply(Op.NOOP)
+    before = w.metrics()
+    second = w.apply(Op.NOOP, invalid_reason=reason)
+    assert len(first.request_leaks) == 3 and first.reward_terms["storage_cost"] < 0
+    assert not second.valid and second.request_leaks == []
+    assert second.invalid_reason == (reason or "an operation was already applied to this event")
+    assert second.reward_terms == {**dict.fromkeys(REWARD_TERMS, 0.0), "invalid": cfg.rewards["invalid"]}
+    after = w.metrics()
+    assert after["invalid"] == before["invalid"] + 1 and after["request_leaks"] == before["request_leaks"] == 3
+    assert after["reward_terms"] == {**before["reward_terms"],
+                                     "invalid": before["reward_terms"]["invalid"] + cfg.rewards["invalid"]}
+    w.advance()
+    m = w.metrics()
+    assert w.done and m["request_leaks"] == 3 and m["reward_terms"]["leak"] == pytest.approx(cfg.rewards["leaked"] * 8)
+    # and after the episode: a no-op booking only the penalty
+    late = w.apply(Op.WRITE, invalid_reason=reason)
+    assert late.reward_terms == second.reward_terms and w.metrics()["reward_terms"]["storage_cost"] == \
+        m["reward_terms"]["storage_cost"]

@@ -466,7 +466,9 @@ class World:
 
         ``invalid_reason``: the caller already knows the action is invalid (a wrapper's malformed text
         command, a masked-out flat action); it is applied as an invalid action (nothing done, the
-        ``invalid`` penalty) with this reason."""
+        ``invalid`` penalty) with this reason. A second operation on the event (or one after the end)
+        books only that penalty, with or without a reason: the first booked the event's storage,
+        grading and, on the last event, the cut-off erasure requests."""
         w = self.config.rewards
         if type(op) is Op:
             op_e = op
@@ -492,7 +494,10 @@ class World:
             out.invalid_reason = reason
             out.reward_terms["invalid"] = w["invalid"]
             st.invalid += 1
-            if reason == "an operation was already applied to this event" or self._done:
+            # a second op on the event (or one after the end) books only its penalty: the event's
+            # storage, grading and cut-off erasure requests were booked by the first. Read from the
+            # world's state, not from the reason: a caller's invalid_reason hides is_valid's
+            if self._applied or self._done:
                 st.add_terms(out.reward_terms)
                 return out
         else:
