@@ -530,7 +530,14 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         difficulty = options.get("difficulty", self.config.difficulty)
         if family == self.config.family and difficulty == self.config.difficulty:
             return None
-        cfg = resolve_config(f"{family}-{difficulty}", **self._overrides)
+        cfg = resolve_config(f"{family}-{difficulty}")  # (a bad name raises here, as it is)
+        try:
+            cfg = cfg.replace(**self._overrides) if self._overrides else cfg
+        except ConfigError as exc:
+            # the env's overrides go over the new preset, and one may not fit it (a life env's mix on
+            # recall): say that the value came from the env, not from these options
+            raise ConfigError(f"reset options family={family!r}, difficulty={difficulty!r}: this env's overrides "
+                              f"{self._overrides!r} do not fit that world: {exc}; make a new env for it") from None
         self._check_spaces(cfg, f"reset options family={family!r}, difficulty={difficulty!r}")
         return cfg
 

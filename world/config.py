@@ -138,7 +138,9 @@ class WorldConfig:
       ``episodes`` (habit episodes per consolidation cluster).
     - ``chunk``, ``level_up``: endless worlds generate ``chunk`` events at a time and raise the level
       when the accuracy on the last chunk reaches ``level_up``.
-    - ``mix``: family -> weight of threads (``life`` mixes several; others use only their own).
+    - ``mix``: family -> weight of threads. ``life`` mixes several (it needs a mix); another family
+      runs only its own threads, so its mix may name only itself (``{family: w}`` or empty): a mix of
+      other families would run their threads under this family's name.
     - ``rewards``: weights of the reward terms (keys of :data:`DEFAULT_REWARDS`).
     """
 
@@ -193,6 +195,12 @@ class WorldConfig:
                 raise ConfigError(f"mix.{k}: must be a number in [0, 100], got {v!r}")
         if self.mix and sum(self.mix.values()) <= 0:
             raise ConfigError("mix: weights must not all be zero")
+        if self.family != "life" and set(self.mix) - {self.family}:
+            # the generator draws threads from mix whatever the family: another family's threads would
+            # run under this family's name (recall-easy playing erasure threads)
+            raise ConfigError(f"mix: only the life family mixes families; {self.family} allows "
+                              f"{{'{self.family}': <weight>}} or no mix, got {self.mix!r} (a mix of families: "
+                              f"WorldConfig.preset('life', ...) with mix=...)")
         if self.family == "life" and not self.mix:  # the other families use their own threads
             raise ConfigError(f"mix: the life family draws its threads from mix, which is empty; give weights "
                               f"for some of {list(MIX_FAMILIES)} (or use WorldConfig.preset('life', ...))")
