@@ -155,3 +155,19 @@ def test_only_life_mixes_families(family):
     assert base.replace(mix={family: 3}).mix == {family: 3.0}
     assert base.replace(mix={}).mix == {}
     assert WorldConfig.preset("life", "easy").replace(mix={family: 1.0, other: 2.0}).mix == {family: 1.0, other: 2.0}
+
+
+def test_to_dict_copies_the_tables():
+    """config.py defined _plain twice, the second (without dict recursion) shadowing the first, so
+    to_dict() returned the config's own rewards and mix: writing into the result changed the frozen
+    config and its hash."""
+    cfg = WorldConfig.preset("life", "easy")
+    h = hash(cfg)
+    d = cfg.to_dict()
+    d["rewards"]["correct"] = 50.0
+    d["mix"]["recall"] = 0.0
+    assert cfg.rewards["correct"] == DEFAULT_REWARDS["correct"] and cfg.mix["recall"] == 1.0
+    assert hash(cfg) == h and cfg == WorldConfig.preset("life", "easy")
+    again = cfg.to_dict()
+    assert again["rewards"] is not cfg.rewards and again["mix"] is not cfg.mix
+    assert WorldConfig(**again) == cfg

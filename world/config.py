@@ -178,10 +178,6 @@ class WorldConfig:
             value = _plain(getattr(self, f.name))
             _check(f.name, value)
             object.__setattr__(self, f.name, value)
-        for name in ("mix", "rewards"):
-            table = getattr(self, name)
-            if isinstance(table, dict):
-                object.__setattr__(self, name, {k: _plain(v) for k, v in table.items()})
         if self.delay_max < self.delay_min:
             raise ConfigError(f"delay_max ({self.delay_max}) must be >= delay_min ({self.delay_min})")
         if self.horizon is None and self.difficulty != "endless":
@@ -285,7 +281,8 @@ class WorldConfig:
         return dataclasses.replace(self, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON/YAML-able dict; ``WorldConfig(**cfg.to_dict()) == cfg``."""
+        """Plain JSON/YAML-able dict of new containers (changing it leaves the config as it is);
+        ``WorldConfig(**cfg.to_dict()) == cfg``."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def to_yaml(self, path: str | Path | None = None) -> str:
@@ -311,12 +308,6 @@ class WorldConfig:
         return hash(tuple(sorted((k, repr(v)) for k, v in self.to_dict().items())))
 
 
-def _plain(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
-
-
 def _check_keys(data: dict) -> None:
     allowed = [f.name for f in dataclasses.fields(WorldConfig)]
     for k in data:
@@ -326,9 +317,13 @@ def _check_keys(data: dict) -> None:
 
 def _plain(value: Any) -> Any:
     """A numpy number as the Python int or float it stands for (``np.int64(10)`` from a sweep over
-    ``np.arange`` is 10); anything else as it is (bools, numpy's too, stay refused by the checks)."""
+    ``np.arange`` is 10); a dict as a new dict of plain values (so that ``to_dict`` hands out copies:
+    the config's own ``mix`` and ``rewards`` are part of a frozen, hashed value); anything else as it
+    is (bools, numpy's too, stay refused by the checks)."""
     if type(value) in (int, float, bool, str):  # (the common case first)
         return value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
         return int(value)
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
