@@ -805,3 +805,25 @@ def test_a_second_op_books_only_the_invalid_term_whatever_its_reason(reason):
     late = w.apply(Op.WRITE, invalid_reason=reason)
     assert late.reward_terms == second.reward_terms and w.metrics()["reward_terms"]["storage_cost"] == \
         m["reward_terms"]["storage_cost"]
+
+
+@pytest.mark.parametrize("op", [True, False, np.bool_(True), 1.9, 1.0, -0.5, 6.99, np.float64(1.0), "1.9", None,
+                                [1], 9, -1])
+def test_an_op_that_is_no_op_is_invalid_and_changes_nothing(op):
+    """is_valid / apply coerced ops with Op(int(op)): 1.9 and True were a WRITE, -0.5 a NOOP. Only Op
+    members, ints (numpy's too; not bools) and their decimal strings name an op; the rest is an
+    unknown op: an invalid no-op that stores nothing."""
+    w = World(WorldConfig.preset("recall", "easy"), seed=0)
+    ok, reason = w.is_valid(op)
+    assert not ok and reason.startswith(f"unknown op {op!r}; ops are Op members or their int values")
+    out = w.apply(op)
+    assert (out.valid, out.invalid_reason, out.op, out.memory_id) == (False, reason, Op.NOOP, None)
+    assert len(w.store) == 0 and w.metrics()["invalid"] == 1 and sum(w.metrics()["ops"].values()) == 0
+
+
+@pytest.mark.parametrize("op", [Op.WRITE, 1, np.int64(1), np.uint8(1), "1"])
+def test_ops_are_op_members_ints_and_their_strings(op):
+    w = World(WorldConfig.preset("recall", "easy"), seed=0)
+    assert w.is_valid(op) == (True, None)
+    out = w.apply(op)
+    assert out.valid and out.op is Op.WRITE and out.memory_id in w.store

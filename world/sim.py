@@ -14,8 +14,10 @@ LINK(target) (store the current event with a typed edge to the target); REFLECT(
 (consolidate the live episodes about the target's subject and relation into a semantic rule: the
 majority value); QUERY (retrieve with the event text: answers a question event, otherwise only
 rehearses, bumping ACT-R activation of what it retrieves); FORGET(target) (hard erasure of the
-target and its version chain). An invalid operation (unknown target, full store, a second op on
-the same event, ...) is a no-op with ``Outcome.valid = False`` and the ``invalid`` reward term.
+target and its version chain). An op is an :class:`Op`, its int value (numpy's too) or its decimal
+string; anything else (a float, a bool) is an unknown op. An invalid operation (unknown op or
+target, full store, a second op on the same event, ...) is a no-op with ``Outcome.valid = False``
+and the ``invalid`` reward term.
 
 The world owns the hidden payloads: ``memory_id -> payload`` for every memory an operation made,
 dropped when the memory is swept or erased. Only the reader, the grader and the privileged oracle
@@ -420,10 +422,10 @@ class World:
         (subject, relation) and which are chit-chat. Privileged code asks
         ``world.privileged.can_reflect(target)``."""
         if type(op) is not Op:
-            try:
-                op = Op(int(op))
-            except (ValueError, TypeError):
-                return False, f"unknown op {op!r}; ops are {[o.name for o in Op]}"
+            op_e = _as_op(op)
+            if op_e is None:
+                return False, _unknown_op(op)
+            op = op_e
         if self._done:
             return False, "episode is over"
         if self._applied:
@@ -470,13 +472,9 @@ class World:
         books only that penalty, with or without a reason: the first booked the event's storage,
         grading and, on the last event, the cut-off erasure requests."""
         w = self.config.rewards
-        if type(op) is Op:
-            op_e = op
-        else:
-            try:
-                op_e = Op(int(op))
-            except (ValueError, TypeError):
-                op_e = Op.NOOP
+        op_e = op if type(op) is Op else _as_op(op)
+        if op_e is None:  # (an unknown op: is_valid refuses it, and it is booked as a NOOP)
+            op_e = Op.NOOP
         if invalid_reason is None:
             ok, reason = self.is_valid(op, target)
             # (on the converted op: is_valid accepts "4" for REFLECT, and so must this check)
@@ -854,6 +852,29 @@ class World:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._embedder = _embedder_from_pickle(self._embedder)
+
+
+def _as_op(op) -> Op | None:
+    """The :class:`Op` that ``op`` names, or None: an Op, an int (numpy's too) or its decimal string
+    ("4"). Not a float nor a bool: ``Op(int(op))`` made 1.9 and True a WRITE and -0.5 a NOOP."""
+    if isinstance(op, (bool, np.bool_)):
+        return None
+    if isinstance(op, str):
+        try:
+            op = int(op)
+        except ValueError:
+            return None
+    elif not isinstance(op, (int, np.integer)):
+        return None
+    try:
+        return Op(int(op))
+    except ValueError:
+        return None
+
+
+def _unknown_op(op) -> str:
+    return (f"unknown op {op!r}; ops are Op members or their int values "
+            f"{', '.join(f'{o.value} ({o.name})' for o in Op)}")
 
 
 def _rule_text(subj: str, rel: str, obj) -> str:
