@@ -208,7 +208,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     1. Termination: never (`terminated` is always False).
     2. Truncation: after `config.horizon` events (a Python `bool`); `MemGym/Life-Endless-v0` never
        ends. The last step's `info["metrics"]` holds the world's episode metrics (accuracy, per-verdict
-       counts, live memories, operations used).
+       counts, live memories, operations used; the per-question rates are None without questions).
 
     ## Arguments
 

@@ -827,3 +827,18 @@ def test_ops_are_op_members_ints_and_their_strings(op):
     assert w.is_valid(op) == (True, None)
     out = w.apply(op)
     assert out.valid and out.op is Op.WRITE and out.memory_id in w.store
+
+
+def test_per_question_rates_are_none_in_an_episode_without_questions():
+    """Recall-Easy cut at 10 events, seed 0, asks nothing: accuracy, stale / hallucination / leak rate
+    said 0.0 (an agent that answered everything wrong) next to evidence_recall None. They are None
+    now, as the bench's NaN; the counts stay 0."""
+    w = World(WorldConfig.preset("recall", "easy").replace(horizon=10), seed=0)
+    while not w.done:
+        w.apply(Op.WRITE)
+        w.advance()
+    m = w.metrics()
+    assert m["questions"] == 0 and sum(m["verdicts"].values()) == 0 and m["by_family"] == {}
+    assert [m[k] for k in ("accuracy", "stale_rate", "hallucination_rate", "leak_rate", "evidence_recall")] == \
+        [None] * 5
+    assert m["leaks"] == 0 and m["writes"] == 10

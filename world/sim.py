@@ -1166,17 +1166,22 @@ class _Stats:
             nf = sum(c.values())
             fam[f] = {"questions": nf, "correct": int(c["correct"]), "accuracy": c["correct"] / nf if nf else 0.0}
         events = max(1, self.events)
+
+        def rate(k: int) -> float | None:
+            # None without questions, as evidence_recall (the bench's NaN): 0.0 read as all answers wrong
+            return k / n if n else None
+
         return {
             "family": world.config.family,
             "difficulty": world.config.difficulty,
             "seed": world.seed,
             "events": self.events,
             "questions": n,
-            "accuracy": verdicts["correct"] / n if n else 0.0,
+            "accuracy": rate(verdicts["correct"]),
             "verdicts": verdicts,
-            "stale_rate": verdicts["stale"] / n if n else 0.0,
-            "hallucination_rate": verdicts["hallucinated"] / n if n else 0.0,
-            "leak_rate": verdicts["leaked"] / n if n else 0.0,
+            "stale_rate": rate(verdicts["stale"]),
+            "hallucination_rate": rate(verdicts["hallucinated"]),
+            "leak_rate": rate(verdicts["leaked"]),
             # erasure requests whose question the horizon cut off, still held at the end (see
             # World._check_unasked_requests), and every leak charged (questions + those requests)
             "request_leaks": self.request_leaks,
