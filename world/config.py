@@ -118,9 +118,14 @@ class WorldConfig:
 
     - ``family`` / ``difficulty``: task family (:data:`FAMILIES`) and preset level (:data:`DIFFICULTIES`).
     - ``horizon``: events per episode; ``None`` = endless (only with difficulty ``endless``).
-    - ``sessions``, ``session_gap``: the episode is cut into ``sessions`` equal sessions; between two
+    - ``sessions``, ``session_gap``: a fixed-horizon episode is cut into sessions of
+      ``ceil(horizon / sessions)`` events (event ``i`` is in session ``i // ceil(horizon / sessions)``),
+      the last one taking the rest: ``sessions`` equal sessions when ``horizon`` is a multiple of
+      ``sessions`` (life-hard: 6 x 100), else a shorter last one (life-easy: 34, 34, 32; life-medium:
+      63, 63, 63, 61) or fewer sessions than asked (horizon 12, sessions 5: 4 of 3). Between two
       sessions the clock jumps ``session_gap`` steps (decay happens, nothing is said).
-      ``session_len`` is the session length used by endless worlds.
+      ``session_len`` is the session length of endless worlds (with or without a horizon; they
+      ignore ``sessions``); fixed-horizon worlds ignore it.
     - ``n_entities``: people drawn for the episode (companies and places are drawn as needed).
     - ``capacity``: max live memories; creating ops beyond it are invalid.
     - ``top_k``: retrieval depth of QUERY and the reader. ``n_candidates`` (K): candidate targets
