@@ -1,6 +1,7 @@
 """The World: determinism across processes, operations, invalid ops, grading, snapshots, views."""
 
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -842,3 +843,32 @@ def test_per_question_rates_are_none_in_an_episode_without_questions():
     assert [m[k] for k in ("accuracy", "stale_rate", "hallucination_rate", "leak_rate", "evidence_recall")] == \
         [None] * 5
     assert m["leaks"] == 0 and m["writes"] == 10
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, 2.0, "3", True, np.bool_(False), [1, 2], np.float64(4.0)])
+def test_a_bad_seed_is_refused_naming_seed_and_changes_nothing(seed):
+    """World(seed=-1) / reset(-1) gave numpy's "expected non-negative integer", 1.5 a SeedSequence
+    TypeError, and True (or [1, 2]) was accepted (metrics()["seed"] True). A ValueError names seed and
+    the allowed values now, before anything changes."""
+    with pytest.raises(ValueError, match=r"seed must be None or an integer >= 0 \(numpy integers too; not a bool\), "
+                                         rf"got {re.escape(repr(seed))}"):
+        World(WorldConfig.preset("recall", "easy"), seed=seed)
+    w = World(WorldConfig.preset("recall", "easy"), seed=0)
+    w.apply(Op.WRITE)
+    w.advance()
+    before = pickle.dumps(w)
+    with pytest.raises(ValueError, match="seed must be None or an integer >= 0"):
+        w.reset(seed)
+    assert pickle.dumps(w) == before
+
+
+def test_numpy_integer_seeds_are_the_int_seeds():
+    a, b = World(WorldConfig.preset("recall", "easy"), seed=np.int64(7)), World(WorldConfig.preset("recall", "easy"),
+                                                                              seed=7)
+    assert a.seed == 7 and type(a.seed) is int and a.metrics()["seed"] == 7
+    assert [e.text for e in a.privileged.script] == [e.text for e in b.privileged.script]
+    a.reset(np.uint32(5))
+    b.reset(5)
+    assert a.seed == 5 and type(a.seed) is int
+    assert [e.text for e in a.privileged.script] == [e.text for e in b.privileged.script]
+    assert World(WorldConfig.preset("recall", "easy")).seed is None

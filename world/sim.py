@@ -250,6 +250,7 @@ class World:
 
     def __init__(self, config: WorldConfig | None = None, seed: int | None = None, *, embedder=None,
                  reader: Reader | None = None):
+        seed = _check_seed(seed)
         if config is None:
             config = WorldConfig()
         if not isinstance(config, WorldConfig):
@@ -266,9 +267,12 @@ class World:
     # ------------------------------------------------------------------ lifecycle
     def reset(self, seed: int | None = None) -> Event:
         """Start a new episode. With a seed the episode is a pure function of (config, seed);
-        without one the world's generator continues (a fresh, different episode)."""
+        without one the world's generator continues (a fresh, different episode). ``seed``: None or an
+        integer >= 0 (numpy integers too; not a bool); anything else is a ValueError naming it, raised
+        before anything changes."""
         from world.memory import MemoryStore
 
+        seed = _check_seed(seed)
         cfg = self.config
         if seed is not None:
             self._rng = np.random.default_rng(seed)
@@ -852,6 +856,17 @@ class World:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._embedder = _embedder_from_pickle(self._embedder)
+
+
+def _check_seed(seed) -> int | None:
+    """``seed`` as a Python int (or None); a ValueError naming it unless it is None or an integer >= 0.
+    numpy said "expected non-negative integer" for -1 and a SeedSequence TypeError for 1.5, and took
+    True (and lists) as seeds, which then stood in metrics()["seed"]."""
+    if seed is None:
+        return None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)) and seed >= 0:
+        return int(seed)
+    raise ValueError(f"seed must be None or an integer >= 0 (numpy integers too; not a bool), got {seed!r}")
 
 
 def _as_op(op) -> Op | None:
