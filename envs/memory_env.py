@@ -158,7 +158,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     masked pair can still be invalid (e.g. REFLECT on a slot holding a semantic rule);
     `env.action_mask_pairs()` gives the (7, K) pair mask. Masks read only what an agent can
     see: REFLECT is allowed on any episode, and one whose target turns out to have no cluster
-    (>= 2 live episodes on its hidden subject and relation) is refused after the fact.
+    (>= 2 live, not superseded episodes on its hidden subject and relation) is refused after the fact.
     An invalid action is never an error: it is a NOOP with the world's small `invalid` penalty and
     `info["invalid_action"] = True` (with `info["invalid_reason"]`).
 

@@ -872,3 +872,41 @@ def test_numpy_integer_seeds_are_the_int_seeds():
     assert a.seed == 5 and type(a.seed) is int
     assert [e.text for e in a.privileged.script] == [e.text for e in b.privileged.script]
     assert World(WorldConfig.preset("recall", "easy")).seed is None
+
+
+def _jules(w, ops):
+    """Update-Easy seed 0: event 1 "Jules's car is a Renault.", 4 its repeat, 7 "Jules traded the old
+    car for an Opel."; ``ops`` maps an event index to a function of the ids so far -> (op, target)."""
+    ids = {}
+    while w.event.index < 9:
+        i = w.event.index
+        if i in ops:
+            op, target = ops[i](ids)
+            ids[i] = w.apply(op, target).memory_id
+        else:
+            w.apply(Op.NOOP)
+        w.advance()
+    return ids
+
+
+def test_reflect_counts_no_superseded_version():
+    """REFLECT's cluster took superseded versions: WRITE "Jules's car is a Renault.", UPDATE it with
+    "... an Opel", REFLECT the new version -> the world wrote "Jules's car is usually Renault." (the
+    value the agent marked outdated, winning the tie as the earliest). A cluster is the active memories
+    of the subject and relation now: here only one, so nothing to consolidate."""
+    w = World(WorldConfig.preset("update", "easy"), seed=0)
+    ids = _jules(w, {1: lambda ids: (Op.WRITE, None), 7: lambda ids: (Op.UPDATE, ids[1])})
+    assert not w.store.get(ids[1]).active and w.store.get(ids[7]).active
+    assert w.is_valid(Op.REFLECT, ids[7]) == (True, None)  # (the visible rules: the cluster is hidden)
+    assert not w.privileged.can_reflect(ids[7]) and not w.privileged.can_reflect(ids[1])
+    n = len(w.store)
+    out = w.apply(Op.REFLECT, ids[7])
+    assert (out.valid, out.invalid_reason, out.memory_id) == (False, NO_CLUSTER, None) and len(w.store) == n
+    # the repeat kept active next to the new version: a cluster of those two, the old version left out
+    w = World(WorldConfig.preset("update", "easy"), seed=0)
+    ids = _jules(w, {1: lambda ids: (Op.WRITE, None), 4: lambda ids: (Op.WRITE, None),
+                     7: lambda ids: (Op.UPDATE, ids[1])})
+    out = w.apply(Op.REFLECT, ids[7])
+    rule = w.store.get(out.memory_id)
+    assert out.valid and sorted(rule.derived_from) == sorted([ids[4], ids[7]])
+    assert w.privileged.payload(out.memory_id)["derived_events"] == [4, 7]

@@ -11,8 +11,8 @@ Lifecycle::
 Operations (:class:`Op`): NOOP; WRITE (store the current event; never supersedes: the world gives
 no key); UPDATE(target) (store the current event as the new version of the target's chain);
 LINK(target) (store the current event with a typed edge to the target); REFLECT(target)
-(consolidate the live episodes about the target's subject and relation into a semantic rule: the
-majority value); QUERY (retrieve with the event text: answers a question event, otherwise only
+(consolidate the live, not superseded episodes about the target's subject and relation into a
+semantic rule: the majority value); QUERY (retrieve with the event text: answers a question event, otherwise only
 rehearses, bumping ACT-R activation of what it retrieves); FORGET(target) (hard erasure of the
 target and its version chain). An op is an :class:`Op`, its int value (numpy's too) or its decimal
 string; anything else (a float, a bool) is an unknown op. An invalid operation (unknown op or
@@ -236,8 +236,8 @@ _new_event = object.__new__
 
 #: The reason ``World.apply`` gives when it refuses a REFLECT whose target has no cluster (known only
 #: after acting: the masks do not say it, see ``World.is_valid``).
-NO_CLUSTER = ("REFLECT found nothing to consolidate: the target has no cluster (>= 2 live episodes on one "
-              "subject and relation)")
+NO_CLUSTER = ("REFLECT found nothing to consolidate: the target has no cluster (>= 2 live, not superseded "
+              "episodes on one subject and relation)")
 
 #: Payload kinds of the memories a REFLECT consolidates (and of the events whose rules it can write).
 #: Not "ref": a referring statement's subject is its description ("That employer ..."), and two
@@ -420,7 +420,7 @@ class World:
         semantic). The env's action masks are these rules.
 
         One rule reads hidden data and so is not part of it: REFLECT consolidates the target's
-        *cluster* (the live episodes stating its hidden subject and relation), and a target without
+        *cluster* (the live, not superseded episodes stating its hidden subject and relation), and a target without
         one (a lone fact, chit-chat, a reference) is refused by ``apply`` as an invalid action, after
         the fact. Deciding it here would show agents, before they act, which memories share a hidden
         (subject, relation) and which are chit-chat. Privileged code asks
@@ -583,13 +583,17 @@ class World:
         return len(self._cluster(target)) >= 2
 
     def _cluster(self, target: str) -> list[str]:
+        """The live, active episodes of the target's (subject, relation) whose kind consolidates. Not a
+        superseded version: its value is one the agent marked outdated (UPDATE), and counting it made
+        "Jules's car is usually Renault." of a Renault updated to an Opel."""
         p = self._payloads.get(target)
         kinds = CLUSTER_KINDS
         if not p or p.get("kind") not in kinds:
             return []
         episodic = self.store.episodic
         ids = self._by_key.get((p.get("subject"), p.get("relation")), {})
-        return [mid for mid in ids if mid in episodic and self._payloads[mid].get("kind") in kinds]
+        return [mid for mid in ids if mid in episodic and episodic[mid].active
+                and self._payloads[mid].get("kind") in kinds]
 
     def _reflect(self, target: str, out: Outcome) -> None:
         cluster = self._cluster(target)
@@ -1101,7 +1105,7 @@ class OracleAccess:
 
     def can_reflect(self, memory_id: str) -> bool:
         """Whether ``apply(REFLECT, memory_id)`` would consolidate something now: admissible
-        (``World.is_valid``) and with a hidden cluster of >= 2 live episodes."""
+        (``World.is_valid``) and with a hidden cluster of >= 2 live, not superseded episodes."""
         w = self._w
         return w.is_valid(Op.REFLECT, memory_id)[0] and w._has_cluster(memory_id)
 
