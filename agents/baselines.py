@@ -56,7 +56,7 @@ def _store_feature(observation: dict, name: str) -> float:
 def consolidatable(target: Candidate, cands: list[Candidate]) -> bool:
     """A visible guess at whether REFLECT on ``target`` finds a cluster: another visible episode
     shares a subject word and a topic word with it (``world.keys``, read from the texts only). The
-    world's rule (>= 2 live episodes on one hidden subject and relation) is not shown to agents; a
+    world's rule (>= 2 live, not superseded episodes on one hidden subject and relation) is not shown to agents; a
     REFLECT without a cluster is a penalised no-op. Over the (step, candidate episode) pairs of
     Life-Easy played by write_all (seeds 0-3; 3,044 pairs) the guess said yes 691 times, 431 of them
     right (62%), and found 431 of the 752 episodes with a cluster (57%)."""

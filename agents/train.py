@@ -1103,7 +1103,8 @@ def _row_accuracy(row: dict) -> float:
     if "accuracy" in row and row["accuracy"] is not None:
         return float(row["accuracy"])
     metrics = row.get("metrics") or {}
-    return float(metrics.get("accuracy", float("nan")))
+    value = metrics.get("accuracy")  # (None: the world's metrics of an episode without questions)
+    return float("nan") if value is None else float(value)
 
 
 def _episode_bar(total: int, desc: str, enabled: bool | None):

@@ -158,7 +158,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     masked pair can still be invalid (e.g. REFLECT on a slot holding a semantic rule);
     `env.action_mask_pairs()` gives the (7, K) pair mask. Masks read only what an agent can
     see: REFLECT is allowed on any episode, and one whose target turns out to have no cluster
-    (>= 2 live episodes on its hidden subject and relation) is refused after the fact.
+    (>= 2 live, not superseded episodes on its hidden subject and relation) is refused after the fact.
     An invalid action is never an error: it is a NOOP with the world's small `invalid` penalty and
     `info["invalid_action"] = True` (with `info["invalid_reason"]`).
 
@@ -208,7 +208,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     1. Termination: never (`terminated` is always False).
     2. Truncation: after `config.horizon` events (a Python `bool`); `MemGym/Life-Endless-v0` never
        ends. The last step's `info["metrics"]` holds the world's episode metrics (accuracy, per-verdict
-       counts, live memories, operations used).
+       counts, live memories, operations used; the per-question rates are None without questions).
 
     ## Arguments
 
@@ -530,7 +530,14 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         difficulty = options.get("difficulty", self.config.difficulty)
         if family == self.config.family and difficulty == self.config.difficulty:
             return None
-        cfg = resolve_config(f"{family}-{difficulty}", **self._overrides)
+        cfg = resolve_config(f"{family}-{difficulty}")  # (a bad name raises here, as it is)
+        try:
+            cfg = cfg.replace(**self._overrides) if self._overrides else cfg
+        except ConfigError as exc:
+            # the env's overrides go over the new preset, and one may not fit it (a life env's mix on
+            # recall): say that the value came from the env, not from these options
+            raise ConfigError(f"reset options family={family!r}, difficulty={difficulty!r}: this env's overrides "
+                              f"{self._overrides!r} do not fit that world: {exc}; make a new env for it") from None
         self._check_spaces(cfg, f"reset options family={family!r}, difficulty={difficulty!r}")
         return cfg
 

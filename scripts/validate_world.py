@@ -138,7 +138,8 @@ def run(families, difficulties, seeds, progress=True) -> tuple[dict, dict]:
             accs, rets = [], []
             for s in seeds:
                 m = play(cfg, s, make_policy(pol, s))
-                accs.append(m["accuracy"])
+                # (None: an episode without questions; NaN, as the bench writes it)
+                accs.append(math.nan if m["accuracy"] is None else m["accuracy"])
                 rets.append(m["return"])
                 if bar is not None:
                     bar.update()

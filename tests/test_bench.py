@@ -353,3 +353,27 @@ def test_an_episode_without_evidence_has_no_evidence_recall_anywhere():
     with_ev = evaluate("oracle", "MemGym/Abstention-Easy-v0", [10_000])[0]
     overall = bench.summarise([{**row, "episode": 0}, {**with_ev, "episode": 1}])["agents"]["oracle"]["overall"]
     assert overall["evidence_recall"] == pytest.approx(with_ev["evidence_recall"])
+
+
+def test_an_episode_without_questions_runs_through_the_bench_and_the_training_readers(tmp_path):
+    """Recall-Easy cut at 10 events: the two evaluation seeds 10000 and 10001 ask nothing. The world's
+    per-question rates are None there (they said 0.0); `memgym bench` writes its rows (NaN, null in
+    results.json), tables and plot without formatting a None, and the training pipeline's readers of
+    accuracy give no number (NaN, not 0)."""
+    from agents.cli import main
+    from agents.train import _accuracy_from_info, _row_accuracy
+
+    out = tmp_path / "b"
+    buf = io.StringIO()
+    assert main(["bench", "--agents", "oracle,write_all", "--families", "recall", "--difficulties", "easy",
+                 "--seeds", "2", "--set", "horizon=10", "--workers", "1", "--out", str(out), "--no-progress"],
+                out=buf) == 0
+    rows = report.load_results(out)["episodes"]
+    assert len(rows) == 6 and all(r["questions"] == 0 for r in rows)
+    for r in rows:
+        assert r["accuracy"] is None and r["leak_rate"] is None  # (NaN, written as null)
+        assert all(r["world_metrics"][k] is None for k in ("accuracy", "stale_rate", "hallucination_rate",
+                                                           "leak_rate", "evidence_recall"))
+        assert math.isnan(_row_accuracy({"metrics": r["world_metrics"]}))
+        assert _accuracy_from_info({"metrics": r["world_metrics"]}) is None
+    assert "| oracle " in buf.getvalue() and (out / "leaderboard.md").exists()

@@ -136,3 +136,38 @@ def test_nan_and_inf_are_refused_in_every_number_field():
         for bad in (math.nan, math.inf, -math.inf):
             with pytest.raises(ConfigError, match=f"^{name}: must be"):
                 base.replace(**{name: bad})
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "life"])
+def test_only_life_mixes_families(family):
+    """A mix on another family was accepted and used: gym.make("MemGym/Recall-Easy-v0",
+    mix={"erasure": 1.0}) ran erasure threads under the name recall-easy. Refused now, naming mix and
+    the allowed value; the family's own weight (or no mix) stays valid."""
+    other = "erasure" if family != "erasure" else "recall"
+    base = WorldConfig.preset(family, "easy")
+    for mix in ({other: 1.0}, {family: 1.0, other: 0.5}, {family: 1.0, other: 0.0}):
+        with pytest.raises(ConfigError, match=rf"mix: only the life family mixes families; {family} allows "
+                                              rf"\{{'{family}': <weight>\}} or no mix, got "):
+            base.replace(mix=mix)
+        with pytest.raises(ConfigError, match="mix: only the life family"):
+            WorldConfig.from_dict({"family": family, "mix": mix})
+    assert base.mix == {family: 1.0}
+    assert base.replace(mix={family: 3}).mix == {family: 3.0}
+    assert base.replace(mix={}).mix == {}
+    assert WorldConfig.preset("life", "easy").replace(mix={family: 1.0, other: 2.0}).mix == {family: 1.0, other: 2.0}
+
+
+def test_to_dict_copies_the_tables():
+    """config.py defined _plain twice, the second (without dict recursion) shadowing the first, so
+    to_dict() returned the config's own rewards and mix: writing into the result changed the frozen
+    config and its hash."""
+    cfg = WorldConfig.preset("life", "easy")
+    h = hash(cfg)
+    d = cfg.to_dict()
+    d["rewards"]["correct"] = 50.0
+    d["mix"]["recall"] = 0.0
+    assert cfg.rewards["correct"] == DEFAULT_REWARDS["correct"] and cfg.mix["recall"] == 1.0
+    assert hash(cfg) == h and cfg == WorldConfig.preset("life", "easy")
+    again = cfg.to_dict()
+    assert again["rewards"] is not cfg.rewards and again["mix"] is not cfg.mix
+    assert WorldConfig(**again) == cfg

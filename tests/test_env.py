@@ -506,3 +506,17 @@ def test_bench_env_quick_prints_the_table():
     rate = float(rows["MemGym/Life-Easy-v0"].split("|")[2].replace(",", ""))
     assert rate > 0
     assert rows["MemGym/Life-Easy-v0"].rstrip().endswith(("| yes |", "| NO |"))
+
+
+def test_an_episode_without_questions_ends_with_none_rates():
+    """A Recall-Easy episode cut at 10 events (reset seed 10000 asks nothing): the final info's metrics
+    give the per-question rates as None, not 0.0."""
+    env = gym.make("MemGym/Recall-Easy-v0", horizon=10)
+    env.reset(seed=10_000)
+    truncated, info = False, {}
+    while not truncated:
+        _, _, _, truncated, info = env.step(np.array([Op.WRITE, 0]))
+        assert "question" not in info
+    m = info["metrics"]
+    assert m["questions"] == 0 and m["events"] == 10
+    assert all(m[k] is None for k in ("accuracy", "stale_rate", "hallucination_rate", "leak_rate", "evidence_recall"))

@@ -520,3 +520,20 @@ def test_unflatten_action_maps_every_flat_action_in_range():
             assert out.tolist() == [a // k, a % k]
             seen.add(a)
     assert len(seen) == 7 * k - 3 * (k - 1)
+
+
+def test_a_mix_is_refused_on_a_non_life_env_and_on_a_reset_switch_away_from_life():
+    """gym.make("MemGym/Recall-Easy-v0", mix={"erasure": 1.0}) ran erasure threads under the name
+    recall-easy. Refused; and a life env's mix override refuses a reset switch to another family
+    (it would mix families there) before anything changes, naming mix."""
+    with pytest.raises(ConfigError, match="mix: only the life family mixes families; recall allows"):
+        gym.make("MemGym/Recall-Easy-v0", mix={"erasure": 1.0})
+    a, b = (MemoryEnv("life-easy", mix={"recall": 1.0, "erasure": 1.0}) for _ in range(2))
+    a.reset(seed=3)
+    b.reset(seed=3)
+    with pytest.raises(ConfigError, match="reset options family='recall'.*mix: only the life family mixes families"):
+        a.reset(seed=5, options={"family": "recall"})
+    assert a.config == b.config and a.config.family == "life"
+    assert _digest(a, 60) == _digest(b, 60)  # same episode, same RNG (nothing was reseeded)
+    a.reset(seed=0, options={"difficulty": "medium"})  # life to life keeps the mix
+    assert a.config == WorldConfig.preset("life", "medium").replace(mix={"recall": 1.0, "erasure": 1.0})

@@ -434,3 +434,30 @@ def test_event_texts_use_a_and_an_and_fitting_animal_noises():
     assert set(noises) <= {("dog", "barking"), ("cat", "meowing"), ("parrot", "squawking"), ("goose", "honking"),
                            ("rooster", "crowing")}
     assert len(noises) >= 3
+
+
+@pytest.mark.parametrize("horizon, sessions, lengths", [
+    (100, 3, [34, 34, 32]),  # life-easy
+    (250, 4, [63, 63, 63, 61]),  # life-medium
+    (600, 6, [100] * 6),  # life-hard
+    (12, 5, [3, 3, 3, 3]),  # fewer sessions than asked
+    (10, 20, [1] * 10),
+])
+def test_sessions_follow_the_documented_rule(horizon, sessions, lengths):
+    """The docs said the episode is cut into `sessions` equal sessions; the generator cuts it into
+    sessions of ceil(horizon / sessions) events, the last one taking the rest (so fewer sessions, or a
+    shorter last one, when horizon is no multiple of sessions). Spreading the events evenly instead
+    would change the life-easy and life-medium scripts, so the rule is now documented as it is."""
+    cfg = WorldConfig.preset("life", "easy").replace(horizon=horizon, sessions=sessions)
+    ev = generate_script(cfg, 0)
+    assert list(Counter(e.session for e in ev).values()) == lengths
+    assert all(e.session == e.index // -(-horizon // sessions) for e in ev)
+    assert all(e.step == e.index + e.session * cfg.session_gap for e in ev)
+
+
+def test_endless_sessions_are_session_len_events():
+    cfg = WorldConfig.preset("life", "endless")
+    gen = ScriptGenerator(cfg, np.random.default_rng(0))
+    gen.extend(n_events=400)
+    assert all(e.session == e.index // cfg.session_len for e in gen.events)
+    assert all(e.step == e.index + e.session * cfg.session_gap for e in gen.events)

@@ -1,6 +1,7 @@
 """The World: determinism across processes, operations, invalid ops, grading, snapshots, views."""
 
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -773,3 +774,139 @@ def test_a_duplicate_reflect_is_reported_counted_and_keeps_the_rule_payload():
     assert rule == payload_before
     members = w.store.get(second.memory_id).derived_from
     assert sorted(acc.payload(m)["event"] for m in members if acc.payload(m)) == rule["derived_events"]
+
+
+@pytest.mark.parametrize("reason", [None, "bad text command"])
+def test_a_second_op_books_only_the_invalid_term_whatever_its_reason(reason):
+    """apply's "already applied" early return compared the reason string, so a second op that came
+    with a caller's ``invalid_reason`` (a wrapper's malformed text command) went through: it was charged
+    the storage cost again and, on the last event, the cut-off erasure requests were checked again
+    (Erasure-Easy seed 2: request_leaks 6 and leak -22.0 instead of 3 and -16.0)."""
+    cfg = WorldConfig.preset("erasure", "easy")
+    w = World(cfg, seed=2)
+    while w.event.index < cfg.horizon - 1:
+        k = w.event.kind
+        w.apply(Op.WRITE if k == "statement" else Op.QUERY if k == "question" else Op.NOOP)
+        w.advance()
+    first = w.apply(Op.NOOP)
+    before = w.metrics()
+    second = w.apply(Op.NOOP, invalid_reason=reason)
+    assert len(first.request_leaks) == 3 and first.reward_terms["storage_cost"] < 0
+    assert not second.valid and second.request_leaks == []
+    assert second.invalid_reason == (reason or "an operation was already applied to this event")
+    assert second.reward_terms == {**dict.fromkeys(REWARD_TERMS, 0.0), "invalid": cfg.rewards["invalid"]}
+    after = w.metrics()
+    assert after["invalid"] == before["invalid"] + 1 and after["request_leaks"] == before["request_leaks"] == 3
+    assert after["reward_terms"] == {**before["reward_terms"],
+                                     "invalid": before["reward_terms"]["invalid"] + cfg.rewards["invalid"]}
+    w.advance()
+    m = w.metrics()
+    assert w.done and m["request_leaks"] == 3 and m["reward_terms"]["leak"] == pytest.approx(cfg.rewards["leaked"] * 8)
+    # and after the episode: a no-op booking only the penalty
+    late = w.apply(Op.WRITE, invalid_reason=reason)
+    assert late.reward_terms == second.reward_terms and w.metrics()["reward_terms"]["storage_cost"] == \
+        m["reward_terms"]["storage_cost"]
+
+
+@pytest.mark.parametrize("op", [True, False, np.bool_(True), 1.9, 1.0, -0.5, 6.99, np.float64(1.0), "1.9", None,
+                                [1], 9, -1])
+def test_an_op_that_is_no_op_is_invalid_and_changes_nothing(op):
+    """is_valid / apply coerced ops with Op(int(op)): 1.9 and True were a WRITE, -0.5 a NOOP. Only Op
+    members, ints (numpy's too; not bools) and their decimal strings name an op; the rest is an
+    unknown op: an invalid no-op that stores nothing."""
+    w = World(WorldConfig.preset("recall", "easy"), seed=0)
+    ok, reason = w.is_valid(op)
+    assert not ok and reason.startswith(f"unknown op {op!r}; ops are Op members or their int values")
+    out = w.apply(op)
+    assert (out.valid, out.invalid_reason, out.op, out.memory_id) == (False, reason, Op.NOOP, None)
+    assert len(w.store) == 0 and w.metrics()["invalid"] == 1 and sum(w.metrics()["ops"].values()) == 0
+
+
+@pytest.mark.parametrize("op", [Op.WRITE, 1, np.int64(1), np.uint8(1), "1"])
+def test_ops_are_op_members_ints_and_their_strings(op):
+    w = World(WorldConfig.preset("recall", "easy"), seed=0)
+    assert w.is_valid(op) == (True, None)
+    out = w.apply(op)
+    assert out.valid and out.op is Op.WRITE and out.memory_id in w.store
+
+
+def test_per_question_rates_are_none_in_an_episode_without_questions():
+    """Recall-Easy cut at 10 events, seed 0, asks nothing: accuracy, stale / hallucination / leak rate
+    said 0.0 (an agent that answered everything wrong) next to evidence_recall None. They are None
+    now, as the bench's NaN; the counts stay 0."""
+    w = World(WorldConfig.preset("recall", "easy").replace(horizon=10), seed=0)
+    while not w.done:
+        w.apply(Op.WRITE)
+        w.advance()
+    m = w.metrics()
+    assert m["questions"] == 0 and sum(m["verdicts"].values()) == 0 and m["by_family"] == {}
+    assert [m[k] for k in ("accuracy", "stale_rate", "hallucination_rate", "leak_rate", "evidence_recall")] == \
+        [None] * 5
+    assert m["leaks"] == 0 and m["writes"] == 10
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, 2.0, "3", True, np.bool_(False), [1, 2], np.float64(4.0)])
+def test_a_bad_seed_is_refused_naming_seed_and_changes_nothing(seed):
+    """World(seed=-1) / reset(-1) gave numpy's "expected non-negative integer", 1.5 a SeedSequence
+    TypeError, and True (or [1, 2]) was accepted (metrics()["seed"] True). A ValueError names seed and
+    the allowed values now, before anything changes."""
+    with pytest.raises(ValueError, match=r"seed must be None or an integer >= 0 \(numpy integers too; not a bool\), "
+                                         rf"got {re.escape(repr(seed))}"):
+        World(WorldConfig.preset("recall", "easy"), seed=seed)
+    w = World(WorldConfig.preset("recall", "easy"), seed=0)
+    w.apply(Op.WRITE)
+    w.advance()
+    before = pickle.dumps(w)
+    with pytest.raises(ValueError, match="seed must be None or an integer >= 0"):
+        w.reset(seed)
+    assert pickle.dumps(w) == before
+
+
+def test_numpy_integer_seeds_are_the_int_seeds():
+    a, b = World(WorldConfig.preset("recall", "easy"), seed=np.int64(7)), World(WorldConfig.preset("recall", "easy"),
+                                                                              seed=7)
+    assert a.seed == 7 and type(a.seed) is int and a.metrics()["seed"] == 7
+    assert [e.text for e in a.privileged.script] == [e.text for e in b.privileged.script]
+    a.reset(np.uint32(5))
+    b.reset(5)
+    assert a.seed == 5 and type(a.seed) is int
+    assert [e.text for e in a.privileged.script] == [e.text for e in b.privileged.script]
+    assert World(WorldConfig.preset("recall", "easy")).seed is None
+
+
+def _jules(w, ops):
+    """Update-Easy seed 0: event 1 "Jules's car is a Renault.", 4 its repeat, 7 "Jules traded the old
+    car for an Opel."; ``ops`` maps an event index to a function of the ids so far -> (op, target)."""
+    ids = {}
+    while w.event.index < 9:
+        i = w.event.index
+        if i in ops:
+            op, target = ops[i](ids)
+            ids[i] = w.apply(op, target).memory_id
+        else:
+            w.apply(Op.NOOP)
+        w.advance()
+    return ids
+
+
+def test_reflect_counts_no_superseded_version():
+    """REFLECT's cluster took superseded versions: WRITE "Jules's car is a Renault.", UPDATE it with
+    "... an Opel", REFLECT the new version -> the world wrote "Jules's car is usually Renault." (the
+    value the agent marked outdated, winning the tie as the earliest). A cluster is the active memories
+    of the subject and relation now: here only one, so nothing to consolidate."""
+    w = World(WorldConfig.preset("update", "easy"), seed=0)
+    ids = _jules(w, {1: lambda ids: (Op.WRITE, None), 7: lambda ids: (Op.UPDATE, ids[1])})
+    assert not w.store.get(ids[1]).active and w.store.get(ids[7]).active
+    assert w.is_valid(Op.REFLECT, ids[7]) == (True, None)  # (the visible rules: the cluster is hidden)
+    assert not w.privileged.can_reflect(ids[7]) and not w.privileged.can_reflect(ids[1])
+    n = len(w.store)
+    out = w.apply(Op.REFLECT, ids[7])
+    assert (out.valid, out.invalid_reason, out.memory_id) == (False, NO_CLUSTER, None) and len(w.store) == n
+    # the repeat kept active next to the new version: a cluster of those two, the old version left out
+    w = World(WorldConfig.preset("update", "easy"), seed=0)
+    ids = _jules(w, {1: lambda ids: (Op.WRITE, None), 4: lambda ids: (Op.WRITE, None),
+                     7: lambda ids: (Op.UPDATE, ids[1])})
+    out = w.apply(Op.REFLECT, ids[7])
+    rule = w.store.get(out.memory_id)
+    assert out.valid and sorted(rule.derived_from) == sorted([ids[4], ids[7]])
+    assert w.privileged.payload(out.memory_id)["derived_events"] == [4, 7]

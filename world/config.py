@@ -118,9 +118,14 @@ class WorldConfig:
 
     - ``family`` / ``difficulty``: task family (:data:`FAMILIES`) and preset level (:data:`DIFFICULTIES`).
     - ``horizon``: events per episode; ``None`` = endless (only with difficulty ``endless``).
-    - ``sessions``, ``session_gap``: the episode is cut into ``sessions`` equal sessions; between two
+    - ``sessions``, ``session_gap``: a fixed-horizon episode is cut into sessions of
+      ``ceil(horizon / sessions)`` events (event ``i`` is in session ``i // ceil(horizon / sessions)``),
+      the last one taking the rest: ``sessions`` equal sessions when ``horizon`` is a multiple of
+      ``sessions`` (life-hard: 6 x 100), else a shorter last one (life-easy: 34, 34, 32; life-medium:
+      63, 63, 63, 61) or fewer sessions than asked (horizon 12, sessions 5: 4 of 3). Between two
       sessions the clock jumps ``session_gap`` steps (decay happens, nothing is said).
-      ``session_len`` is the session length used by endless worlds.
+      ``session_len`` is the session length of endless worlds (with or without a horizon; they
+      ignore ``sessions``); fixed-horizon worlds ignore it.
     - ``n_entities``: people drawn for the episode (companies and places are drawn as needed).
     - ``capacity``: max live memories; creating ops beyond it are invalid.
     - ``top_k``: retrieval depth of QUERY and the reader. ``n_candidates`` (K): candidate targets
@@ -138,7 +143,9 @@ class WorldConfig:
       ``episodes`` (habit episodes per consolidation cluster).
     - ``chunk``, ``level_up``: endless worlds generate ``chunk`` events at a time and raise the level
       when the accuracy on the last chunk reaches ``level_up``.
-    - ``mix``: family -> weight of threads (``life`` mixes several; others use only their own).
+    - ``mix``: family -> weight of threads. ``life`` mixes several (it needs a mix); another family
+      runs only its own threads, so its mix may name only itself (``{family: w}`` or empty): a mix of
+      other families would run their threads under this family's name.
     - ``rewards``: weights of the reward terms (keys of :data:`DEFAULT_REWARDS`).
     """
 
@@ -176,10 +183,6 @@ class WorldConfig:
             value = _plain(getattr(self, f.name))
             _check(f.name, value)
             object.__setattr__(self, f.name, value)
-        for name in ("mix", "rewards"):
-            table = getattr(self, name)
-            if isinstance(table, dict):
-                object.__setattr__(self, name, {k: _plain(v) for k, v in table.items()})
         if self.delay_max < self.delay_min:
             raise ConfigError(f"delay_max ({self.delay_max}) must be >= delay_min ({self.delay_min})")
         if self.horizon is None and self.difficulty != "endless":
@@ -193,6 +196,12 @@ class WorldConfig:
                 raise ConfigError(f"mix.{k}: must be a number in [0, 100], got {v!r}")
         if self.mix and sum(self.mix.values()) <= 0:
             raise ConfigError("mix: weights must not all be zero")
+        if self.family != "life" and set(self.mix) - {self.family}:
+            # the generator draws threads from mix whatever the family: another family's threads would
+            # run under this family's name (recall-easy playing erasure threads)
+            raise ConfigError(f"mix: only the life family mixes families; {self.family} allows "
+                              f"{{'{self.family}': <weight>}} or no mix, got {self.mix!r} (a mix of families: "
+                              f"WorldConfig.preset('life', ...) with mix=...)")
         if self.family == "life" and not self.mix:  # the other families use their own threads
             raise ConfigError(f"mix: the life family draws its threads from mix, which is empty; give weights "
                               f"for some of {list(MIX_FAMILIES)} (or use WorldConfig.preset('life', ...))")
@@ -277,7 +286,8 @@ class WorldConfig:
         return dataclasses.replace(self, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON/YAML-able dict; ``WorldConfig(**cfg.to_dict()) == cfg``."""
+        """Plain JSON/YAML-able dict of new containers (changing it leaves the config as it is);
+        ``WorldConfig(**cfg.to_dict()) == cfg``."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def to_yaml(self, path: str | Path | None = None) -> str:
@@ -303,12 +313,6 @@ class WorldConfig:
         return hash(tuple(sorted((k, repr(v)) for k, v in self.to_dict().items())))
 
 
-def _plain(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
-
-
 def _check_keys(data: dict) -> None:
     allowed = [f.name for f in dataclasses.fields(WorldConfig)]
     for k in data:
@@ -318,9 +322,13 @@ def _check_keys(data: dict) -> None:
 
 def _plain(value: Any) -> Any:
     """A numpy number as the Python int or float it stands for (``np.int64(10)`` from a sweep over
-    ``np.arange`` is 10); anything else as it is (bools, numpy's too, stay refused by the checks)."""
+    ``np.arange`` is 10); a dict as a new dict of plain values (so that ``to_dict`` hands out copies:
+    the config's own ``mix`` and ``rewards`` are part of a frozen, hashed value); anything else as it
+    is (bools, numpy's too, stay refused by the checks)."""
     if type(value) in (int, float, bool, str):  # (the common case first)
         return value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
         return int(value)
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):

@@ -198,6 +198,8 @@ class ScriptGenerator:
         if config.endless:
             self.session_len = config.session_len
         else:
+            # sessions of ceil(horizon / sessions) events, the last taking the rest (as WorldConfig
+            # documents): an even spread would change the life-easy and life-medium scripts
             self.session_len = -(-config.horizon // config.sessions)
             self._window(0, config.horizon)
 

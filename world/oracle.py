@@ -183,10 +183,10 @@ class Oracle:
 
     @staticmethod
     def _gold_cluster(world: World, q: dict) -> list[str] | None:
-        """The live episodes of ``q``'s habit when REFLECT on them gives the answer of the habit's
-        question (their majority is the gold), else None."""
+        """The live, not superseded episodes of ``q``'s habit (what REFLECT consolidates) when REFLECT on
+        them gives the answer of the habit's question (their majority is the gold), else None."""
         acc = world.privileged
-        cluster = acc.find(q["subject"], q["relation"], kinds={"episode"})
+        cluster = [m for m in acc.find(q["subject"], q["relation"], kinds={"episode"}) if world.store.get(m).active]
         if len(cluster) < 2 or _majority([acc.payload(m) for m in cluster]) != _gold(world, q):
             return None
         return cluster

@@ -11,11 +11,13 @@ Lifecycle::
 Operations (:class:`Op`): NOOP; WRITE (store the current event; never supersedes: the world gives
 no key); UPDATE(target) (store the current event as the new version of the target's chain);
 LINK(target) (store the current event with a typed edge to the target); REFLECT(target)
-(consolidate the live episodes about the target's subject and relation into a semantic rule: the
-majority value); QUERY (retrieve with the event text: answers a question event, otherwise only
+(consolidate the live, not superseded episodes about the target's subject and relation into a
+semantic rule: the majority value); QUERY (retrieve with the event text: answers a question event, otherwise only
 rehearses, bumping ACT-R activation of what it retrieves); FORGET(target) (hard erasure of the
-target and its version chain). An invalid operation (unknown target, full store, a second op on
-the same event, ...) is a no-op with ``Outcome.valid = False`` and the ``invalid`` reward term.
+target and its version chain). An op is an :class:`Op`, its int value (numpy's too) or its decimal
+string; anything else (a float, a bool) is an unknown op. An invalid operation (unknown op or
+target, full store, a second op on the same event, ...) is a no-op with ``Outcome.valid = False``
+and the ``invalid`` reward term.
 
 The world owns the hidden payloads: ``memory_id -> payload`` for every memory an operation made,
 dropped when the memory is swept or erased. Only the reader, the grader and the privileged oracle
@@ -234,8 +236,8 @@ _new_event = object.__new__
 
 #: The reason ``World.apply`` gives when it refuses a REFLECT whose target has no cluster (known only
 #: after acting: the masks do not say it, see ``World.is_valid``).
-NO_CLUSTER = ("REFLECT found nothing to consolidate: the target has no cluster (>= 2 live episodes on one "
-              "subject and relation)")
+NO_CLUSTER = ("REFLECT found nothing to consolidate: the target has no cluster (>= 2 live, not superseded "
+              "episodes on one subject and relation)")
 
 #: Payload kinds of the memories a REFLECT consolidates (and of the events whose rules it can write).
 #: Not "ref": a referring statement's subject is its description ("That employer ..."), and two
@@ -248,6 +250,7 @@ class World:
 
     def __init__(self, config: WorldConfig | None = None, seed: int | None = None, *, embedder=None,
                  reader: Reader | None = None):
+        seed = _check_seed(seed)
         if config is None:
             config = WorldConfig()
         if not isinstance(config, WorldConfig):
@@ -264,9 +267,12 @@ class World:
     # ------------------------------------------------------------------ lifecycle
     def reset(self, seed: int | None = None) -> Event:
         """Start a new episode. With a seed the episode is a pure function of (config, seed);
-        without one the world's generator continues (a fresh, different episode)."""
+        without one the world's generator continues (a fresh, different episode). ``seed``: None or an
+        integer >= 0 (numpy integers too; not a bool); anything else is a ValueError naming it, raised
+        before anything changes."""
         from world.memory import MemoryStore
 
+        seed = _check_seed(seed)
         cfg = self.config
         if seed is not None:
             self._rng = np.random.default_rng(seed)
@@ -414,16 +420,16 @@ class World:
         semantic). The env's action masks are these rules.
 
         One rule reads hidden data and so is not part of it: REFLECT consolidates the target's
-        *cluster* (the live episodes stating its hidden subject and relation), and a target without
+        *cluster* (the live, not superseded episodes stating its hidden subject and relation), and a target without
         one (a lone fact, chit-chat, a reference) is refused by ``apply`` as an invalid action, after
         the fact. Deciding it here would show agents, before they act, which memories share a hidden
         (subject, relation) and which are chit-chat. Privileged code asks
         ``world.privileged.can_reflect(target)``."""
         if type(op) is not Op:
-            try:
-                op = Op(int(op))
-            except (ValueError, TypeError):
-                return False, f"unknown op {op!r}; ops are {[o.name for o in Op]}"
+            op_e = _as_op(op)
+            if op_e is None:
+                return False, _unknown_op(op)
+            op = op_e
         if self._done:
             return False, "episode is over"
         if self._applied:
@@ -466,15 +472,13 @@ class World:
 
         ``invalid_reason``: the caller already knows the action is invalid (a wrapper's malformed text
         command, a masked-out flat action); it is applied as an invalid action (nothing done, the
-        ``invalid`` penalty) with this reason."""
+        ``invalid`` penalty) with this reason. A second operation on the event (or one after the end)
+        books only that penalty, with or without a reason: the first booked the event's storage,
+        grading and, on the last event, the cut-off erasure requests."""
         w = self.config.rewards
-        if type(op) is Op:
-            op_e = op
-        else:
-            try:
-                op_e = Op(int(op))
-            except (ValueError, TypeError):
-                op_e = Op.NOOP
+        op_e = op if type(op) is Op else _as_op(op)
+        if op_e is None:  # (an unknown op: is_valid refuses it, and it is booked as a NOOP)
+            op_e = Op.NOOP
         if invalid_reason is None:
             ok, reason = self.is_valid(op, target)
             # (on the converted op: is_valid accepts "4" for REFLECT, and so must this check)
@@ -492,7 +496,10 @@ class World:
             out.invalid_reason = reason
             out.reward_terms["invalid"] = w["invalid"]
             st.invalid += 1
-            if reason == "an operation was already applied to this event" or self._done:
+            # a second op on the event (or one after the end) books only its penalty: the event's
+            # storage, grading and cut-off erasure requests were booked by the first. Read from the
+            # world's state, not from the reason: a caller's invalid_reason hides is_valid's
+            if self._applied or self._done:
                 st.add_terms(out.reward_terms)
                 return out
         else:
@@ -576,13 +583,17 @@ class World:
         return len(self._cluster(target)) >= 2
 
     def _cluster(self, target: str) -> list[str]:
+        """The live, active episodes of the target's (subject, relation) whose kind consolidates. Not a
+        superseded version: its value is one the agent marked outdated (UPDATE), and counting it made
+        "Jules's car is usually Renault." of a Renault updated to an Opel."""
         p = self._payloads.get(target)
         kinds = CLUSTER_KINDS
         if not p or p.get("kind") not in kinds:
             return []
         episodic = self.store.episodic
         ids = self._by_key.get((p.get("subject"), p.get("relation")), {})
-        return [mid for mid in ids if mid in episodic and self._payloads[mid].get("kind") in kinds]
+        return [mid for mid in ids if mid in episodic and episodic[mid].active
+                and self._payloads[mid].get("kind") in kinds]
 
     def _reflect(self, target: str, out: Outcome) -> None:
         cluster = self._cluster(target)
@@ -851,6 +862,40 @@ class World:
         self._embedder = _embedder_from_pickle(self._embedder)
 
 
+def _check_seed(seed) -> int | None:
+    """``seed`` as a Python int (or None); a ValueError naming it unless it is None or an integer >= 0.
+    numpy said "expected non-negative integer" for -1 and a SeedSequence TypeError for 1.5, and took
+    True (and lists) as seeds, which then stood in metrics()["seed"]."""
+    if seed is None:
+        return None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)) and seed >= 0:
+        return int(seed)
+    raise ValueError(f"seed must be None or an integer >= 0 (numpy integers too; not a bool), got {seed!r}")
+
+
+def _as_op(op) -> Op | None:
+    """The :class:`Op` that ``op`` names, or None: an Op, an int (numpy's too) or its decimal string
+    ("4"). Not a float nor a bool: ``Op(int(op))`` made 1.9 and True a WRITE and -0.5 a NOOP."""
+    if isinstance(op, (bool, np.bool_)):
+        return None
+    if isinstance(op, str):
+        try:
+            op = int(op)
+        except ValueError:
+            return None
+    elif not isinstance(op, (int, np.integer)):
+        return None
+    try:
+        return Op(int(op))
+    except ValueError:
+        return None
+
+
+def _unknown_op(op) -> str:
+    return (f"unknown op {op!r}; ops are Op members or their int values "
+            f"{', '.join(f'{o.value} ({o.name})' for o in Op)}")
+
+
 def _rule_text(subj: str, rel: str, obj) -> str:
     """The text of the rule REFLECT writes for a cluster (subject, relation) whose majority object is obj."""
     if rel in HABITS:
@@ -1060,7 +1105,7 @@ class OracleAccess:
 
     def can_reflect(self, memory_id: str) -> bool:
         """Whether ``apply(REFLECT, memory_id)`` would consolidate something now: admissible
-        (``World.is_valid``) and with a hidden cluster of >= 2 live episodes."""
+        (``World.is_valid``) and with a hidden cluster of >= 2 live, not superseded episodes."""
         w = self._w
         return w.is_valid(Op.REFLECT, memory_id)[0] and w._has_cluster(memory_id)
 
@@ -1140,17 +1185,22 @@ class _Stats:
             nf = sum(c.values())
             fam[f] = {"questions": nf, "correct": int(c["correct"]), "accuracy": c["correct"] / nf if nf else 0.0}
         events = max(1, self.events)
+
+        def rate(k: int) -> float | None:
+            # None without questions, as evidence_recall (the bench's NaN): 0.0 read as all answers wrong
+            return k / n if n else None
+
         return {
             "family": world.config.family,
             "difficulty": world.config.difficulty,
             "seed": world.seed,
             "events": self.events,
             "questions": n,
-            "accuracy": verdicts["correct"] / n if n else 0.0,
+            "accuracy": rate(verdicts["correct"]),
             "verdicts": verdicts,
-            "stale_rate": verdicts["stale"] / n if n else 0.0,
-            "hallucination_rate": verdicts["hallucinated"] / n if n else 0.0,
-            "leak_rate": verdicts["leaked"] / n if n else 0.0,
+            "stale_rate": rate(verdicts["stale"]),
+            "hallucination_rate": rate(verdicts["hallucinated"]),
+            "leak_rate": rate(verdicts["leaked"]),
             # erasure requests whose question the horizon cut off, still held at the end (see
             # World._check_unasked_requests), and every leak charged (questions + those requests)
             "request_leaks": self.request_leaks,
