@@ -30,7 +30,9 @@ event where the library stores nothing; a target must be among the env's K candi
 UPDATE falls back to WRITE and FORGET waits. The world merges a repeated text into the memory that
 already holds it, so two library ids can be mirrored by one world memory (a library that replaces a
 repeat by a new id, say): a DELETE of one of them FORGETs that memory only when no other live library
-id maps to it, otherwise it drops only that id's mirror (the library still holds the text).
+id maps to it or to another version of its chain (a FORGET erases the whole chain), otherwise it drops
+only that id's mirror (the library still holds the text); and an UPDATE of such a shared memory is
+written as a new memory, so that the other id's text is not marked outdated.
 
 What the library sees and what counts: ``add(text, metadata)`` gets each statement's text with
 ``metadata = {"step": ..., "session": ..., "kind": "statement"}`` (questions and requests never reach
@@ -263,7 +265,10 @@ class MemorySystemAgent(BaseAgent):
         for sid, e in events:
             if e == "UPDATE":
                 slot = self._slot(sid)
-                if slot is not None and self.view.valid(UPDATE, slot):
+                # a world memory another live id mirrors is not superseded (the library keeps that
+                # id's text as it is): the new text is written as a memory of its own
+                shared = len(self._by_world.get(self._to_world.get(sid, ""), ())) > 1
+                if slot is not None and not shared and self.view.valid(UPDATE, slot):
                     self._pending = sid
                     return UPDATE, slot
                 fallback = fallback or sid
@@ -276,14 +281,22 @@ class MemorySystemAgent(BaseAgent):
             return WRITE, 0
         return self._flush_delete()
 
+    def _shared_chain(self, system_id: str) -> bool:
+        """Whether a FORGET of ``system_id``'s world memory would erase a memory another live system id
+        mirrors: the memory itself or another version of its chain (the world's FORGET is a hard
+        erasure of the whole chain; a repeat merged into a superseded version maps there too)."""
+        wid = self._to_world[system_id]
+        chain = self.view.chain(wid) if self.view is not None else [wid]  # ([wid] for a memory gone)
+        return any(other != system_id for w in chain for other in self._by_world.get(w, ()))
+
     def _flush_delete(self) -> tuple[int, int]:
         for sid in list(self._deletes):
             if sid not in self._to_world:  # never mirrored: nothing to erase in the world
                 self._deletes.remove(sid)
                 continue
-            if len(self._by_world[self._to_world[sid]]) > 1:  # another live system id shares that memory:
-                self._deletes.remove(sid)  # the system still holds the text, so the world keeps it too
-                self._unmap(sid)
+            if self._shared_chain(sid):  # another live system id mirrors that memory or its version chain
+                self._deletes.remove(sid)  # (a FORGET erases the whole chain): the system still holds that
+                self._unmap(sid)           # text, so the world keeps it too and only this mirror goes
                 continue
             slot = self._slot(sid)
             if slot is not None and self.view.valid(FORGET, slot):

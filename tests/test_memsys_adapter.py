@@ -550,3 +550,54 @@ def test_a_delete_keeps_a_world_memory_that_another_library_id_still_mirrors():
     run_episode(Watched(Repeats(), name="repeats"), env, 10_000)
     # FORGETs still happen (a text dropped on its 3rd repeat), and none erases a text the library holds
     assert erased and not any(erased), erased
+
+
+def test_a_delete_never_erases_the_version_chain_of_a_memory_another_library_id_mirrors():
+    """m1 and m2 mirrored one world memory (a merged repeat); the library UPDATEd m1 (the world superseded
+    that memory) and then DELETEd m2: the FORGET of m2's memory erased the whole chain, m1's new version
+    with it, though the library still held m1. Now an UPDATE of a shared memory is written as a memory
+    of its own, and a DELETE whose FORGET would reach a version another live id mirrors drops the mirror
+    only."""
+    from collections import Counter
+
+    from agents.bench import make_env, run_episode
+    from agents.memory_system import MemorySystemAgent
+
+    env = make_env("noise", "easy")
+
+    class Lib:
+        def reset(self):
+            self.mem, self.state, self.repeated = {}, 0, None
+
+        def add(self, text, metadata):
+            if self.repeated is None:
+                said = [e.text for e in env.unwrapped.world.privileged.script if e.kind == "statement"]
+                counts = Counter(said)
+                self.repeated = next(t for t in said if counts[t] >= 2)
+            if self.state in (0, 1) and text == self.repeated:  # the text, then its repeat under a new id
+                sid = f"m{self.state + 1}"
+                self.mem[sid] = text
+                self.state += 1
+                return [{"id": sid, "event": "ADD"}]
+            if self.state == 2:  # the next statement updates m1
+                self.mem["m1"] = text
+                self.state = 3
+                return [{"id": "m1", "event": "UPDATE"}]
+            if self.state == 3:  # and the one after drops m2
+                del self.mem["m2"]
+                self.state = 4
+                return [{"id": "m2", "event": "DELETE"}]
+            return None
+
+        def search(self, query, k):
+            return []
+
+        def delete(self, id):
+            return self.mem.pop(id, None) is not None
+
+    agent = MemorySystemAgent(Lib(), name="lib")
+    run_episode(agent, env, 10_000)
+    assert agent.system.state == 4 and set(agent.system.mem) == {"m1"}
+    held = agent.system.mem["m1"]
+    store = env.unwrapped.world.store
+    assert any(r.content == held and r.superseded_at is None for r in store.episodic.values())

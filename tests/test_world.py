@@ -910,3 +910,22 @@ def test_reflect_counts_no_superseded_version():
     rule = w.store.get(out.memory_id)
     assert out.valid and sorted(rule.derived_from) == sorted([ids[4], ids[7]])
     assert w.privileged.payload(out.memory_id)["derived_events"] == [4, 7]
+
+
+def test_the_agent_view_shows_a_memorys_version_chain():
+    """WorldView.chain: what a FORGET of a memory erases with it (the memory-system adapter reads it)."""
+    w = World(WorldConfig.preset("update", "easy"), seed=0)
+    first = second = None
+    while not w.done and second is None:
+        ev = w.event
+        if ev.kind == "statement" and first is None:
+            first = w.apply(Op.WRITE).memory_id
+        elif ev.kind == "statement" and first is not None and ev.text != w.view().content(first):
+            slot = w.view().candidates().index(first) if first in w.view().candidates() else None
+            if slot is not None and w.is_valid(Op.UPDATE, first):
+                second = w.apply(Op.UPDATE, first).memory_id
+        w.advance()
+    view = w.view()
+    assert second is not None and second != first
+    assert view.chain(first) == view.chain(second) == [first, second]
+    assert view.chain("ep_999999") == ["ep_999999"]

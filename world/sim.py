@@ -1060,6 +1060,12 @@ class WorldView:
             float(rec.importance), int(s.link_count(memory_id)), str(rec.tier),
         )
 
+    def chain(self, memory_id: str) -> list[str]:
+        """Ids of ``memory_id``'s version chain, oldest first (``[memory_id]`` for a memory without
+        versions or one that is gone): what a FORGET of it erases with it. The store's structure, no
+        payload."""
+        return _ReaderCtx(self._w).chain(memory_id)
+
     def stats(self) -> dict:
         return dict(self._w.store.stats())
 
