@@ -140,21 +140,25 @@ def test_multi_hop_refers_without_naming_and_soon_after(seed):
         assert ent == p["gold"]
 
 
-@pytest.mark.parametrize(("difficulty", "seed"), [("medium", 12), ("medium", 89), ("easy", 197), ("hard", 44)])
-def test_a_reference_never_names_its_town_through_a_region(difficulty, seed):
+@pytest.mark.parametrize(("difficulty", "seeds"), [("medium", [12, 89, *range(0, 40)]), ("easy", [197, *range(0, 20)]),
+                                                   ("hard", [44, *range(0, 40)])])
+def test_a_reference_never_names_its_town_through_a_region(difficulty, seeds):
     """A region was drawn from the town names' syllables: "Vera's home town is Ossford." was followed
-    by "That town lies in the Ossford province." (multi_hop medium seed 12; the other seeds had such a
-    reference too). A region is never named after a town of the episode."""
-    ev = script("multi_hop", seed, difficulty)
-    towns = {e.payload["object"] for e in ev
-             if e.kind == "statement" and e.payload.get("relation") in ("lives_in", "based_in")}
-    refs = [e for e in ev if e.payload["kind"] == "ref"]
-    assert refs and towns
-    for r in refs:
-        assert r.payload["resolves"] not in r.text, r.text
-        if r.payload["relation"] == "region":
-            stem = r.payload["object"].split()[1]
-            assert stem not in towns, r.text
+    by "That town lies in the Ossford province." (multi_hop medium seed 12; the other listed seeds had
+    such a reference too), and a town drawn after a region could take its name ("The town is in the
+    Rosbrook valley." ... "Dean's home town is Rosbrook.": medium seed 4; 12 of 40 medium and 21 of 40
+    hard episodes). No region shares its name with a town of the episode, whichever came first."""
+    for seed in seeds:
+        ev = script("multi_hop", seed, difficulty)
+        towns = {e.payload["object"] for e in ev
+                 if e.kind == "statement" and e.payload.get("relation") in ("lives_in", "based_in")}
+        refs = [e for e in ev if e.payload["kind"] == "ref"]
+        assert refs and towns
+        for r in refs:
+            assert r.payload["resolves"] not in r.text, (seed, r.text)
+            if r.payload["relation"] == "region":
+                stem = r.payload["object"].split()[1]
+                assert stem not in towns, (seed, r.text)
 
 
 @pytest.mark.parametrize("family", ["abstention", "erasure", "life"])

@@ -426,7 +426,17 @@ class Cast:
     def _draw(self, pool: str) -> str:
         r = self.rng
         if pool == "place":
-            return _place(r, len(self.used_objects.get("place", ())))
+            taken = len(self.used_objects.get("place", ()))
+            name = _place(r, taken)
+            # nor is a town named after a region drawn before it ("The town is in the Rosbrook valley."
+            # then "Dean's home town is Rosbrook."): redrawn, so only such a collision changes the draws
+            stems = self.__dict__.get("_region_stems")
+            if stems:
+                for _ in range(50):
+                    if name not in stems:
+                        break
+                    name = _place(r, taken + len(stems))
+            return name
         if pool == "org":
             return _org(r, len(self.used_objects.get("org", ())))
         if pool == "region":
@@ -440,6 +450,7 @@ class Cast:
                 if stem not in towns:
                     break
                 stem = _place(r, taken)
+            self.__dict__.setdefault("_region_stems", set()).add(stem)  # (towns drawn later avoid it)
             return "the " + stem + " " + pick(r, ("valley", "coast", "highlands", "lowlands", "province"))
         if pool == "person":
             return self.new_person()
