@@ -447,3 +447,39 @@ def test_cues_may_be_any_iterable_of_strings():
     assert new.cues == ["alice", "coffee"]
     s.query("what does she drink", cues=(c for c in ["alice"]), bump=False)
     assert s.last_ppr_method is not None  # the cue seeded PPR
+
+
+# --------------------------------------------------------------------------- 11. ints beyond float range
+HUGE = 10**400  # a Python int: exact, but float() and math.isfinite() raise OverflowError on it
+
+
+class _HugeScorer:
+    def score(self, text, query=None):
+        return HUGE
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda s: s.write_episode(6, "Carol likes juice", importance=HUGE), "importance"),
+    (lambda s: s.write_episode(6, "Carol likes juice", importance=-HUGE), "importance"),
+    (lambda s: s.write_semantic(6, "People like drinks", [], importance=HUGE), "importance"),
+    (lambda s: s.write_episode(6, "Carol likes juice", confidence=HUGE), "confidence"),
+    (lambda s: s.write_semantic(6, "People like drinks", [], confidence=-HUGE), "confidence"),
+    (lambda s: s.supersede("ep_000001", "Alice drinks coffee now", 6, importance=HUGE), "importance"),
+    (lambda s: s.supersede("ep_000001", "Alice drinks coffee now", 6, confidence=HUGE), "confidence"),
+    (lambda s: s.query("tea", top_k=1, alpha_ppr=HUGE), "alpha_ppr"),
+    (lambda s: s.query_scored("tea", top_k=1, alpha_sim=-HUGE), "alpha_sim"),
+    (lambda s: s.namespace("default").query("tea", top_k=1, alpha_actr=HUGE), "alpha_actr"),
+    (lambda s: s.value_at("alice/home", HUGE), "step"),
+    (lambda s: MemoryStore(forget_threshold=HUGE), "forget_threshold"),
+    (lambda s: MemoryStore(importance_scorer=_HugeScorer()).write_episode(1, "Alice likes tea", importance=None),
+     "importance_scorer"),
+], ids=["episode-importance", "negative-importance", "semantic-importance", "episode-confidence",
+        "semantic-confidence", "supersede-importance", "supersede-confidence", "alpha_ppr", "alpha_sim",
+        "view-alpha_actr", "value_at-step", "forget_threshold", "scorer"])
+def test_an_int_beyond_float_range_is_a_value_error_naming_the_field(call, field):
+    """10**400 raised a bare OverflowError from float() / math.isfinite() (review of session 9)."""
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=rf"^{field}"):
+        call(s)
+    assert _snapshot(s) == before

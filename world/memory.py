@@ -371,10 +371,19 @@ def _is_number(value: object) -> bool:
     return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
 
 
+def _is_finite_number(value: object) -> bool:
+    """A finite real number (Python or numpy), not a bool. An int beyond float range (10**400) is not:
+    math.isfinite and float() raise OverflowError on it, which escaped the checks unnamed."""
+    try:
+        return _is_number(value) and math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _finite(name: str, value: object, allowed: str = "a finite number") -> float:
     """``value`` as a float; ValueError naming the parameter unless it is a finite real number
     (NaN and inf would corrupt every later score, silently)."""
-    if not _is_number(value) or not math.isfinite(value):
+    if not _is_finite_number(value):
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return float(value)
 
@@ -472,7 +481,8 @@ def _check_unicode(name: str, value: str) -> None:
 def _check_tier(tier: str, confidence: float) -> None:
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
-    if not _is_number(confidence) or not 0.0 <= float(confidence) <= 1.0:
+    # (compared as given: float() of an int beyond float range, 10**400, raised OverflowError)
+    if not _is_number(confidence) or not 0.0 <= confidence <= 1.0:
         raise ValueError(f"confidence must be a number in [0, 1], got {confidence!r}")
     if tier == "inference" and confidence >= INFERENCE_MAX_CONFIDENCE:
         raise ValueError(
@@ -792,12 +802,12 @@ class MemoryStore:
             score = self.importance_scorer.score(text)
             # a scorer's NaN would never be swept and poison every query score; a negative one would
             # sweep the memory at once: refused, as an importance passed directly would be
-            if not _is_number(score) or not math.isfinite(score) or score < 0:
+            if not _is_finite_number(score) or score < 0:
                 raise ValueError(f"importance_scorer: {type(self.importance_scorer).__name__}.score returned "
                                  f"{score!r}; an importance must be a finite number >= 0")
             return float(score)
         # numpy numbers too, as for confidence and steps (_is_number; the stored value is a float)
-        if not _is_number(importance) or not math.isfinite(importance):
+        if not _is_finite_number(importance):
             raise ValueError(f"importance must be a finite number >= 0 or None, got {importance!r}")
         if importance < 0:
             raise ValueError(f"importance must be >= 0, got {importance!r}")
