@@ -3,6 +3,7 @@ non-finite numbers, rejected supersessions. A rejected call raises a ValueError 
 changes nothing (docs/store.md)."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -361,6 +362,57 @@ def test_a_finite_embedding_whose_float32_norm_overflows_is_still_normalised():
     vec = s.embed("huge text here")
     assert np.isfinite(vec).all() and abs(float(np.linalg.norm(vec.astype(np.float64))) - 1.0) < 1e-5
     np.testing.assert_allclose(vec, s.embedder.inner.encode("huge text here"), atol=1e-6)  # the unscaled one
+
+
+class _FixedEmbedder:
+    """A user embedder (not unit_norm) returning one given vector, as given (float64 here)."""
+
+    name = "fixed"
+
+    def __init__(self, vec) -> None:
+        self.vec = vec
+        self.dim = len(vec)
+
+    def encode(self, text):
+        return self.vec
+
+
+_GAUSS = np.random.default_rng(0).standard_normal(384)
+
+
+@pytest.mark.parametrize("vec", [
+    np.array([1e39, 1e39, 0.0, 0.0]),  # finite in float64, inf in float32
+    np.array([1e300, -2e300, 0.0, 0.0]),  # squares overflow float64 too
+    np.array([3e-30, 4e-30, 0.0, 0.0]),  # squares underflow float32
+    np.array([3e-200, 4e-200, 0.0, 0.0]),  # squares underflow float64 too
+    1e-23 * _GAUSS,
+    5.0 * _GAUSS,
+], ids=["1e39", "1e300", "3e-30", "3e-200", "tiny-gauss", "gauss"])
+def test_a_finite_vector_of_any_scale_is_normalised_in_float64(vec):
+    """embed() cast to float32 before taking the norm: [1e39, 1e39, 0, 0] became inf and was refused as
+    "NaN or inf" (with a RuntimeWarning), and 1e-23 * a 384-d normal vector came out with norm 2.35
+    (review of session 9). The norm is now taken on the embedder's own output."""
+    s = MemoryStore(embedder=_FixedEmbedder(vec))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = s.embed("any text")
+        rec = s.write_episode(1, "Alice likes tea")
+    assert out.dtype == np.float32
+    assert abs(float(np.linalg.norm(out.astype(np.float64))) - 1.0) < 1e-6
+    direction = vec / np.abs(vec).max()
+    np.testing.assert_allclose(out, direction / np.linalg.norm(direction), rtol=1e-6, atol=1e-7)
+    assert s.query_scored("Alice likes tea", top_k=1, alpha_ppr=0.0, bump=False)[0][0] is rec
+
+
+def test_a_zero_vector_stays_zero_and_a_non_finite_one_is_still_refused():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not MemoryStore(embedder=_FixedEmbedder(np.zeros(4))).embed("x").any()
+    for bad in ([np.nan, 1.0, 0.0, 0.0], [np.inf, 1e39, 0.0, 0.0], [-np.inf, np.inf, 0.0, 0.0]):
+        s = MemoryStore(embedder=_FixedEmbedder(np.array(bad)))
+        with pytest.raises(ValueError, match=r"^embedder 'fixed' returned a vector that is not finite \(\d NaN or inf "
+                                             r"value\(s\) of 4\) for text 'some text'"):
+            s.embed("some text")
 
 
 # --------------------------------------------------------------------------- 7. types of source and cited ids

@@ -652,39 +652,48 @@ class MemoryStore:
         """Unit float32 embedding of `text` through the embedder (and its cache). A lone surrogate is
         refused as by a write (a `ValueError` naming `text`; it has no UTF-8 form to hash or cache), and
         so is a vector holding NaN or inf from an embedder that does not declare `unit_norm` (a
-        `ValueError` naming the embedder and the text, raised before a write or query changes anything)."""
+        `ValueError` naming the embedder and the text, raised before a write or query changes anything).
+        Such an embedder's vector is normalised in float64 before the cast (see `_unit`)."""
         if isinstance(text, str) and not text.isascii():
             _check_unicode("text", text)
         embedder = self.embedder
-        vec = np.asarray(embedder.encode(text), dtype=np.float32).ravel()
-        # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test below
-        # unchanged: skip it
-        if not getattr(embedder, "unit_norm", False):
-            with np.errstate(over="ignore"):  # (finite entries > 1.8e19 square past float32: handled below)
-                norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
-            if not math.isfinite(norm):
-                # a NaN norm failed `norm > 0` and the vector was kept: every later score against its
-                # row was NaN and queries returned fewer than top_k (the rare path: one more pass)
-                norm = self._finite_norm(vec, text)
-            if norm > 0 and abs(norm - 1.0) > 1e-4:
-                vec = vec / norm
+        # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test in
+        # _unit unchanged: skip it
+        if getattr(embedder, "unit_norm", False):
+            vec = np.asarray(embedder.encode(text), dtype=np.float32).ravel()
+        else:
+            vec = self._unit(embedder.encode(text), text)
         if self._dim is None:
             self._dim = int(vec.shape[0])
         elif vec.shape[0] != self._dim:
             raise ValueError(f"embedder returned dimension {vec.shape[0]}, store uses {self._dim}")
         return vec
 
-    def _finite_norm(self, vec: np.ndarray, text: str) -> float:
-        """The norm of ``vec`` computed in float64 (finite entries can square past float32's range);
-        ValueError naming the embedder and the text if an entry is NaN or inf, before anything is written."""
-        bad = int(np.count_nonzero(~np.isfinite(vec)))
-        if bad:
-            name = getattr(self.embedder, "name", type(self.embedder).__name__)
-            shown = text if len(text) <= 80 else text[:77] + "..."
-            raise ValueError(f"embedder {name!r} returned a vector that is not finite ({bad} NaN or inf value(s) of "
-                             f"{vec.shape[0]}) for text {shown!r}; an embedding must be finite numbers")
-        wide = vec.astype(np.float64)
-        return math.sqrt(float(wide.dot(wide)))
+    def _unit(self, out: object, text: str) -> np.ndarray:
+        """The embedder's output ``out`` as a unit float32 vector: normalised in float64, then cast (a
+        vector unit within 1e-4 is kept as it is, a zero vector stays zero). Cast first, a finite vector
+        beyond float32's range (1e39) became inf and was refused, and the squares of tiny entries (1e-23)
+        underflowed: the vector came out unnormalised. A NaN or inf entry is a ValueError naming the
+        embedder and the text, before anything is written (a NaN row scored NaN against every query,
+        which then returned fewer than top_k)."""
+        wide = np.asarray(out, dtype=np.float64).ravel()
+        with np.errstate(over="ignore"):  # (entries beyond ~1e154 square past float64: handled below)
+            norm = math.sqrt(float(wide.dot(wide)))
+        if not 1e-150 < norm < 1e150:  # the rare path: NaN / inf, squares past float64's range, or zero
+            top = float(np.abs(wide).max()) if wide.size else 0.0
+            if not math.isfinite(top):
+                bad = int(np.count_nonzero(~np.isfinite(wide)))
+                name = getattr(self.embedder, "name", type(self.embedder).__name__)
+                shown = text if len(text) <= 80 else text[:77] + "..."
+                raise ValueError(f"embedder {name!r} returned a vector that is not finite ({bad} NaN or inf value(s) "
+                                 f"of {wide.shape[0]}) for text {shown!r}; an embedding must be finite numbers")
+            if top == 0.0:
+                return wide.astype(np.float32)
+            wide = wide / top  # (largest entry 1: the norm is in [1, sqrt(dim)])
+            norm = math.sqrt(float(wide.dot(wide)))
+        if abs(norm - 1.0) > 1e-4:
+            wide = wide / norm
+        return wide.astype(np.float32)
 
     def _group(self, id_list: list[str]) -> list[tuple[_Space, np.ndarray, np.ndarray | None]]:
         """Group ids by namespace: [(space, slots, positions or None when all ids share one space)]."""
