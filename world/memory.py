@@ -41,6 +41,7 @@ from world.embedding import (
     check_embedder_config,
     embedder_config,
     embedder_from_config,
+    not_finite_error,
 )
 from world.graph import AssocGraph
 from world.importance import ImportanceScorer, Scorer
@@ -682,11 +683,7 @@ class MemoryStore:
         if not 1e-150 < norm < 1e150:  # the rare path: NaN / inf, squares past float64's range, or zero
             top = float(np.abs(wide).max()) if wide.size else 0.0
             if not math.isfinite(top):
-                bad = int(np.count_nonzero(~np.isfinite(wide)))
-                name = getattr(self.embedder, "name", type(self.embedder).__name__)
-                shown = text if len(text) <= 80 else text[:77] + "..."
-                raise ValueError(f"embedder {name!r} returned a vector that is not finite ({bad} NaN or inf value(s) "
-                                 f"of {wide.shape[0]}) for text {shown!r}; an embedding must be finite numbers")
+                raise not_finite_error(getattr(self.embedder, "name", type(self.embedder).__name__), wide, text)
             if top == 0.0:
                 return wide.astype(np.float32)
             wide = wide / top  # (largest entry 1: the norm is in [1, sqrt(dim)])
