@@ -426,6 +426,17 @@ def _check_cues(cues: object) -> list[str] | None:
     return out
 
 
+def _legacy_source(source: object) -> str | None:
+    """A ``source`` read from a file, as writes take one now (None or a string). The previous release
+    (same file format) kept any value, and JSON turned a tuple into a list: a list becomes its items
+    joined by "/" (("chat", "tg") -> "chat/tg"), any other value its ``str()``."""
+    if source is None or isinstance(source, str):
+        return source
+    if isinstance(source, list):
+        return "/".join(x if isinstance(x, str) else str(x) for x in source)
+    return str(source)
+
+
 def _check_layout(name: str, lay: object) -> dict[str, Any]:
     """A saved namespace row layout (``_export_state()["meta"]["layout"][name]``), checked: a file can
     pass its checksums and still put two memories in one row, or list a live row as free (the next
