@@ -51,3 +51,86 @@ def test_a_summary_saved_with_a_tuple_source_loads_with_it_joined_by_slashes(tmp
     assert summary.memory.source == "bot/v1" and summary.memory.memory_id != sm.memory.memory_id
     again = load_store(loaded.save(tmp_path / "new.db"))
     assert summaries(again).source == "bot/v1"
+
+
+# --------------------------------------------------------------------------- 2. record fields
+def _old_records_file(tmp_path: Path) -> Path:
+    """The previous release's r2 store: a tuple source (saved as a list), a blank key, an int evidence
+    id and an int derived_from id."""
+    s = MemoryStore()
+    s.write_episode(1, "Erin sails a yawl.", source="chat")
+    s.write_episode(2, "Bob's kayak is red.", key="bob/kayak")
+    s.write_episode(3, "Carol likes jazz.", evidence=["ep_000009"])
+    s.write_semantic(4, "Carol enjoys music.", ["ep_000003"])
+
+    def patch(state):
+        recs = _records(state)
+        recs["ep_000001"]["source"] = ["chat", "tg"]
+        recs["ep_000002"]["key"] = " "
+        recs["ep_000003"]["evidence"] = [5]
+        recs["sem_000001"]["derived_from"] = ["ep_000003", 7]
+    return _old_file(s, tmp_path / "old.db", patch)
+
+
+def test_old_record_fields_are_migrated_on_load(tmp_path):
+    s = load_store(_old_records_file(tmp_path))
+    assert s.get("ep_000001").source == "chat/tg"
+    assert s.get("ep_000003").evidence == ["5"]
+    assert s.get("sem_000001").derived_from == ["ep_000003", "7"]
+    assert s.get("ep_000002").key == " " and [r.memory_id for r in s.versions(" ")] == ["ep_000002"]
+
+
+def test_old_records_can_be_superseded_inheriting_their_fields(tmp_path):
+    """supersede re-checked the inherited key, source and evidence with the write's checks: each old
+    record was refused, naming a field the caller never passed (review of session 9)."""
+    s = load_store(_old_records_file(tmp_path))
+    new = s.supersede("ep_000001", "Erin sails a ketch.", 5)
+    assert new.source == "chat/tg" and s.get("ep_000001").superseded_at == 5
+    new = s.supersede("ep_000003", "Carol likes rock.", 5)
+    assert new.evidence == ["5"] and new.key == "chain:ep_000003"
+    new = s.supersede("sem_000001", "Carol enjoys rock music.", 5)
+    assert new.derived_from == ["ep_000003", "7"]
+    new = s.supersede("ep_000002", "Bob's kayak is blue.", 5)
+    assert new.key == " " and [r.memory_id for r in s.versions(" ")] == ["ep_000002", new.memory_id]
+    # what the caller passes is still checked, and named
+    try:
+        s.supersede(new.memory_id, "Bob's kayak is green.", 6, source=("chat", "tg"))
+    except ValueError as exc:
+        assert str(exc).startswith("source must be a string or None")
+    else:
+        raise AssertionError("a tuple source passed by the caller was accepted")
+
+
+def test_an_old_blank_key_chain_stays_erasable_by_key(tmp_path):
+    """erase(key=" ") was refused (blank), and so the chain an old file holds could not be erased by key."""
+    s = load_store(_old_records_file(tmp_path))
+    s.supersede("ep_000002", "Bob's kayak is blue.", 5)
+    s.write_episode(6, "Bob's kayak is green.", key=" ")  # a new version of the existing chain
+    assert len(s.versions(" ")) == 3
+    for blank in ("  ", "\t"):  # blank keys without a chain are still refused, by writes and erase
+        try:
+            s.erase(key=blank)
+        except ValueError as exc:
+            assert str(exc).startswith("erase: key must be a non-empty string")
+        else:
+            raise AssertionError(f"erase(key={blank!r}) was accepted")
+    report = s.erase(key=" ")
+    assert sorted(report.episodic) == ["ep_000002", "ep_000004", "ep_000005"]
+    assert s.versions(" ") == [] and not any("kayak" in r.content for r in s.episodic.values())
+    try:
+        s.write_episode(7, "Bob's kayak is grey.", key=" ")  # the chain is gone: a blank key is refused again
+    except ValueError as exc:
+        assert str(exc).startswith("key must be a non-empty string")
+    else:
+        raise AssertionError("a blank key without a chain was accepted")
+
+
+def test_an_old_store_saves_and_loads_again_exactly(tmp_path):
+    """(The review saw an old store with evidence=[5] fail its first re-save until add_evidence ran.)"""
+    s = load_store(_old_records_file(tmp_path))
+    state = s._export_state()
+    assert _records(state)["ep_000003"]["evidence"] == ["5"]
+    again = load_store(s.save(tmp_path / "again.db"))
+    loaded = again._export_state()
+    assert loaded.pop("embeddings").tobytes() == state.pop("embeddings").tobytes()
+    assert loaded == state

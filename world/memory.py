@@ -437,6 +437,20 @@ def _legacy_source(source: object) -> str | None:
     return str(source)
 
 
+def _legacy_record(d: dict[str, Any]) -> None:
+    """Migrate, in place, a record read from a file to what writes take now. The previous release
+    (same file format 1) kept a ``source`` of any type (a tuple came back a list: ``_legacy_source``)
+    and cited ids of any type (``evidence=[5]``: each becomes its ``str()``, "5"), which the write
+    checks of a supersession inheriting them then refused, naming a field its caller never passed."""
+    source = d.get("source")
+    if source is not None and not isinstance(source, str):
+        d["source"] = _legacy_source(source)
+    for name in ("evidence", "derived_from"):
+        ids = d.get(name)
+        if ids and not all(isinstance(m, str) for m in ids):
+            d[name] = [m if isinstance(m, str) else str(m) for m in ids]
+
+
 def _check_layout(name: str, lay: object) -> dict[str, Any]:
     """A saved namespace row layout (``_export_state()["meta"]["layout"][name]``), checked: a file can
     pass its checksums and still put two memories in one row, or list a live row as free (the next
@@ -933,8 +947,9 @@ class MemoryStore:
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
         step = _check_step(step)
         _check_tier(tier, confidence)
-        # a blank key (" ") could be written but not erased (erase refuses blank targets): one rule
-        if key is not None and (not isinstance(key, str) or not key.strip()):
+        # a blank key (" ") could be written but not erased (erase refuses blank targets): one rule,
+        # but for the chain of one a file of the previous release holds (_blank_chain)
+        if key is not None and (not isinstance(key, str) or not key.strip()) and not self._blank_chain(key, namespace):
             raise ValueError(f"key must be a non-empty string (not only whitespace) or None, got {key!r}")
         # a bytes / tuple source was kept: a save failed on it later naming nothing, or it came back a list
         if source is not None and not isinstance(source, str):
@@ -961,6 +976,15 @@ class MemoryStore:
         # no live memory's is kept as given: it must have a UTF-8 form too)
         self._check_refs(ns, derived if semantic else (), evidence_list)
         return step, imp, ns, evidence_list, cues
+
+    def _blank_chain(self, key: object, namespace: str | None) -> bool:
+        """Whether the blank ``key`` names a version chain (live or gone versions) of ``namespace``
+        (None: the default, "*": any). Writes and erase refuse a blank key, but a file of the previous
+        release may hold one: its chain must stay writable (a supersession keeps the key) and erasable."""
+        if not isinstance(key, str) or not key:
+            return False
+        spaces = self._spaces.values() if namespace == ALL_NAMESPACES else [self._spaces.get(self._ns(namespace))]
+        return any(sp is not None and (key in sp.chains or key in sp.gone) for sp in spaces)
 
     def _check_refs(self, ns: str, derived, evidence) -> None:
         """ValueError naming the field for a cited id of another namespace or without a UTF-8 form
@@ -1527,7 +1551,8 @@ class MemoryStore:
             raise ValueError("erase needs at least one of key=, memory_id=, subject=")
         for name, value in (("key", key), ("memory_id", memory_id), ("subject", subject)):
             # a wrong type erased nothing and looked like a success (erase(key=42) of the key "42/...")
-            if value is not None and (not isinstance(value, str) or not value.strip()):
+            if value is not None and (not isinstance(value, str) or not value.strip()) and not (
+                    name == "key" and self._blank_chain(value, namespace)):  # (an old file's blank key)
                 raise ValueError(f"erase: {name} must be a non-empty string, got {value!r}")
             if value is not None and not value.isascii():
                 _check_unicode(f"erase: {name}", value)
@@ -1926,6 +1951,7 @@ class MemoryStore:
             d = dict(d)
             kind = d.pop("kind")
             mid = d["memory_id"]
+            _legacy_record(d)
             if kind == "episodic":
                 rec: Record = EpisodicMemory(**d)
             elif kind == "semantic":
