@@ -134,3 +134,44 @@ def test_an_old_store_saves_and_loads_again_exactly(tmp_path):
     loaded = again._export_state()
     assert loaded.pop("embeddings").tobytes() == state.pop("embeddings").tobytes()
     assert loaded == state
+
+
+# --------------------------------------------------------------------------- 3. cues holding "::"
+def _old_cues_file(tmp_path: Path) -> Path:
+    """The previous release's r3 store: an extracted cue "std::vector" (extract_cues kept colon runs), a
+    caller's cue "alice::tea" in the default namespace next to namespace alice's cue "tea", and caller
+    cues beginning with ':'."""
+    s = MemoryStore()
+    s.write_episode(1, "We use std::vector for the buffer.")
+    s.write_episode(2, "Tea with Alice on Monday.", cues=["alice:tea", "Alice"])
+    s.namespace("alice").write_episode(3, "The tea is green.", cues=["tea"])
+    s.write_episode(4, "Dan moved to Oslo.", cues=["oslo", "lead"])
+
+    def patch(state):
+        recs = _records(state)
+        assert recs["ep_000001"]["cues"] == ["use", "std:vector", "buffer"]  # (this code's extraction)
+        recs["ep_000001"]["cues"] = ["use", "std::vector", "buffer"]
+        recs["ep_000002"]["cues"] = ["alice::tea", "Alice"]
+        recs["ep_000004"]["cues"] = ["oslo", "::", ":lead", "::oslo"]
+    return _old_file(s, tmp_path / "old.db", patch)
+
+
+def test_old_cues_holding_double_colons_are_rewritten_by_the_new_rule(tmp_path):
+    """extract_cues reads "std::vector" as "std:vector" now, so a query could no longer reach the old
+    cue node (PPR off), cues=["std::vector"] is refused, and store.graph merged the default namespace's
+    cue "alice::tea" with namespace alice's "tea" (review of session 9)."""
+    s = load_store(_old_cues_file(tmp_path))
+    assert s.get("ep_000001").cues == ["use", "std:vector", "buffer"]
+    assert s.get("ep_000002").cues == ["alice:tea", "Alice"]
+    assert s.get("ep_000004").cues == ["oslo", "lead"]  # a cue left empty goes, a repeated one too
+    assert s.query_scored("std::vector", top_k=1, bump=False)[0][0].memory_id == "ep_000001"
+    assert s.last_ppr_method is not None  # the query's cue "std:vector" is a node: PPR ran
+    assert [r.memory_id for r in s.query("what do we use", cues=["std:vector"], top_k=1, bump=False)] == ["ep_000001"]
+    assert s.last_ppr_method is not None
+    g = s.graph
+    assert set(g.predecessors("cue::alice:tea")) == {"ep_000002"}
+    assert set(g.predecessors("cue::alice::tea")) == {"ep_000003"}  # namespace alice's "tea" alone
+    assert "cue::std::vector" not in g and "cue::" not in g
+    state = s._export_state()
+    again = load_store(s.save(tmp_path / "again.db"))._export_state()
+    assert again.pop("embeddings").tobytes() == state.pop("embeddings").tobytes() and again == state

@@ -33,7 +33,7 @@ import networkx as nx
 import numpy as np
 
 from world.actr import ActRRecord, hybrid_base_level_batch
-from world.cues import extract_cues
+from world.cues import _COLONS, extract_cues
 from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature, words
 from world.embedding import (
     CachedEmbedder,
@@ -441,7 +441,15 @@ def _legacy_record(d: dict[str, Any]) -> None:
     """Migrate, in place, a record read from a file to what writes take now. The previous release
     (same file format 1) kept a ``source`` of any type (a tuple came back a list: ``_legacy_source``)
     and cited ids of any type (``evidence=[5]``: each becomes its ``str()``, "5"), which the write
-    checks of a supersession inheriting them then refused, naming a field its caller never passed."""
+    checks of a supersession inheriting them then refused, naming a field its caller never passed.
+    Its cues could hold "::" ("std::vector", extracted, or a caller's "alice::tea") or begin with
+    ":": they are rewritten by today's rule (_check_cues, extract_cues: a run of colons is one, a
+    leading ':' goes; a cue left empty or repeated is dropped), before the graph is built, so that
+    queries reach them (the query's cue is "std:vector" now) and store.graph keeps namespaces apart."""
+    cues = d.get("cues")
+    if cues and ":" in "".join(cues) and any("::" in c or c.startswith(":") for c in cues):
+        fixed = (_COLONS.sub(":", c).lstrip(":") for c in cues)
+        d["cues"] = list(dict.fromkeys(c for c in fixed if c))
     source = d.get("source")
     if source is not None and not isinstance(source, str):
         d["source"] = _legacy_source(source)
