@@ -404,10 +404,12 @@ def test_a_finite_vector_of_any_scale_is_normalised_in_float64(vec):
     assert s.query_scored("Alice likes tea", top_k=1, alpha_ppr=0.0, bump=False)[0][0] is rec
 
 
-def test_a_zero_vector_stays_zero_and_a_non_finite_one_is_still_refused():
+def test_a_zero_vector_stays_zero_a_unit_one_is_kept_and_a_non_finite_one_is_still_refused():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not MemoryStore(embedder=_FixedEmbedder(np.zeros(4))).embed("x").any()
+    unit = np.array([0.6, 0.8, 0.0, 0.0], dtype=np.float32)  # (a MiniLM vector: unit within 1e-4)
+    assert MemoryStore(embedder=_FixedEmbedder(unit)).embed("x").tobytes() == unit.tobytes()
     for bad in ([np.nan, 1.0, 0.0, 0.0], [np.inf, 1e39, 0.0, 0.0], [-np.inf, np.inf, 0.0, 0.0]):
         s = MemoryStore(embedder=_FixedEmbedder(np.array(bad)))
         with pytest.raises(ValueError, match=r"^embedder 'fixed' returned a vector that is not finite \(\d NaN or inf "

@@ -713,17 +713,18 @@ class MemoryStore:
         wide = np.asarray(out, dtype=np.float64).ravel()
         with np.errstate(over="ignore"):  # (entries beyond ~1e154 square past float64: handled below)
             norm = math.sqrt(float(wide.dot(wide)))
-        if not 1e-150 < norm < 1e150:  # the rare path: NaN / inf, squares past float64's range, or zero
-            top = float(np.abs(wide).max()) if wide.size else 0.0
-            if not math.isfinite(top):
-                raise not_finite_error(getattr(self.embedder, "name", type(self.embedder).__name__), wide, text)
-            if top == 0.0:
-                return wide.astype(np.float32)
-            wide = wide / top  # (largest entry 1: the norm is in [1, sqrt(dim)])
-            norm = math.sqrt(float(wide.dot(wide)))
-        if abs(norm - 1.0) > 1e-4:
-            wide = wide / norm
-        return wide.astype(np.float32)
+        if 1e-150 < norm < 1e150:
+            if abs(norm - 1.0) <= 1e-4:  # unit already (MiniLM): as given, a float32 vector not even copied
+                return np.asarray(out, dtype=np.float32).ravel()
+            return (wide / norm).astype(np.float32)
+        # the rare path: NaN / inf, squares past float64's range, or a zero vector
+        top = float(np.abs(wide).max()) if wide.size else 0.0
+        if not math.isfinite(top):
+            raise not_finite_error(getattr(self.embedder, "name", type(self.embedder).__name__), wide, text)
+        if top == 0.0:
+            return wide.astype(np.float32)
+        wide = wide / top  # (largest entry 1: the norm is in [1, sqrt(dim)])
+        return (wide / math.sqrt(float(wide.dot(wide)))).astype(np.float32)
 
     def _group(self, id_list: list[str]) -> list[tuple[_Space, np.ndarray, np.ndarray | None]]:
         """Group ids by namespace: [(space, slots, positions or None when all ids share one space)]."""
