@@ -43,6 +43,7 @@ __all__ = [
 
 EMBEDDERS = ("hashing", "minilm")
 
+
 def not_finite_error(name: str, vec: np.ndarray, text: str, note: str = "") -> ValueError:
     """The error for an embedder's vector holding NaN or inf, naming the embedder and the text (the
     store and the cache report it alike: docs/store.md)."""
