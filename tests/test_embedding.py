@@ -383,6 +383,54 @@ def test_cached_row_of_an_embedder_without_unit_norm_is_served_as_written(tmp_pa
     again.close()
 
 
+class PoisonEmbedder(CountingEmbedder):
+    """No unit_norm: a NaN in the vector of a text holding "poison", an inf for "blowup"."""
+
+    name = "poison"
+
+    def encode(self, text):
+        vec = super().encode(text)
+        if "poison" in text:
+            vec[1] = np.nan
+        elif "blowup" in text:
+            vec[2] = -np.inf
+        return vec
+
+
+@pytest.mark.parametrize("method", ["encode", "encode_batch"])
+@pytest.mark.parametrize("text", ["poison pill", "blowup now"])
+def test_a_non_finite_vector_is_refused_and_never_cached(tmp_path, method, text):
+    """The inner embedder's NaN vector was cached (in memory and in the file) before the store's check
+    refused it: the next process warned that its cache file was corrupted (review of session 9). The
+    cache now refuses it as the store does (a ValueError naming the inner embedder and the text) and
+    keeps nothing of the call."""
+    path = tmp_path / "cache.sqlite"
+    inner = PoisonEmbedder()
+    cache = CachedEmbedder(inner, path=path)
+    cache.encode("hello")
+    message = rf"^embedder 'poison' returned a vector that is not finite \(1 NaN or inf value\(s\) of 8\) for text {text!r}"
+    call = (lambda: cache.encode(text)) if method == "encode" else (lambda: cache.encode_batch(["fine text", text]))
+    with pytest.raises(ValueError, match=message):
+        call()
+    with pytest.raises(ValueError, match=message):  # embedded again: nothing was cached
+        call()
+    assert inner.calls == 1 + 2 * (1 if method == "encode" else 2)  # (the batch: both texts, twice)
+    assert text not in cache and "fine text" not in cache and len(cache) == 1
+    cache.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT text FROM emb").fetchall() == [("hello",)]
+    conn.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "a cached vector is corrupted" in the next process
+        again = CachedEmbedder(PoisonEmbedder(), path=path)
+        assert again.lookup(text) is None and again.encode("hello").tobytes() == inner.encode("hello").tobytes()
+    again.close()
+    store = MemoryStore(embedder=CachedEmbedder(PoisonEmbedder()))  # the store reports it the same way
+    with pytest.raises(ValueError, match=message):
+        store.write_episode(1, text)
+    assert len(store) == 0 and text not in store.embedder
+
+
 def test_cache_key_holds_the_hashing_settings(tmp_path):
     """HashingEmbedder(64, 0.0) and HashingEmbedder(64, 0.5) share the name hashing-64 but not their
     vectors: one cache file serves both, each with its own (the key holds the settings)."""

@@ -3,6 +3,7 @@ non-finite numbers, rejected supersessions. A rejected call raises a ValueError 
 changes nothing (docs/store.md)."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -363,6 +364,59 @@ def test_a_finite_embedding_whose_float32_norm_overflows_is_still_normalised():
     np.testing.assert_allclose(vec, s.embedder.inner.encode("huge text here"), atol=1e-6)  # the unscaled one
 
 
+class _FixedEmbedder:
+    """A user embedder (not unit_norm) returning one given vector, as given (float64 here)."""
+
+    name = "fixed"
+
+    def __init__(self, vec) -> None:
+        self.vec = vec
+        self.dim = len(vec)
+
+    def encode(self, text):
+        return self.vec
+
+
+_GAUSS = np.random.default_rng(0).standard_normal(384)
+
+
+@pytest.mark.parametrize("vec", [
+    np.array([1e39, 1e39, 0.0, 0.0]),  # finite in float64, inf in float32
+    np.array([1e300, -2e300, 0.0, 0.0]),  # squares overflow float64 too
+    np.array([3e-30, 4e-30, 0.0, 0.0]),  # squares underflow float32
+    np.array([3e-200, 4e-200, 0.0, 0.0]),  # squares underflow float64 too
+    1e-23 * _GAUSS,
+    5.0 * _GAUSS,
+], ids=["1e39", "1e300", "3e-30", "3e-200", "tiny-gauss", "gauss"])
+def test_a_finite_vector_of_any_scale_is_normalised_in_float64(vec):
+    """embed() cast to float32 before taking the norm: [1e39, 1e39, 0, 0] became inf and was refused as
+    "NaN or inf" (with a RuntimeWarning), and 1e-23 * a 384-d normal vector came out with norm 2.35
+    (review of session 9). The norm is now taken on the embedder's own output."""
+    s = MemoryStore(embedder=_FixedEmbedder(vec))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = s.embed("any text")
+        rec = s.write_episode(1, "Alice likes tea")
+    assert out.dtype == np.float32
+    assert abs(float(np.linalg.norm(out.astype(np.float64))) - 1.0) < 1e-6
+    direction = vec / np.abs(vec).max()
+    np.testing.assert_allclose(out, direction / np.linalg.norm(direction), rtol=1e-6, atol=1e-7)
+    assert s.query_scored("Alice likes tea", top_k=1, alpha_ppr=0.0, bump=False)[0][0] is rec
+
+
+def test_a_zero_vector_stays_zero_a_unit_one_is_kept_and_a_non_finite_one_is_still_refused():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not MemoryStore(embedder=_FixedEmbedder(np.zeros(4))).embed("x").any()
+    unit = np.array([0.6, 0.8, 0.0, 0.0], dtype=np.float32)  # (a MiniLM vector: unit within 1e-4)
+    assert MemoryStore(embedder=_FixedEmbedder(unit)).embed("x").tobytes() == unit.tobytes()
+    for bad in ([np.nan, 1.0, 0.0, 0.0], [np.inf, 1e39, 0.0, 0.0], [-np.inf, np.inf, 0.0, 0.0]):
+        s = MemoryStore(embedder=_FixedEmbedder(np.array(bad)))
+        with pytest.raises(ValueError, match=r"^embedder 'fixed' returned a vector that is not finite \(\d NaN or inf "
+                                             r"value\(s\) of 4\) for text 'some text'"):
+            s.embed("some text")
+
+
 # --------------------------------------------------------------------------- 7. types of source and cited ids
 @pytest.mark.parametrize("call, field", [
     (lambda s: s.write_episode(6, "Carol likes juice", source=b"user"), "source"),
@@ -447,3 +501,39 @@ def test_cues_may_be_any_iterable_of_strings():
     assert new.cues == ["alice", "coffee"]
     s.query("what does she drink", cues=(c for c in ["alice"]), bump=False)
     assert s.last_ppr_method is not None  # the cue seeded PPR
+
+
+# --------------------------------------------------------------------------- 11. ints beyond float range
+HUGE = 10**400  # a Python int: exact, but float() and math.isfinite() raise OverflowError on it
+
+
+class _HugeScorer:
+    def score(self, text, query=None):
+        return HUGE
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda s: s.write_episode(6, "Carol likes juice", importance=HUGE), "importance"),
+    (lambda s: s.write_episode(6, "Carol likes juice", importance=-HUGE), "importance"),
+    (lambda s: s.write_semantic(6, "People like drinks", [], importance=HUGE), "importance"),
+    (lambda s: s.write_episode(6, "Carol likes juice", confidence=HUGE), "confidence"),
+    (lambda s: s.write_semantic(6, "People like drinks", [], confidence=-HUGE), "confidence"),
+    (lambda s: s.supersede("ep_000001", "Alice drinks coffee now", 6, importance=HUGE), "importance"),
+    (lambda s: s.supersede("ep_000001", "Alice drinks coffee now", 6, confidence=HUGE), "confidence"),
+    (lambda s: s.query("tea", top_k=1, alpha_ppr=HUGE), "alpha_ppr"),
+    (lambda s: s.query_scored("tea", top_k=1, alpha_sim=-HUGE), "alpha_sim"),
+    (lambda s: s.namespace("default").query("tea", top_k=1, alpha_actr=HUGE), "alpha_actr"),
+    (lambda s: s.value_at("alice/home", HUGE), "step"),
+    (lambda s: MemoryStore(forget_threshold=HUGE), "forget_threshold"),
+    (lambda s: MemoryStore(importance_scorer=_HugeScorer()).write_episode(1, "Alice likes tea", importance=None),
+     "importance_scorer"),
+], ids=["episode-importance", "negative-importance", "semantic-importance", "episode-confidence",
+        "semantic-confidence", "supersede-importance", "supersede-confidence", "alpha_ppr", "alpha_sim",
+        "view-alpha_actr", "value_at-step", "forget_threshold", "scorer"])
+def test_an_int_beyond_float_range_is_a_value_error_naming_the_field(call, field):
+    """10**400 raised a bare OverflowError from float() / math.isfinite() (review of session 9)."""
+    s, _ = _two_memories()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=rf"^{field}"):
+        call(s)
+    assert _snapshot(s) == before

@@ -43,6 +43,16 @@ __all__ = [
 
 EMBEDDERS = ("hashing", "minilm")
 
+
+def not_finite_error(name: str, vec: np.ndarray, text: str, note: str = "") -> ValueError:
+    """The error for an embedder's vector holding NaN or inf, naming the embedder and the text (the
+    store and the cache report it alike: docs/store.md)."""
+    bad = int(np.count_nonzero(~np.isfinite(vec)))
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    return ValueError(f"embedder {name!r} returned a vector that is not finite ({bad} NaN or inf value(s) of "
+                      f"{vec.size}{note}) for text {shown!r}; an embedding must be finite numbers")
+
+
 _TOKEN_RE = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")  # plain-ASCII texts (the fast path)
 
 
@@ -554,7 +564,10 @@ class CachedEmbedder:
             self.hits += 1
             return vec
         self.misses += 1
-        vec = np.asarray(self.inner.encode(text), dtype=np.float32)
+        raw = self.inner.encode(text)
+        vec = np.asarray(raw, dtype=np.float32)
+        if not self.unit_norm and not np.isfinite(vec).all():
+            raise self._not_finite(vec, text, raw)
         vec.setflags(write=False)
         self._store(key, text, vec)
         self._commit()
@@ -573,6 +586,9 @@ class CachedEmbedder:
                 new = np.asarray(self.inner.encode_batch(todo), dtype=np.float32)
             else:
                 new = np.stack([np.asarray(self.inner.encode(t), dtype=np.float32) for t in todo])
+            if not self.unit_norm and not np.isfinite(new).all():  # (before any of the batch is cached)
+                j = int(np.flatnonzero(~np.isfinite(new).all(axis=1))[0])
+                raise self._not_finite(new[j], todo[j])
             fresh = {}
             for j, t in enumerate(todo):
                 vec = new[j].copy()
@@ -585,6 +601,15 @@ class CachedEmbedder:
         if not texts:
             return np.zeros((0, self.dim or 0), dtype=np.float32)
         return np.stack(found).astype(np.float32, copy=False)
+
+    def _not_finite(self, vec: np.ndarray, text: str, raw: object = None) -> ValueError:
+        """The store's error for a vector of the inner embedder that is not finite as float32 (checked
+        unless the inner embedder declares ``unit_norm``, as the store checks): cached, a NaN row made
+        the next process warn that the file was corrupted, and the store refused the vector anyway."""
+        note = ""
+        if raw is not None and np.isfinite(np.asarray(raw, dtype=np.float64)).all():
+            note = " as float32, the form the cache keeps: the vector is finite but beyond float32's range"
+        return not_finite_error(self.name, vec, text, note)
 
     def _store(self, key: str, text: str, vec: np.ndarray) -> None:
         self._mem[key] = vec

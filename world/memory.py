@@ -33,7 +33,7 @@ import networkx as nx
 import numpy as np
 
 from world.actr import ActRRecord, hybrid_base_level_batch
-from world.cues import extract_cues
+from world.cues import _COLONS, extract_cues
 from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature, words
 from world.embedding import (
     CachedEmbedder,
@@ -41,6 +41,7 @@ from world.embedding import (
     check_embedder_config,
     embedder_config,
     embedder_from_config,
+    not_finite_error,
 )
 from world.graph import AssocGraph
 from world.importance import ImportanceScorer, Scorer
@@ -371,10 +372,19 @@ def _is_number(value: object) -> bool:
     return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
 
 
+def _is_finite_number(value: object) -> bool:
+    """A finite real number (Python or numpy), not a bool. An int beyond float range (10**400) is not:
+    math.isfinite and float() raise OverflowError on it, which escaped the checks unnamed."""
+    try:
+        return _is_number(value) and math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _finite(name: str, value: object, allowed: str = "a finite number") -> float:
     """``value`` as a float; ValueError naming the parameter unless it is a finite real number
     (NaN and inf would corrupt every later score, silently)."""
-    if not _is_number(value) or not math.isfinite(value):
+    if not _is_finite_number(value):
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return float(value)
 
@@ -414,6 +424,39 @@ def _check_cues(cues: object) -> list[str] | None:
                 raise ValueError(f"cues: a cue must not contain '::' nor begin with ':' (it would share its "
                                  f"store.graph node name with another namespace's cue), got {c!r}")
     return out
+
+
+def _legacy_source(source: object) -> str | None:
+    """A ``source`` read from a file, as writes take one now (None or a string). The previous release
+    (same file format) kept any value, and JSON turned a tuple into a list: a list becomes its items
+    joined by "/" (("chat", "tg") -> "chat/tg"), any other value its ``str()``."""
+    if source is None or isinstance(source, str):
+        return source
+    if isinstance(source, list):
+        return "/".join(x if isinstance(x, str) else str(x) for x in source)
+    return str(source)
+
+
+def _legacy_record(d: dict[str, Any]) -> None:
+    """Migrate, in place, a record read from a file to what writes take now. The previous release
+    (same file format 1) kept a ``source`` of any type (a tuple came back a list: ``_legacy_source``)
+    and cited ids of any type (``evidence=[5]``: each becomes its ``str()``, "5"), which the write
+    checks of a supersession inheriting them then refused, naming a field its caller never passed.
+    Its cues could hold "::" ("std::vector", extracted, or a caller's "alice::tea") or begin with
+    ":": they are rewritten by today's rule (_check_cues, extract_cues: a run of colons is one, a
+    leading ':' goes; a cue left empty or repeated is dropped), before the graph is built, so that
+    queries reach them (the query's cue is "std:vector" now) and store.graph keeps namespaces apart."""
+    cues = d.get("cues")
+    if cues and ":" in "".join(cues) and any("::" in c or c.startswith(":") for c in cues):
+        fixed = (_COLONS.sub(":", c).lstrip(":") for c in cues)
+        d["cues"] = list(dict.fromkeys(c for c in fixed if c))
+    source = d.get("source")
+    if source is not None and not isinstance(source, str):
+        d["source"] = _legacy_source(source)
+    for name in ("evidence", "derived_from"):
+        ids = d.get(name)
+        if ids and not all(isinstance(m, str) for m in ids):
+            d[name] = [m if isinstance(m, str) else str(m) for m in ids]
 
 
 def _check_layout(name: str, lay: object) -> dict[str, Any]:
@@ -472,7 +515,8 @@ def _check_unicode(name: str, value: str) -> None:
 def _check_tier(tier: str, confidence: float) -> None:
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
-    if not _is_number(confidence) or not 0.0 <= float(confidence) <= 1.0:
+    # (compared as given: float() of an int beyond float range, 10**400, raised OverflowError)
+    if not _is_number(confidence) or not 0.0 <= confidence <= 1.0:
         raise ValueError(f"confidence must be a number in [0, 1], got {confidence!r}")
     if tier == "inference" and confidence >= INFERENCE_MAX_CONFIDENCE:
         raise ValueError(
@@ -642,39 +686,45 @@ class MemoryStore:
         """Unit float32 embedding of `text` through the embedder (and its cache). A lone surrogate is
         refused as by a write (a `ValueError` naming `text`; it has no UTF-8 form to hash or cache), and
         so is a vector holding NaN or inf from an embedder that does not declare `unit_norm` (a
-        `ValueError` naming the embedder and the text, raised before a write or query changes anything)."""
+        `ValueError` naming the embedder and the text, raised before a write or query changes anything).
+        Such an embedder's vector is normalised in float64 before the cast (see `_unit`)."""
         if isinstance(text, str) and not text.isascii():
             _check_unicode("text", text)
         embedder = self.embedder
-        vec = np.asarray(embedder.encode(text), dtype=np.float32).ravel()
-        # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test below
-        # unchanged: skip it
-        if not getattr(embedder, "unit_norm", False):
-            with np.errstate(over="ignore"):  # (finite entries > 1.8e19 square past float32: handled below)
-                norm = float(np.sqrt(vec.dot(vec)))  # what np.linalg.norm computes for a 1-D real vector
-            if not math.isfinite(norm):
-                # a NaN norm failed `norm > 0` and the vector was kept: every later score against its
-                # row was NaN and queries returned fewer than top_k (the rare path: one more pass)
-                norm = self._finite_norm(vec, text)
-            if norm > 0 and abs(norm - 1.0) > 1e-4:
-                vec = vec / norm
+        # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test in
+        # _unit unchanged: skip it
+        if getattr(embedder, "unit_norm", False):
+            vec = np.asarray(embedder.encode(text), dtype=np.float32).ravel()
+        else:
+            vec = self._unit(embedder.encode(text), text)
         if self._dim is None:
             self._dim = int(vec.shape[0])
         elif vec.shape[0] != self._dim:
             raise ValueError(f"embedder returned dimension {vec.shape[0]}, store uses {self._dim}")
         return vec
 
-    def _finite_norm(self, vec: np.ndarray, text: str) -> float:
-        """The norm of ``vec`` computed in float64 (finite entries can square past float32's range);
-        ValueError naming the embedder and the text if an entry is NaN or inf, before anything is written."""
-        bad = int(np.count_nonzero(~np.isfinite(vec)))
-        if bad:
-            name = getattr(self.embedder, "name", type(self.embedder).__name__)
-            shown = text if len(text) <= 80 else text[:77] + "..."
-            raise ValueError(f"embedder {name!r} returned a vector that is not finite ({bad} NaN or inf value(s) of "
-                             f"{vec.shape[0]}) for text {shown!r}; an embedding must be finite numbers")
-        wide = vec.astype(np.float64)
-        return math.sqrt(float(wide.dot(wide)))
+    def _unit(self, out: object, text: str) -> np.ndarray:
+        """The embedder's output ``out`` as a unit float32 vector: normalised in float64, then cast (a
+        vector unit within 1e-4 is kept as it is, a zero vector stays zero). Cast first, a finite vector
+        beyond float32's range (1e39) became inf and was refused, and the squares of tiny entries (1e-23)
+        underflowed: the vector came out unnormalised. A NaN or inf entry is a ValueError naming the
+        embedder and the text, before anything is written (a NaN row scored NaN against every query,
+        which then returned fewer than top_k)."""
+        wide = np.asarray(out, dtype=np.float64).ravel()
+        with np.errstate(over="ignore"):  # (entries beyond ~1e154 square past float64: handled below)
+            norm = math.sqrt(float(wide.dot(wide)))
+        if 1e-150 < norm < 1e150:
+            if abs(norm - 1.0) <= 1e-4:  # unit already (MiniLM): as given, a float32 vector not even copied
+                return np.asarray(out, dtype=np.float32).ravel()
+            return (wide / norm).astype(np.float32)
+        # the rare path: NaN / inf, squares past float64's range, or a zero vector
+        top = float(np.abs(wide).max()) if wide.size else 0.0
+        if not math.isfinite(top):
+            raise not_finite_error(getattr(self.embedder, "name", type(self.embedder).__name__), wide, text)
+        if top == 0.0:
+            return wide.astype(np.float32)
+        wide = wide / top  # (largest entry 1: the norm is in [1, sqrt(dim)])
+        return (wide / math.sqrt(float(wide.dot(wide)))).astype(np.float32)
 
     def _group(self, id_list: list[str]) -> list[tuple[_Space, np.ndarray, np.ndarray | None]]:
         """Group ids by namespace: [(space, slots, positions or None when all ids share one space)]."""
@@ -792,12 +842,12 @@ class MemoryStore:
             score = self.importance_scorer.score(text)
             # a scorer's NaN would never be swept and poison every query score; a negative one would
             # sweep the memory at once: refused, as an importance passed directly would be
-            if not _is_number(score) or not math.isfinite(score) or score < 0:
+            if not _is_finite_number(score) or score < 0:
                 raise ValueError(f"importance_scorer: {type(self.importance_scorer).__name__}.score returned "
                                  f"{score!r}; an importance must be a finite number >= 0")
             return float(score)
         # numpy numbers too, as for confidence and steps (_is_number; the stored value is a float)
-        if not _is_number(importance) or not math.isfinite(importance):
+        if not _is_finite_number(importance):
             raise ValueError(f"importance must be a finite number >= 0 or None, got {importance!r}")
         if importance < 0:
             raise ValueError(f"importance must be >= 0, got {importance!r}")
@@ -906,8 +956,9 @@ class MemoryStore:
             raise ValueError(f"{field_name} must be a non-empty string, got {content!r}")
         step = _check_step(step)
         _check_tier(tier, confidence)
-        # a blank key (" ") could be written but not erased (erase refuses blank targets): one rule
-        if key is not None and (not isinstance(key, str) or not key.strip()):
+        # a blank key (" ") could be written but not erased (erase refuses blank targets): one rule,
+        # but for the chain of one a file of the previous release holds (_blank_chain)
+        if key is not None and (not isinstance(key, str) or not key.strip()) and not self._blank_chain(key, namespace):
             raise ValueError(f"key must be a non-empty string (not only whitespace) or None, got {key!r}")
         # a bytes / tuple source was kept: a save failed on it later naming nothing, or it came back a list
         if source is not None and not isinstance(source, str):
@@ -934,6 +985,15 @@ class MemoryStore:
         # no live memory's is kept as given: it must have a UTF-8 form too)
         self._check_refs(ns, derived if semantic else (), evidence_list)
         return step, imp, ns, evidence_list, cues
+
+    def _blank_chain(self, key: object, namespace: str | None) -> bool:
+        """Whether the blank ``key`` names a version chain (live or gone versions) of ``namespace``
+        (None: the default, "*": any). Writes and erase refuse a blank key, but a file of the previous
+        release may hold one: its chain must stay writable (a supersession keeps the key) and erasable."""
+        if not isinstance(key, str) or not key:
+            return False
+        spaces = self._spaces.values() if namespace == ALL_NAMESPACES else [self._spaces.get(self._ns(namespace))]
+        return any(sp is not None and (key in sp.chains or key in sp.gone) for sp in spaces)
 
     def _check_refs(self, ns: str, derived, evidence) -> None:
         """ValueError naming the field for a cited id of another namespace or without a UTF-8 form
@@ -1500,7 +1560,8 @@ class MemoryStore:
             raise ValueError("erase needs at least one of key=, memory_id=, subject=")
         for name, value in (("key", key), ("memory_id", memory_id), ("subject", subject)):
             # a wrong type erased nothing and looked like a success (erase(key=42) of the key "42/...")
-            if value is not None and (not isinstance(value, str) or not value.strip()):
+            if value is not None and (not isinstance(value, str) or not value.strip()) and not (
+                    name == "key" and self._blank_chain(value, namespace)):  # (an old file's blank key)
                 raise ValueError(f"erase: {name} must be a non-empty string, got {value!r}")
             if value is not None and not value.isascii():
                 _check_unicode(f"erase: {name}", value)
@@ -1899,6 +1960,7 @@ class MemoryStore:
             d = dict(d)
             kind = d.pop("kind")
             mid = d["memory_id"]
+            _legacy_record(d)
             if kind == "episodic":
                 rec: Record = EpisodicMemory(**d)
             elif kind == "semantic":

@@ -46,7 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from world.cues import extract_cues
 from world.dedup import signature
-from world.memory import _check_step, _check_unicode
+from world.memory import _check_step, _check_unicode, _legacy_source
 
 __all__ = [
     "Summarizer",
@@ -668,7 +668,8 @@ class RollingSummary:
     def from_state(cls, store: Any, state: dict, summarizer: Summarizer | None = None,
                    register: bool = True) -> RollingSummary:
         """Rebuild from ``export_state()``. An extractive summarizer is recreated from its config;
-        any other kind must be passed as ``summarizer`` (the extractive default is used otherwise)."""
+        any other kind must be passed as ``summarizer`` (the extractive default is used otherwise).
+        A ``source`` that is a list (a tuple the previous release saved) becomes its items joined by "/"."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             version = state.get("version") if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"RollingSummary.from_state: state version {version!r}, expected {STATE_VERSION}")
@@ -679,9 +680,12 @@ class RollingSummary:
             if summarizer is None:  # (an LLM client cannot be saved) the first fold warns, see _summarize
                 summarizer = ExtractiveSummarizer()
                 stand_in = (summarizer, dict(config))
+        # a source the previous release kept (a tuple, saved as a list) is migrated as the store
+        # migrates records' sources ("bot/v1"); a new summary still refuses one that is not a string
         obj = cls(store, state["namespace"], max_turns=int(state["max_turns"]),
                   keep_recent=int(state["keep_recent"]), summarizer=summarizer,
-                  confidence=float(state["confidence"]), source=state["source"], register=register)
+                  confidence=float(state["confidence"]), source=_legacy_source(state["source"]),
+                  register=register)
         obj.text = str(state["text"])
         obj._memory_id = state["memory_id"]
         obj._versions = [str(v) for v in state["versions"]]
