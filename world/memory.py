@@ -687,7 +687,8 @@ class MemoryStore:
         refused as by a write (a `ValueError` naming `text`; it has no UTF-8 form to hash or cache), and
         so is a vector holding NaN or inf from an embedder that does not declare `unit_norm` (a
         `ValueError` naming the embedder and the text, raised before a write or query changes anything).
-        Such an embedder's vector is normalised in float64 before the cast (see `_unit`)."""
+        Such an embedder's vector is normalised in float32, or in float64 before the cast where its float32
+        norm is out of range (see `_unit`)."""
         if isinstance(text, str) and not text.isascii():
             _check_unicode("text", text)
         embedder = self.embedder
@@ -704,18 +705,24 @@ class MemoryStore:
         return vec
 
     def _unit(self, out: object, text: str) -> np.ndarray:
-        """The embedder's output ``out`` as a unit float32 vector: normalised in float64, then cast (a
-        vector unit within 1e-4 is kept as it is, a zero vector stays zero). Cast first, a finite vector
+        """The embedder's output ``out`` as a unit float32 vector (a vector unit within 1e-4 is kept as it
+        is, a zero vector stays zero): in float32 where its norm is a normal float32 number, else
+        normalised in float64 and then cast. Cast first and normalised in float32, a finite vector
         beyond float32's range (1e39) became inf and was refused, and the squares of tiny entries (1e-23)
         underflowed: the vector came out unnormalised. A NaN or inf entry is a ValueError naming the
         embedder and the text, before anything is written (a NaN row scored NaN against every query,
         which then returned fewer than top_k)."""
+        with np.errstate(over="ignore", invalid="ignore"):  # (out of float32's range: the path below)
+            vec = np.asarray(out, dtype=np.float32).ravel()
+            n32 = float(np.sqrt(vec.dot(vec)))
+        if 1e-15 < n32 < math.inf:
+            # the usual range: in float32, exactly as the previous release computed it (stored vectors
+            # and query scores stay bit-identical); unit within 1e-4 (MiniLM): as given, not even copied
+            return vec / n32 if abs(n32 - 1.0) > 1e-4 else vec
         wide = np.asarray(out, dtype=np.float64).ravel()
         with np.errstate(over="ignore"):  # (entries beyond ~1e154 square past float64: handled below)
             norm = math.sqrt(float(wide.dot(wide)))
         if 1e-150 < norm < 1e150:
-            if abs(norm - 1.0) <= 1e-4:  # unit already (MiniLM): as given, a float32 vector not even copied
-                return np.asarray(out, dtype=np.float32).ravel()
             return (wide / norm).astype(np.float32)
         # the rare path: NaN / inf, squares past float64's range, or a zero vector
         top = float(np.abs(wide).max()) if wide.size else 0.0
