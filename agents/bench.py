@@ -257,13 +257,13 @@ def make_env(target: Any, difficulty: str | None = None, overrides: dict | None 
     overrides = dict(overrides or {})
     # (only WorldConfig fields: a key such as preset= would reach MemoryEnv's own parameters and name
     # another world than the target)
-    _check_keys(overrides)
+    _check_keys(overrides, LABEL_FIELDS)  # (family / difficulty: not listed as settings, refused as such)
     if isinstance(target, dict) and "id" in target:  # {"id": env id, "overrides": {...}} (training pipeline)
         unknown = set(target) - {"id", "overrides"}
         if unknown:
             raise ValueError(f"env spec dict: unknown key(s) {sorted(unknown)}; allowed: 'id', 'overrides'")
         return make_env(target["id"], difficulty, {**dict(target.get("overrides") or {}), **overrides})
-    if isinstance(target, str) and "/" in target:
+    if isinstance(target, str) and "/" in target and not os.path.isfile(target):  # (a YAML path is a config)
         family, difficulty = envs.parse_env_id(target)  # ValueError naming the registered ids
         return envs.MemoryEnv(config=f"{family}-{difficulty}", **overrides)
     if isinstance(target, str):

@@ -221,7 +221,7 @@ def _play_target(text: str) -> str:
     ids = envs.registered_ids()
     family, _, difficulty = text.partition("-")
     if (text.split(":", 1)[-1] in ids or text in FAMILIES or (family in FAMILIES and difficulty in DIFFICULTIES)
-            or ("/" not in text and os.path.isfile(text))):
+            or os.path.isfile(text)):  # (a world YAML file, by a path with folders too)
         return text
     by_key = {_squash(i): i for i in ids}
     key = _squash(text)

@@ -347,3 +347,26 @@ def test_scripts_bench_is_a_thin_wrapper():
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench.py"), "--help"], capture_output=True,
                          text=True, cwd=ROOT, timeout=60)
     assert res.returncode == 0 and "memgym bench" in res.stdout
+
+
+def test_play_and_make_env_take_a_world_yaml_file_by_a_path_with_folders(tmp_path):
+    """docs/bench.md: make_env takes a world YAML file; one given by a path with a "/" was read as an env
+    id ("unknown env id 'configs/world/recall-easy.yaml'"), in `memgym play` and in make_env."""
+    from agents.bench import make_env
+    from world import WorldConfig
+
+    path = tmp_path / "worlds" / "mine.yaml"
+    path.parent.mkdir()
+    WorldConfig.preset("recall", "easy").replace(horizon=12).to_yaml(path)
+    env = make_env(str(path))
+    assert env.config.family == "recall" and env.config.horizon == 12
+    code, out = run(["play", str(path)], stdin="WRITE\nquit\n")
+    assert code == 0 and "game over: 1 events" in out
+
+
+def test_an_unknown_set_key_lists_only_keys_the_command_takes(capsys):
+    """The error listed family and difficulty as allowed keys, which --set refuses."""
+    code, _ = run(["play", "life", "--set", "horizn=3"], stdin="quit\n")
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown config key 'horizn'" in err and "'horizon'" in err
+    assert "'family'" not in err and "'difficulty'" not in err

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import math
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -313,10 +314,13 @@ class WorldConfig:
         return hash(tuple(sorted((k, repr(v)) for k, v in self.to_dict().items())))
 
 
-def _check_keys(data: dict) -> None:
-    allowed = [f.name for f in dataclasses.fields(WorldConfig)]
+def _check_keys(data: dict, unlisted: Iterable[str] = ()) -> None:
+    """Refuse a key that is no WorldConfig field, listing the allowed ones (but ``unlisted``: fields the
+    caller refuses anyway, such as family / difficulty among benchmark overrides)."""
+    fields = [f.name for f in dataclasses.fields(WorldConfig)]
     for k in data:
-        if k not in allowed:
+        if k not in fields:
+            allowed = [f for f in fields if f not in unlisted]
             raise ConfigError(f"unknown config key {k!r}; allowed keys: {allowed}")
 
 
