@@ -218,6 +218,10 @@ class MemorySystemAgent(BaseAgent):
         self._to_world, self._by_world, self._pending, self._deletes = {}, {}, None, []
 
     def _map(self, system_id: str, world_id: str) -> None:
+        # the system stores this id (again): a DELETE of it still waiting for a free event is void (ids
+        # that are content hashes or recycled slots come back)
+        while system_id in self._deletes:
+            self._deletes.remove(system_id)
         self._unmap(system_id)
         self._to_world[system_id] = world_id
         self._by_world.setdefault(world_id, set()).add(system_id)
@@ -258,6 +262,8 @@ class MemorySystemAgent(BaseAgent):
         for sid, e in events:
             if e == "DELETE":
                 self._deletes.append(sid)
+            elif sid in self._deletes:  # stored again (a content-hash id, a recycled slot): not deleted
+                self._deletes.remove(sid)
         # one world operation per event, and the world stores this event's text: an UPDATE of a mirrored
         # memory the env offers as a target first, then an ADD, then an UPDATE of a memory the world
         # does not hold (written as new); the other decisions of the same add() are not mirrored
@@ -293,6 +299,10 @@ class MemorySystemAgent(BaseAgent):
         for sid in list(self._deletes):
             if sid not in self._to_world:  # never mirrored: nothing to erase in the world
                 self._deletes.remove(sid)
+                continue
+            if self.view is not None and self.view.get(self._to_world[sid]) is None:  # swept or erased already
+                self._deletes.remove(sid)  # (else the queue grows with every such id on long runs)
+                self._unmap(sid)
                 continue
             if self._shared_chain(sid):  # another live system id mirrors that memory or its version chain
                 self._deletes.remove(sid)  # (a FORGET erases the whole chain): the system still holds that

@@ -601,3 +601,67 @@ def test_a_delete_never_erases_the_version_chain_of_a_memory_another_library_id_
     held = agent.system.mem["m1"]
     store = env.unwrapped.world.store
     assert any(r.content == held and r.superseded_at is None for r in store.episodic.values())
+
+
+def test_a_waiting_delete_is_void_once_the_library_stores_that_id_again():
+    """A DELETE that came with an ADD waits for a free event; a library whose ids are content hashes
+    added the deleted text back under its old id before then, and the waiting DELETE FORGOT the memory
+    it had just added (noise-easy seed 10000). Storing an id again voids its waiting DELETE."""
+    import hashlib
+    from collections import Counter
+
+    import numpy as np
+
+    from agents.base import FORGET
+    from agents.bench import make_env, run_episode
+    from agents.memory_system import MemorySystemAgent
+
+    env = make_env("noise", "easy")
+
+    def hid(text):
+        return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+    class HashLib:
+        def reset(self):
+            self.mem, self.first, self.phase = {}, None, 0
+
+        def add(self, text, metadata):
+            if self.first is None:  # the first text the stream says again later
+                said = [e.text for e in env.unwrapped.world.privileged.script if e.kind == "statement"]
+                counts = Counter(said)
+                self.first = next(t for t in said if counts[t] >= 2)
+            h = hid(text)
+            if self.phase == 1:  # the statement after it: ADD this one, DELETE the first
+                self.phase = 2
+                del self.mem[hid(self.first)]
+                self.mem[h] = text
+                return [{"id": h, "event": "ADD"}, {"id": hid(self.first), "event": "DELETE"}]
+            if self.phase in (0, 2):
+                if text == self.first:
+                    self.phase += 1  # 0 -> 1: seen; 2 -> 3: added back under its old id, then nothing more
+                self.mem[h] = text
+                return [{"id": h, "event": "ADD"}]
+            return None
+
+        def search(self, query, k):
+            return []
+
+        def delete(self, id):
+            return self.mem.pop(id, None) is not None
+
+    erased = []
+
+    class Watched(MemorySystemAgent):
+        def act(self, observation, info):
+            action = super().act(observation, info)
+            op, slot = (int(x) for x in np.asarray(action).reshape(-1))
+            if op == FORGET:
+                erased.append(env.unwrapped.world.store.get(self.view.candidate_ids[slot]).content)
+            return action
+
+    agent = Watched(HashLib(), name="hashes")
+    run_episode(agent, env, 10_000)
+    assert agent.system.phase == 3
+    held = set(agent.system.mem.values())
+    assert agent.system.first in held and not [t for t in erased if t in held], erased
+    assert not agent._deletes

@@ -537,3 +537,26 @@ def test_an_int_beyond_float_range_is_a_value_error_naming_the_field(call, field
     with pytest.raises(ValueError, match=rf"^{field}"):
         call(s)
     assert _snapshot(s) == before
+
+
+def test_a_step_or_ppr_tol_beyond_float_range_is_refused_by_name_and_changes_nothing():
+    """ppr_tol=10**400 was accepted (every PPR query then raised OverflowError); write_episode(10**400)
+    raised a bare OverflowError after allocating an embedding row and an id; tick(10**400) was accepted
+    and every later sweep or query overflowed, with no way back (the clock never goes back)."""
+    from world import MemoryStore
+
+    with pytest.raises(ValueError, match="ppr_tol"):
+        MemoryStore(ppr_tol=10**400)
+    s = MemoryStore()
+    s.write_episode(1, "Alice likes tea.")
+    before = (len(s), s.stats()["embedding_rows"], dict(s._counters), s.current_step)
+    with pytest.raises(ValueError, match="step"):
+        s.write_episode(10**400, "Bob likes jazz.")
+    with pytest.raises(ValueError, match="step"):
+        s.tick(10**400)
+    with pytest.raises(ValueError, match="step"):
+        s.tick(2**53 + 1)
+    assert (len(s), s.stats()["embedding_rows"], dict(s._counters), s.current_step) == before
+    assert s.write_episode(2, "Bob likes jazz.").memory_id == "ep_000002"
+    s.tick(2**53)  # the largest step: still exact as a float
+    assert s.query("tea") and s.sweep_decayed() is not None

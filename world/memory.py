@@ -395,11 +395,18 @@ def _int_at_least(name: str, value: object, low: int) -> int:
     return int(value)
 
 
+#: steps are read as floats by ACT-R: beyond 2**53 they would not be exact (and 10**400 overflows float()
+#: in the first sweep or query, after the clock has moved past any step the store would take back)
+_STEP_MAX = 2**53
+
+
 def _check_step(step: object, name: str = "step") -> int:
-    if type(step) is int:  # (every step the world passes: one test per tick and write)
+    if type(step) is int and -_STEP_MAX <= step <= _STEP_MAX:  # (every step the world passes: one test)
         return step
     if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
         raise ValueError(f"{name} must be an int (a world step), got {step!r}")
+    if not -_STEP_MAX <= step <= _STEP_MAX:
+        raise ValueError(f"{name} must be an int of at most 2**53 in size (a world step), got {step!r}")
     return int(step)
 
 
@@ -560,7 +567,7 @@ class MemoryStore:
         if not _is_number(ppr_alpha) or not 0.0 < ppr_alpha < 1.0:
             raise ValueError(f"ppr_alpha must be a number in (0, 1), got {ppr_alpha!r}")
         _int_at_least("ppr_max_iter", ppr_max_iter, 1)
-        if not _is_number(ppr_tol) or not 0.0 < ppr_tol < math.inf:
+        if not _is_finite_number(ppr_tol) or not 0.0 < ppr_tol:
             raise ValueError(f"ppr_tol must be a finite number > 0, got {ppr_tol!r}")
         if embed_window is not None:
             _int_at_least("embed_window (None: the whole namespace)", embed_window, 1)

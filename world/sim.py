@@ -1062,8 +1062,9 @@ class WorldView:
 
     def chain(self, memory_id: str) -> list[str]:
         """Ids of ``memory_id``'s version chain, oldest first (``[memory_id]`` for a memory without
-        versions or one that is gone): what a FORGET of it erases with it. The store's structure, no
-        payload."""
+        versions or one that is gone). A FORGET of it erases the whole chain, and with it (the erasure
+        cascade) every REFLECT rule derived from a version of it: this lists the versions only. The
+        store's structure, no payload."""
         return _ReaderCtx(self._w).chain(memory_id)
 
     def stats(self) -> dict:
