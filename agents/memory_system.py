@@ -218,10 +218,6 @@ class MemorySystemAgent(BaseAgent):
         self._to_world, self._by_world, self._pending, self._deletes = {}, {}, None, []
 
     def _map(self, system_id: str, world_id: str) -> None:
-        # the system stores this id (again): a DELETE of it still waiting for a free event is void (ids
-        # that are content hashes or recycled slots come back)
-        while system_id in self._deletes:
-            self._deletes.remove(system_id)
         self._unmap(system_id)
         self._to_world[system_id] = world_id
         self._by_world.setdefault(world_id, set()).add(system_id)
@@ -292,15 +288,14 @@ class MemorySystemAgent(BaseAgent):
         mirrors: the memory itself or another version of its chain (the world's FORGET is a hard
         erasure of the whole chain; a repeat merged into a superseded version maps there too)."""
         wid = self._to_world[system_id]
-        chain = self.view.chain(wid) if self.view is not None else [wid]  # ([wid] for a memory gone)
-        return any(other != system_id for w in chain for other in self._by_world.get(w, ()))
+        return any(other != system_id for w in self.view.chain(wid) for other in self._by_world.get(w, ()))
 
     def _flush_delete(self) -> tuple[int, int]:
         for sid in list(self._deletes):
             if sid not in self._to_world:  # never mirrored: nothing to erase in the world
                 self._deletes.remove(sid)
                 continue
-            if self.view is not None and self.view.get(self._to_world[sid]) is None:  # swept or erased already
+            if self.view.get(self._to_world[sid]) is None:  # swept or erased already
                 self._deletes.remove(sid)  # (else the queue grows with every such id on long runs)
                 self._unmap(sid)
                 continue

@@ -593,3 +593,21 @@ def test_processes_creating_one_cache_file_together_all_succeed(tmp_path):
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
         assert conn.execute("SELECT COUNT(*) FROM emb").fetchone()[0] == n_proc + 1
         conn.close()
+
+
+def test_a_batch_names_a_finite_vector_beyond_float32_as_such(tmp_path):
+    """encode_batch cast first and reported [1e39, 1, 0, 0] as "not finite"; encode said what it is."""
+    from world.embedding import CachedEmbedder
+
+    class Big:
+        name, dim = "big", 4
+
+        def encode(self, text):
+            return np.array([1e39, 1.0, 0.0, 0.0])
+
+    for call in (lambda c: c.encode("a"), lambda c: c.encode_batch(["b"])):
+        c = CachedEmbedder(Big(), path=str(tmp_path / "c.sqlite"))
+        with pytest.raises(ValueError, match="finite but beyond float32's range"):
+            call(c)
+        assert len(c) == 0
+        c.close()

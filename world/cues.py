@@ -23,7 +23,8 @@ import numbers
 import re
 import unicodedata
 
-__all__ = ["extract_cues", "STOP_WORDS", "is_entity_like", "NO_SPACE_RANGES", "is_no_space_letter"]
+__all__ = ["extract_cues", "STOP_WORDS", "is_entity_like", "NO_SPACE_RANGES", "is_no_space_letter",
+           "cue_name_ok", "colon_rule"]
 
 STOP_WORDS = frozenset(
     "the a an and or but of in on at to for with by is are was were be been being this that these "
@@ -86,6 +87,19 @@ def _clean_unicode(word: str) -> str:
 
 _POSSESSIVE = ("'s", "’s")
 _COLONS = re.compile(r":{2,}")
+
+
+def cue_name_ok(cue: str) -> bool:
+    """The colon rule of a cue: no "::" in it and no leading ":" (store.graph names a namespace's cue
+    node "cue::<namespace>::<cue>": with this rule the last "::" splits a name one way only).
+    :func:`extract_cues` never gives a cue that breaks it."""
+    return "::" not in cue and not cue.startswith(":")
+
+
+def colon_rule(cue: str) -> str:
+    """``cue`` rewritten to follow :func:`cue_name_ok` as :func:`extract_cues` reads text: a run of
+    colons is one, a leading ':' goes ("std::vector" -> "std:vector")."""
+    return _COLONS.sub(":", cue).lstrip(":")
 
 
 def is_entity_like(word: str) -> bool:

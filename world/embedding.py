@@ -565,7 +565,8 @@ class CachedEmbedder:
             return vec
         self.misses += 1
         raw = self.inner.encode(text)
-        vec = np.asarray(raw, dtype=np.float32)
+        with np.errstate(over="ignore"):  # (a finite value beyond float32's range: reported below)
+            vec = np.asarray(raw, dtype=np.float32)
         if not self.unit_norm and not np.isfinite(vec).all():
             raise self._not_finite(vec, text, raw)
         vec.setflags(write=False)
@@ -583,12 +584,14 @@ class CachedEmbedder:
         if missing:
             todo = list(dict.fromkeys(texts[i] for i in missing))  # each distinct text embedded once
             if hasattr(self.inner, "encode_batch"):
-                new = np.asarray(self.inner.encode_batch(todo), dtype=np.float32)
+                raw = self.inner.encode_batch(todo)
             else:
-                new = np.stack([np.asarray(self.inner.encode(t), dtype=np.float32) for t in todo])
+                raw = [self.inner.encode(t) for t in todo]
+            with np.errstate(over="ignore"):  # (a finite value beyond float32's range: reported below)
+                new = np.asarray(raw, dtype=np.float32).reshape(len(todo), -1)
             if not self.unit_norm and not np.isfinite(new).all():  # (before any of the batch is cached)
                 j = int(np.flatnonzero(~np.isfinite(new).all(axis=1))[0])
-                raise self._not_finite(new[j], todo[j])
+                raise self._not_finite(new[j], todo[j], raw[j])  # (the raw row: "finite but beyond float32")
             fresh = {}
             for j, t in enumerate(todo):
                 vec = new[j].copy()

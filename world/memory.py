@@ -33,7 +33,7 @@ import networkx as nx
 import numpy as np
 
 from world.actr import ActRRecord, hybrid_base_level_batch
-from world.cues import _COLONS, extract_cues
+from world.cues import colon_rule, cue_name_ok, extract_cues
 from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature, words
 from world.embedding import (
     CachedEmbedder,
@@ -400,6 +400,15 @@ def _int_at_least(name: str, value: object, low: int) -> int:
 _STEP_MAX = 2**53
 
 
+def _relation(relation: object) -> str:
+    """A typed link's relation as its name (a RelationType or its value); ValueError naming the
+    allowed ones otherwise."""
+    rel = relation.value if isinstance(relation, RelationType) else relation
+    if rel not in _TYPED:
+        raise ValueError(f"relation must be one of {sorted(_TYPED)}, got {relation!r}")
+    return rel
+
+
 def _check_step(step: object, name: str = "step") -> int:
     if type(step) is int and -_STEP_MAX <= step <= _STEP_MAX:  # (every step the world passes: one test)
         return step
@@ -423,7 +432,7 @@ def _check_cues(cues: object) -> list[str] | None:
         raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
     if ":" in "".join(out):  # (one scan for the usual cues; the exact rule only when a colon is there)
         for c in out:
-            if "::" in c or c.startswith(":"):
+            if not cue_name_ok(c):
                 # store.graph names namespace N's cue node "cue::N::<cue>" and the default namespace's
                 # "cue::<cue>": with no "::" in a cue nor a leading ":", the last "::" of a name splits
                 # it one way only, so no two (namespace, cue) pairs share a node (extract_cues never
@@ -454,8 +463,8 @@ def _legacy_record(d: dict[str, Any]) -> None:
     leading ':' goes; a cue left empty or repeated is dropped), before the graph is built, so that
     queries reach them (the query's cue is "std:vector" now) and store.graph keeps namespaces apart."""
     cues = d.get("cues")
-    if cues and ":" in "".join(cues) and any("::" in c or c.startswith(":") for c in cues):
-        fixed = (_COLONS.sub(":", c).lstrip(":") for c in cues)
+    if cues and ":" in "".join(cues) and not all(cue_name_ok(c) for c in cues):
+        fixed = (colon_rule(c) for c in cues)
         d["cues"] = list(dict.fromkeys(c for c in fixed if c))
     source = d.get("source")
     if source is not None and not isinstance(source, str):
@@ -1182,9 +1191,7 @@ class MemoryStore:
     def link(self, a: str, b: str, relation: RelationType | str) -> bool:
         """Add a typed link a -> b. False if either is not a live memory, a == b, they live in
         different namespaces, or a provenance edge (derived_from / consolidated_into) already joins them."""
-        rel = relation.value if isinstance(relation, RelationType) else relation
-        if rel not in _TYPED:
-            raise ValueError(f"relation must be one of {sorted(_TYPED)}, got {relation!r}")
+        rel = _relation(relation)
         ra, rb = self._records.get(a), self._records.get(b)
         if ra is None or rb is None or a == b or ra.namespace != rb.namespace:
             return False
@@ -2127,10 +2134,7 @@ class NamespaceView:
         self.store.add_erase_hook(fn)
 
     def link(self, a, b, relation) -> bool:
-        # the relation first, as the store does: a bad one is an error, not False for unknown ids
-        rel = relation.value if isinstance(relation, RelationType) else relation
-        if rel not in _TYPED:
-            raise ValueError(f"relation must be one of {sorted(_TYPED)}, got {relation!r}")
+        _relation(relation)  # the relation first, as the store does: a bad one is an error, not False
         return self._own(a) and self._own(b) and self.store.link(a, b, relation)
 
     def forget(self, memory_id: str) -> bool:

@@ -960,11 +960,15 @@ class _ReaderCtx:
         return _neighbours(self.store, memory_id)
 
     def chain(self, memory_id: str) -> list[str]:
-        rec = self.store.get(memory_id)
-        if rec is None or rec.key is None:
-            return [memory_id]
-        vs = self.store.versions(rec.key)
-        return [v.memory_id for v in vs] or [memory_id]
+        return _chain(self.store, memory_id)
+
+
+def _chain(store, memory_id: str) -> list[str]:
+    """Ids of ``memory_id``'s version chain, oldest first; ``[memory_id]`` without versions or when gone."""
+    rec = store.get(memory_id)
+    if rec is None or rec.key is None:
+        return [memory_id]
+    return [v.memory_id for v in store.versions(rec.key)] or [memory_id]
 
 
 def _neighbours(store, memory_id: str) -> list[str]:
@@ -1065,7 +1069,7 @@ class WorldView:
         versions or one that is gone). A FORGET of it erases the whole chain, and with it (the erasure
         cascade) every REFLECT rule derived from a version of it: this lists the versions only. The
         store's structure, no payload."""
-        return _ReaderCtx(self._w).chain(memory_id)
+        return _chain(self._w.store, memory_id)
 
     def stats(self) -> dict:
         return dict(self._w.store.stats())
@@ -1150,7 +1154,7 @@ class OracleAccess:
         return _neighbours(self._w.store, memory_id)
 
     def chain(self, memory_id: str) -> list[str]:
-        return _ReaderCtx(self._w).chain(memory_id)
+        return _chain(self._w.store, memory_id)
 
 
 # ---------------------------------------------------------------------- statistics

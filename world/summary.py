@@ -423,14 +423,18 @@ class RollingSummary:
 
     # -- writing ------------------------------------------------------------------------------ #
 
+    def _step(self, step: object, method: str) -> int:
+        """``step`` by the store's own check (int() made 4.9 step 4 and accepted "5"), or the store's
+        clock for None; called first, before anything changes."""
+        return self.store.current_step if step is None else _check_step(step, f"RollingSummary.{method}: step")
+
     def add_turn(self, text: str, step: int | None = None, **write_kwargs: Any):
         """Write ``text`` as an episode in this namespace, add it to the window, fold if needed.
 
         Returns the record ``write_episode`` returned (the existing one on a duplicate)."""
         if not isinstance(text, str):
             raise TypeError(f"RollingSummary.add_turn: text must be str, got {type(text).__name__}")
-        # the store's step check (int() made 4.9 step 4 and accepted "5"), before anything changes
-        step = self.store.current_step if step is None else _check_step(step, "RollingSummary.add_turn: step")
+        step = self._step(step, "add_turn")
         write_kwargs.setdefault("namespace", self.namespace)
         record = self.store.write_episode(step, text, **write_kwargs)
         self._push(Turn(record.memory_id, text, step, getattr(record, "key", None)))
@@ -438,8 +442,7 @@ class RollingSummary:
 
     def add_memory(self, memory_id: str, step: int | None = None) -> None:
         """Add an already stored memory of this namespace as the next turn."""
-        if step is not None:
-            step = _check_step(step, "RollingSummary.add_memory: step")
+        step = self._step(step, "add_memory")
         record = self.store.get(memory_id)
         if record is None:
             raise KeyError(f"RollingSummary.add_memory: no live memory {memory_id!r}")
@@ -447,7 +450,6 @@ class RollingSummary:
         if ns != self.namespace:
             raise ValueError(f"RollingSummary.add_memory: {memory_id!r} is in namespace {ns!r}, "
                              f"this summary serves {self.namespace!r}")
-        step = self.store.current_step if step is None else step
         self._push(Turn(memory_id, record.content, step, getattr(record, "key", None)))
 
     @property
@@ -470,12 +472,11 @@ class RollingSummary:
         """Retry a rebuild that failed during an erasure (see ``rebuild_pending``) now, and write the
         summary. Returns False if none was pending. A summarizer or write error propagates, nothing
         changes (the summary stays empty and pending)."""
-        if step is not None:
-            step = _check_step(step, "RollingSummary.rebuild: step")
+        step = self._step(step, "rebuild")
         if not self.rebuild_pending:
             return False
         text = self._base_text()
-        self._write(self.store.current_step if step is None else step, text, self._folds)
+        self._write(step, text, self._folds)
         self.text = text
         self._rebuild_pending = False
         return True
@@ -499,15 +500,14 @@ class RollingSummary:
         """Fold every turn of the window except the ``keep_recent`` newest, whatever its length.
 
         Returns True if anything was folded."""
-        if step is not None:
-            step = _check_step(step, "RollingSummary.fold_now: step")
+        step = self._step(step, "fold_now")
         cut = len(self._window) - self.keep_recent
         if cut <= 0:
             return False
         fold = self._window[:cut]
         new_text = self._summarize(self._base_text(), fold)
         folds = [*self._folds, fold]
-        self._write(self.store.current_step if step is None else step, new_text, folds)
+        self._write(step, new_text, folds)
         self._window = self._window[cut:]
         self._folds = folds
         self.text = new_text
