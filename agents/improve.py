@@ -310,7 +310,8 @@ def fit_gain_model(demo: Demonstrations, name: str, inputs: Sequence[str], *, hi
     needs, where one episode's gain is mostly noise: a fact skipped costs -1.25 if asked later, +0.05
     if not). An average of ``ensemble`` tanh MLPs (seeds ``seed ..``: the average keeps less of the noise
     each fit picks up); the last ``holdout`` of the episodes stops each at its best epoch.
-    Returns (model, stats); the model is None when no step was branched on ``name``."""
+    Returns (model, stats); the model is None when no step was branched on ``name``, or when every
+    branched step is in the held-out episodes (nothing to train on)."""
     import torch as th
 
     rows = [i for i, d in enumerate(demo.deltas) if name in d]
@@ -324,6 +325,9 @@ def fit_gain_model(demo: Demonstrations, name: str, inputs: Sequence[str], *, hi
     n_ep = int(episode[-1]) + 1
     cut = n_ep - max(1, int(round(n_ep * holdout))) if n_ep > 1 else n_ep
     tr, va = np.flatnonzero(ep_of < cut), np.flatnonzero(ep_of >= cut)
+    if len(tr) == 0:  # every branch in the held-out episodes: nothing to fit, so no model and no
+        # relabelling (an untrained net's seeded outputs crossed the margin and relabelled steps)
+        return None, {"samples": len(rows), "train_samples": 0, "train_episodes": cut, "holdout_episodes": n_ep - cut}
     if len(va) == 0:
         va = tr
 
@@ -360,9 +364,10 @@ def fit_gain_model(demo: Demonstrations, name: str, inputs: Sequence[str], *, hi
     model = GainModel(inputs, [m[0] for m in members])
     pred = model({k: np.stack([demo.obs[rows[j]][k] for j in va]) for k in inputs})
     ens_mse = float(np.mean((pred - y[va].numpy()) ** 2))
-    return model, {"samples": len(rows), "train_episodes": cut, "holdout_episodes": n_ep - cut,
+    return model, {"samples": len(rows), "train_samples": len(tr), "train_episodes": cut, "holdout_episodes": n_ep - cut,
                    "ensemble": len(members), "holdout_mse": ens_mse, "holdout_mse_members": [m[1] for m in members],
-                   "holdout_variance": float(y[va].var()), "best_epochs": [m[2] for m in members]}
+                   # (the population variance, as holdout_mse is a mean: one held-out sample gives 0, not NaN)
+                   "holdout_variance": float(y[va].var(correction=0)), "best_epochs": [m[2] for m in members]}
 
 
 def improved_actions(demo: Demonstrations, models: dict[str, GainModel], margin: float) -> tuple[np.ndarray, dict]:

@@ -360,7 +360,7 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             self.rows.append(row)
             _append_eval_row(run_dir / "evaluations.csv", row)
             _say(f"eval @ {row['timesteps']:>8d} steps: return {row['mean_return']:8.3f} "
-                 f"+/- {row['std_return']:.3f}, accuracy {row['mean_accuracy']:.3f}")
+                 f"+/- {row['std_return']:.3f}, accuracy {_acc(row['mean_accuracy'])}")
             return keep_going
 
         def _on_step(self) -> bool:
@@ -1205,7 +1205,7 @@ def summary_table(summary: dict[str, dict]) -> str:
             nlo, nhi = s["normalised_ci"]
             norm = f"{s['normalised']:.3f} [{nlo:.3f}, {nhi:.3f}]"
         lines.append(f"| {name} | {s['episodes']} | {s['mean_return']:.3f} [{lo:.3f}, {hi:.3f}] | "
-                     f"{s['mean_accuracy']:.3f} | {norm} |")
+                     f"{_acc(s['mean_accuracy'])} | {norm} |")
     return "\n".join(lines)
 
 
@@ -1313,7 +1313,7 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
         t = times.get(name)
         lines.append(f"| {name} | {e['normalised']:.3f} [{e['normalised_ci'][0]:.3f}, {e['normalised_ci'][1]:.3f}] | "
                      f"{e['mean_return']:.3f} [{e['return_ci'][0]:.3f}, {e['return_ci'][1]:.3f}] | "
-                     f"{e['mean_accuracy']:.3f} | {'' if t is None else f'{t / 60:.1f} min'} |")
+                     f"{_acc(e['mean_accuracy'])} | {'' if t is None else f'{t / 60:.1f} min'} |")
     seeds_means = [e["normalised"] for e in per_run.values()]
     lines += ["", f"Learned policy over training seeds: normalised {np.mean(seeds_means):.3f} "
               f"(min {np.min(seeds_means):.3f}, max {np.max(seeds_means):.3f})."]
@@ -1399,6 +1399,9 @@ def plot_learning_curve(run_dir: str | Path, out: str | Path | None = None) -> P
     baselines = {}
     if (run_dir / "baselines.json").exists():
         baselines = json.loads((run_dir / "baselines.json").read_text()).get("summary", {})
+        # (a mean without a value, e.g. the accuracy of episodes without questions, is null: no line)
+        baselines = {name: {k: (math.nan if v is None else v) for k, v in row.items()}
+                     for name, row in baselines.items()}
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     steps = np.array([r["timesteps"] for r in rows])
     for ax, key, label in ((axes[0], "mean_return", "validation return"),
@@ -1657,8 +1660,8 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
             return TrainResult(run_dir, None, start_steps, False, _STOP_REASON_INTERRUPT, 0.0, [], None)
         finally:
             _on_sigterm(old_term)
-        (run_dir / "baselines.json").write_text(json.dumps(
-            {"seeds": cfg.eval.seeds, "summary": summarise(base_eps) if base_eps else {}}, indent=2))
+        (run_dir / "baselines.json").write_text(_strict_json(
+            {"seeds": cfg.eval.seeds, "summary": summarise(base_eps) if base_eps else {}}))
 
     # -- model
     t0 = time.perf_counter()
@@ -1689,7 +1692,7 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
             finally:
                 _on_sigterm(old_term)
             stats["wall_time_s"] = round(time.perf_counter() - t_pre, 1)
-            (run_dir / "pretrain.json").write_text(json.dumps(stats, indent=2))
+            (run_dir / "pretrain.json").write_text(_strict_json(stats))
             _say(f"warm start: cloned {stats['agent']} on {stats['samples']} steps "
                  f"(op agreement {stats['op_agreement']:.3f}, demo return {stats['demo_mean_return']:.3f}, "
                  f"{stats['wall_time_s']}s)")
@@ -1796,8 +1799,8 @@ def _finish_run(cfg: TrainConfig, run_dir: Path, model, evaluator, seed: int, wa
         episodes = evaluate_agents([agent_name, *cfg.eval.baselines], cfg, test_seeds,
                                    progress=None if cfg.progress_bar else False)  # None: on a terminal only
         summary = summarise(episodes)
-        (run_dir / "test_eval.json").write_text(json.dumps(
-            {"seeds": test_seeds, "episodes": episodes, "summary": summary}, indent=2, default=_json_default))
+        (run_dir / "test_eval.json").write_text(_strict_json(
+            {"seeds": test_seeds, "episodes": episodes, "summary": summary}))
         best = best_heuristic(summary)
         text = [f"# {cfg.name or cfg.env_id}: seed {seed}, {model.num_timesteps} steps, "
                 f"{wall / 60:.1f} min of training", "",
@@ -1913,6 +1916,20 @@ def _on_sigterm(handler):
         return None
 
 
+def _acc(value: Any) -> str:
+    """An accuracy for a table or a log line: "n/a" where there was none (episodes without questions),
+    as the bench's tables print it."""
+    return f"{value:.3f}" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
+
+
+def _strict_json(obj: Any) -> str:
+    """Strict JSON of the run's result files, as the bench writes results.json: NaN / inf are null
+    (json.dumps wrote NaN, which JSON parsers other than Python's refuse), numpy values plain."""
+    from agents.report import _clean
+
+    return json.dumps(_clean(json.loads(json.dumps(obj, default=_json_default))), indent=2, allow_nan=False)
+
+
 def _json_default(obj: Any):
     if isinstance(obj, np.integer):
         return int(obj)
@@ -1997,7 +2014,7 @@ def _run(args: argparse.Namespace) -> int:
         print(text)
         if out is not None:
             try:
-                out.write_text(json.dumps(data, indent=2, default=_json_default))
+                out.write_text(_strict_json(data))
             except OSError as err:
                 raise TrainConfigError(f"--out {out}: cannot write the numbers ({err.strerror or err}); the table "
                                        "above is all there is") from None

@@ -310,3 +310,23 @@ def test_demonstrations_record_a_flat_alias_as_the_noop_it_was():
     assert (acts[0::2] == [NOOP, 0]).all() and (acts[1::2, 0] == WRITE).all()
     assert all(r == pytest.approx(-0.05) or r < -0.05 for r in demo.rewards[0::2])  # penalised, never rewarded
     assert all(not demo.alternatives[i] for i in range(0, 20, 2))  # no branches on a step that did nothing
+
+
+def test_no_gain_model_when_every_branch_is_held_out():
+    """Two demonstration episodes, branches on NOOP only in the second (the held-out one): the training set
+    was empty, the ensemble kept its seeded initial weights and its outputs (about +-0.06) crossed the
+    margin and relabelled steps. No model then; and one held-out sample gives a variance of 0, not NaN
+    with a torch warning."""
+    import warnings
+
+    demo = _synthetic(n_episodes=2, steps=10)
+    for i in range(10):  # the first episode: branched on another alternative only
+        demo.deltas[i] = {"QUERY": 0.0}
+    model, stats = fit_gain_model(demo, "NOOP", ["event", "event_kind"], seed=0, epochs=5)
+    assert model is None and stats["train_samples"] == 0 and stats["samples"] == 10
+    demo.deltas[0] = {"NOOP": 0.06}  # one training sample, one held-out episode of 10
+    demo.deltas[11:] = [{"QUERY": 0.0}] * 9  # ... of which one sample
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model, stats = fit_gain_model(demo, "NOOP", ["event", "event_kind"], seed=0, epochs=5)
+    assert model is not None and stats["train_samples"] == 1 and stats["holdout_variance"] == 0.0

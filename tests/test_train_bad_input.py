@@ -615,3 +615,23 @@ def test_headline_reports_a_failing_baseline_in_one_line(finished_run, tmp_path,
     err = capsys.readouterr().err
     assert rc == 2 and f"agent 'memsys:{module}:Fails' failed while playing" in err and needle in err, err
     assert "Traceback" not in err
+
+
+def test_results_of_episodes_without_questions_are_strict_json_and_print_n_a():
+    """With horizon=10 most test episodes ask nothing: summary.md, the headline table and the log printed
+    "nan" and baselines.json / test_eval.json / pretrain.json / the headline --out file held NaN, which
+    JSON parsers other than Python's refuse; the bench writes null and prints n/a for the same episodes."""
+    import json
+    import math
+
+    import numpy as np
+
+    from agents import train
+
+    text = train._strict_json({"mean_accuracy": float("nan"), "r": np.float32(1.5), "n": [np.int64(3), math.inf]})
+    assert json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c))) == \
+        {"mean_accuracy": None, "r": 1.5, "n": [3, None]}
+    rows = {"oracle": [{"return": 2.0, "accuracy": float("nan")}], "random": [{"return": 0.0, "accuracy": None}],
+            "versioned": [{"return": 1.0, "accuracy": float("nan")}]}
+    table = train.summary_table(train.summarise(rows))
+    assert "nan" not in table and table.count("| n/a |") == 3
