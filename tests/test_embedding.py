@@ -611,3 +611,24 @@ def test_a_batch_names_a_finite_vector_beyond_float32_as_such(tmp_path):
             call(c)
         assert len(c) == 0
         c.close()
+
+
+def test_a_batch_of_the_wrong_shape_is_refused_and_nothing_cached(tmp_path):
+    """A reshape made 1 row for 2 texts two 2-d vectors, cached in a 4-d cache (the next process called
+    the file corrupted); before that it was a bare IndexError."""
+    from world.embedding import CachedEmbedder
+
+    class Short:
+        name, dim = "short", 4
+
+        def encode(self, text):
+            return np.ones(4)
+
+        def encode_batch(self, texts):
+            return np.ones((1, 4))
+
+    c = CachedEmbedder(Short(), path=str(tmp_path / "c.sqlite"))
+    with pytest.raises(ValueError, match=r"returned shape \(1, 4\) for 2 texts"):
+        c.encode_batch(["a", "b"])
+    assert len(c) == 0
+    c.close()

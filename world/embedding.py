@@ -588,7 +588,10 @@ class CachedEmbedder:
             else:
                 raw = [self.inner.encode(t) for t in todo]
             with np.errstate(over="ignore"):  # (a finite value beyond float32's range: reported below)
-                new = np.asarray(raw, dtype=np.float32).reshape(len(todo), -1)
+                new = np.asarray(raw, dtype=np.float32)
+            if new.ndim != 2 or new.shape[0] != len(todo) or (self.dim and new.shape[1] != self.dim):
+                raise ValueError(f"CachedEmbedder: {self.name}.encode_batch returned shape {new.shape} for "
+                                 f"{len(todo)} texts; expected ({len(todo)}, {self.dim or 'dim'}) (nothing cached)")
             if not self.unit_norm and not np.isfinite(new).all():  # (before any of the batch is cached)
                 j = int(np.flatnonzero(~np.isfinite(new).all(axis=1))[0])
                 raise self._not_finite(new[j], todo[j], raw[j])  # (the raw row: "finite but beyond float32")
