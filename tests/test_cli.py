@@ -241,18 +241,28 @@ def test_replay_reproduces_the_recorded_episode(tiny_results):
     assert code == 2
 
 
+def _replay_as(tiny_results, tmp_path, capsys, agent, system_source=None, monkeypatch=None):
+    """Replay episode 0 of the tiny run as ``agent`` (with a memory-system module written beside it):
+    (exit code, stderr, the results.json path)."""
+    if system_source is not None:
+        module = agent.split(":")[1]
+        (tmp_path / f"{module}.py").write_text("from agents.memory_system import TinyMemorySystem\n\n" + system_source)
+        monkeypatch.syspath_prepend(str(tmp_path))
+    data = json.loads((tiny_results / "results.json").read_text())
+    data["episodes"][0]["agent"] = agent
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    code, _ = run(["replay", str(path), "--episode", "0"])
+    return code, capsys.readouterr().err, path
+
+
 @pytest.mark.parametrize("agent, needles", [
     ("memsys:gone_memsys_module_x:make", ["cannot import module 'gone_memsys_module_x'", "current folder"]),
     ("sb3:/nonexistent/moved/model.zip", ["model file not found"]),
     ("no_such_agent", ["unknown agent 'no_such_agent'", "write_all"]),
 ])
 def test_replay_of_an_agent_that_cannot_be_rebuilt_is_a_clean_error(agent, needles, tiny_results, tmp_path, capsys):
-    data = json.loads((tiny_results / "results.json").read_text())
-    data["episodes"][0]["agent"] = agent
-    path = tmp_path / "results.json"
-    path.write_text(json.dumps(data))
-    code, out = run(["replay", str(path), "--episode", "0"])
-    err = capsys.readouterr().err
+    code, err, path = _replay_as(tiny_results, tmp_path, capsys, agent)
     assert code == 2, err
     assert err.startswith(f"memgym replay: error: episode 0 of {path} cannot be replayed: ") and repr(agent) in err
     assert "Traceback" not in err
@@ -261,18 +271,9 @@ def test_replay_of_an_agent_that_cannot_be_rebuilt_is_a_clean_error(agent, needl
 
 
 def test_replay_reports_a_memory_system_that_returns_a_wrong_shape(tiny_results, tmp_path, monkeypatch, capsys):
-    (tmp_path / "replay_bad_memsys.py").write_text(
-        "from agents.memory_system import TinyMemorySystem\n\n"
-        "class Bad(TinyMemorySystem):\n"
-        "    def add(self, text, metadata):\n"
-        "        return 5\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    data = json.loads((tiny_results / "results.json").read_text())
-    data["episodes"][0]["agent"] = "memsys:replay_bad_memsys:Bad"
-    path = tmp_path / "results.json"
-    path.write_text(json.dumps(data))
-    code, _ = run(["replay", str(path), "--episode", "0"])
-    err = capsys.readouterr().err
+    code, err, _ = _replay_as(tiny_results, tmp_path, capsys, "memsys:replay_bad_memsys:Bad",
+                              "class Bad(TinyMemorySystem):\n    def add(self, text, metadata):\n        return 5\n",
+                              monkeypatch)
     assert code == 2, err
     assert err.startswith("memgym replay: error: episode 0") and "MemorySystem.add returned 5" in err, err
 
@@ -280,18 +281,9 @@ def test_replay_reports_a_memory_system_that_returns_a_wrong_shape(tiny_results,
 def test_replay_reports_a_memory_system_that_raises_as_a_user_error(tiny_results, tmp_path, monkeypatch, capsys):
     """A system raising while the episode is replayed (a memory server gone: ConnectionError) gave a traceback
     and exit 1, the code that means "the replayed return differs"; memgym bench reports it in one line."""
-    (tmp_path / "replay_flaky_memsys.py").write_text(
-        "from agents.memory_system import TinyMemorySystem\n\n"
-        "class Flaky(TinyMemorySystem):\n"
-        "    def add(self, text, metadata):\n"
-        "        raise ConnectionError('memory server unreachable')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    data = json.loads((tiny_results / "results.json").read_text())
-    data["episodes"][0]["agent"] = "memsys:replay_flaky_memsys:Flaky"
-    path = tmp_path / "results.json"
-    path.write_text(json.dumps(data))
-    code, _ = run(["replay", str(path), "--episode", "0"])
-    err = capsys.readouterr().err
+    code, err, path = _replay_as(tiny_results, tmp_path, capsys, "memsys:replay_flaky_memsys:Flaky",
+                                 "class Flaky(TinyMemorySystem):\n    def add(self, text, metadata):\n"
+                                 "        raise ConnectionError('memory server unreachable')\n", monkeypatch)
     assert code == 2, err
     assert err == (f"memgym replay: error: episode 0 of {path} cannot be replayed: agent "
                    "'memsys:replay_flaky_memsys:Flaky': ConnectionError('memory server unreachable')\n"), err
