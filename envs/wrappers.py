@@ -88,9 +88,7 @@ class FlattenAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
         except (ValueError, TypeError, OverflowError):
             raise ValueError(f"action must be an integer in 0..{n - 1} (op * K + slot, K = {self.K}), "
                              f"got {action!r}") from None
-        if not 0 <= a < n:
-            raise ValueError(f"action must be in 0..{n - 1} (op * K + slot, K = {self.K}), got {action!r}")
-        return unflatten_action(a, self.K)
+        return unflatten_action(a, self.K)  # (which refuses one out of 0..n-1, naming the range)
 
     def action_masks(self) -> np.ndarray:
         return self.env.unwrapped.action_mask_pairs().reshape(-1)
