@@ -886,7 +886,9 @@ class MemoryStore:
         if not space.order:
             return None
         if space.embed_window:
-            cand = np.fromiter(space.recent_slots, dtype=np.int64, count=len(space.recent_slots))[::-1]
+            # newest first, each slot once (dict.fromkeys keeps the first: a recycled slot may sit twice
+            # in the window, and both entries name its current memory)
+            cand = np.fromiter(dict.fromkeys(reversed(space.recent_slots)), dtype=np.int64)
         else:
             _, slots = space.view()
             cand = slots[::-1]
@@ -894,13 +896,11 @@ class MemoryStore:
             return None
         keep = space.alive[cand] & space.active[cand] & (space.is_sem[cand] == semantic)
         cand = cand[keep]
-        # dict.fromkeys: a recycled slot may sit twice in the window
-        cand = np.fromiter(dict.fromkeys(cand.tolist()), dtype=np.int64)
-        slot_id = space.slot_id
+        slot_id, sigs = space.slot_id, space.sigs
         value_aware, content = cfg.value_aware, sig.content
         for slot in cand[: cfg.window].tolist():
             mid = slot_id[slot]
-            old = self._sig(space, mid)
+            old = sigs.get(mid) or self._sig(space, mid)  # (_sig inlined for the usual hit: ~12 per write)
             if value_aware and sig.fp != old.fp and not content <= old.content and not old.content <= content:
                 continue  # a value change (each side has words the other lacks): duplicate_rule is None (world.dedup)
             rule = duplicate_rule(sig, old, cfg)
@@ -1037,9 +1037,13 @@ class MemoryStore:
                     )
 
     def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
-               sig=None):
-        step, imp, ns, evidence_list, cues = self._check_write(kind, step, content, cues, importance, key, tier,
-                                                               confidence, evidence, namespace, derived, source)
+               sig=None, checked=None):
+        """The write behind write_episode / write_semantic / supersede. ``checked``: what _check_write returned
+        for exactly these arguments (supersede validates before it touches its target), or None."""
+        if checked is None:
+            checked = self._check_write(kind, step, content, cues, importance, key, tier, confidence, evidence,
+                                        namespace, derived, source)
+        step, imp, ns, evidence_list, cues = checked
         semantic = kind == "sem"
         if sig is None:
             sig = signature(content)
@@ -1130,13 +1134,17 @@ class MemoryStore:
         space.is_sem[slot] = rec.kind == "semantic"
         space.importance[slot] = rec.importance
         space.conf_w[slot] = rec.confidence if rec.tier == "inference" else 1.0
-        if actr is None:
-            actr = (float(rec.written_at), 1, [float(rec.written_at)])
-        space.a_created[slot] = actr[0]
-        space.a_n[slot] = actr[1]
-        space.a_recent[slot] = -np.inf
-        recent = actr[2][-self.actr_k:]
-        space.a_recent[slot, : len(recent)] = recent
+        if actr is None:  # a new memory: one presentation, at its write (the row in one assignment)
+            written = float(rec.written_at)
+            space.a_created[slot] = written
+            space.a_n[slot] = 1
+            space.a_recent[slot] = [written] + [_NEG_INF] * (space.k - 1)
+        else:
+            space.a_created[slot] = actr[0]
+            space.a_n[slot] = actr[1]
+            space.a_recent[slot] = -np.inf
+            recent = actr[2][-self.actr_k:]
+            space.a_recent[slot, : len(recent)] = recent
         space.slot_id[slot] = mid
         space.order[mid] = slot
         space.recent_slots.append(slot)
@@ -1462,10 +1470,12 @@ class MemoryStore:
             raise TypeError("derived_from must be a list of memory ids, not a string")
         if semantic:
             derived = list(derived)
-        # (the write gets the checked lists: a generator would be consumed by the check)
-        step, _, _, kw["evidence"], cues = self._check_write(
-            "sem" if semantic else "ep", step, new_content, cues, importance, kw["key"], kw["tier"], kw["confidence"],
-            kw["evidence"], rec.namespace, derived, kw["source"])
+        # (the write gets the checked values, and does not check them again: a generator would be consumed
+        # by the check)
+        kind = "sem" if semantic else "ep"
+        checked = self._check_write(kind, step, new_content, cues, importance, kw["key"], kw["tier"], kw["confidence"],
+                                    kw["evidence"], rec.namespace, derived, kw["source"])
+        step = checked[0]
         sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
         if sig is None:
             sig = signature(new_content)
@@ -1479,9 +1489,8 @@ class MemoryStore:
             rec.key = kw["key"]
             space.chains.setdefault(rec.key, []).append(memory_id)
         try:
-            if semantic:
-                return self.write_semantic(step, new_content, derived, cues=cues, importance=importance, **kw)
-            return self.write_episode(step, new_content, cues, importance, sig=sig, **kw)
+            return self._write(kind, step, new_content, checked[4], importance, kw["key"], kw["tier"], kw["confidence"],
+                               kw["source"], checked[3], rec.namespace, derived, None if semantic else sig, checked)
         except BaseException:
             if assigned and rec.active:  # the write failed (e.g. the embedder raised): undo the key
                 chain = space.chains.get(rec.key)
