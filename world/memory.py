@@ -428,9 +428,11 @@ def _check_cues(cues: object) -> list[str] | None:
     if isinstance(cues, str) or not isinstance(cues, Iterable):
         raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
     out = list(cues)
-    if not all(isinstance(c, str) for c in out):
-        raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
-    if ":" in "".join(out):  # (one scan for the usual cues; the exact rule only when a colon is there)
+    try:  # (str.join refuses exactly what is not a str: one C call checks every cue)
+        joined = "".join(out)
+    except TypeError:
+        raise ValueError(f"cues must be a list of strings or None, got {cues!r}") from None
+    if ":" in joined:  # (one scan for the usual cues; the exact rule only when a colon is there)
         for c in out:
             if not cue_name_ok(c):
                 # store.graph names namespace N's cue node "cue::N::<cue>" and the default namespace's
@@ -894,7 +896,8 @@ class MemoryStore:
             cand = slots[::-1]
         if len(cand) == 0:
             return None
-        keep = space.alive[cand] & space.active[cand] & (space.is_sem[cand] == semantic)
+        # (active implies alive: _insert sets both, _remove clears both, _mark_superseded clears active)
+        keep = space.active[cand] & (space.is_sem[cand] == semantic)
         cand = cand[keep]
         slot_id, sigs = space.slot_id, space.sigs
         value_aware, content = cfg.value_aware, sig.content
@@ -991,9 +994,12 @@ class MemoryStore:
         # the write that let it in); isascii() first: one C call for the usual text
         if not content.isascii():
             _check_unicode(field_name, content)
-        for name, value in (("key", key), ("source", source), ("namespace", namespace)):
-            if isinstance(value, str) and not value.isascii():
-                _check_unicode(name, value)
+        if key is not None and isinstance(key, str) and not key.isascii():
+            _check_unicode("key", key)
+        if source is not None and not source.isascii():  # (a str: checked above)
+            _check_unicode("source", source)
+        if namespace is not None and isinstance(namespace, str) and not namespace.isascii():
+            _check_unicode("namespace", namespace)
         if cues and not "".join(cues).isascii():
             for c in cues:
                 _check_unicode("cues", c)
@@ -1127,11 +1133,14 @@ class MemoryStore:
     def _insert(self, space: _Space, rec: Record, vec: np.ndarray, sig: TextSignature,
                 actr: tuple[float, int, list[float]] | None = None, slot: int | None = None) -> None:
         mid = rec.memory_id
+        kind = rec.kind
+        semantic = kind == "semantic"
+        active = rec.superseded_at is None  # (rec.active, read once)
         slot = space.alloc(slot)
         space.emb[slot] = vec
         space.alive[slot] = True
-        space.active[slot] = rec.superseded_at is None
-        space.is_sem[slot] = rec.kind == "semantic"
+        space.active[slot] = active
+        space.is_sem[slot] = semantic
         space.importance[slot] = rec.importance
         space.conf_w[slot] = rec.confidence if rec.tier == "inference" else 1.0
         if actr is None:  # a new memory: one presentation, at its write (the row in one assignment)
@@ -1152,13 +1161,13 @@ class MemoryStore:
         space.sigs[mid] = sig
         if len(space.sigs) > space.sig_cap:
             del space.sigs[next(iter(space.sigs))]
-        if rec.active:
+        if active:
             space.fp.setdefault(sig.fp, []).append(mid)
         if rec.key is not None:
             space.chains.setdefault(rec.key, []).append(mid)
         space.version += 1
         g = space.graph
-        space.gnode[slot] = g.add_node(mid, rec.kind)
+        space.gnode[slot] = g.add_node(mid, kind)
         add_edge = g.add_edge
         for cue in rec.cues:
             node = _CUE + cue  # _cue_node(cue)
@@ -1166,7 +1175,7 @@ class MemoryStore:
                 g.add_node(node, "cue")
             add_edge(mid, node, "has_cue", 1.0)
             add_edge(node, mid, "cue_of", 1.0)
-        if rec.kind == "semantic":
+        if semantic:
             for src in rec.derived_from:  # type: ignore[union-attr]
                 if src in g and src != mid and src in self._records:
                     g.add_edge(mid, src, _DERIVED, 1.0)
@@ -1673,17 +1682,18 @@ class MemoryStore:
                         refs = set(rec.evidence)
                         refs.update(rec.derived_from)  # type: ignore[union-attr]
                         hit = not targets.keys().isdisjoint(refs) or (ghosts and not ghosts.isdisjoint(refs))
-                    else:  # (most episodes have no evidence: no set to build)
-                        hit = any(r in targets or r in ghosts for r in rec.evidence)
+                    else:  # (most episodes have no evidence: no set to build, no generator started)
+                        ev = rec.evidence
+                        hit = bool(ev) and any(r in targets or r in ghosts for r in ev)
                     if hit:
                         targets[m] = None
                         changed = True
         keys_before = {(r.namespace, r.key) for r in (self._records[m] for m in targets) if r.key is not None}
+        # the erased memories' signatures (or texts), read by mentions() only, which most erasures never
+        # call (no merged texts, an embedder without drop_matching / drop_words): their words are
+        # gathered on first use
+        erased_sources: list[tuple[TextSignature | None, str, list[str]]] = []
         erased_words: set[str] = set()
-        for m in targets:
-            erased_words |= self._sig(self._loc[m][0], m).content
-            for t in self._merged.get(m, ()):  # (texts merged into it: their words go with it)
-                erased_words |= signature(t).content
         texts = []
         namespaces = set()
         for m in targets:
@@ -1692,6 +1702,7 @@ class MemoryStore:
             texts.extend(self._merged.get(m, ()))
             namespaces.add(rec.namespace)
             space = self._loc[m][0]
+            erased_sources.append((space.sigs.get(m), rec.content, self._merged.get(m, ())))
             report.fingerprints.append(space.fps[m])
             (report.semantic if rec.kind == "semantic" else report.episodic).append(m)
             if m not in direct:
@@ -1731,16 +1742,30 @@ class MemoryStore:
                     cache_errors.append(exc)
         drop_matching = getattr(self.embedder, "drop_matching", None)
         drop_words = getattr(self.embedder, "drop_words", None)
-        low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
-        if subject is not None and subject.strip():
-            low.append(subject.lower())
+        low: list[str] = []  # the erased texts and the subject, lower-cased (filled with erased_words)
+        gathered: list[bool] = []
+
+        def erased() -> set[str]:
+            """The content words of the erased memories and of the texts merged into them, as _sig /
+            signature give them (gathered once, when first needed, with ``low``)."""
+            if not gathered:
+                gathered.append(True)
+                for sig, content, merged in erased_sources:
+                    erased_words.update((sig or signature(content)).content)
+                    for t in merged:  # (texts merged into it: their words go with it)
+                        erased_words.update(signature(t).content)
+                low.extend(t.lower() for t in dict.fromkeys(texts) if t.strip())
+                if subject is not None and subject.strip():
+                    low.append(subject.lower())
+            return erased_words
+
         unique_words: list[frozenset] = []
 
         def unique() -> frozenset:
             """The content words only the erased memories had (computed once, when first needed: a
             pass over every surviving record)."""
             if not unique_words:
-                left = set(erased_words)
+                left = set(erased())
                 loc = self._loc
                 for m in self._records:
                     if not left:
@@ -1753,11 +1778,12 @@ class MemoryStore:
         def mentions(text: str) -> bool:
             """A text quoting erased content, mentioning the subject or holding a word only the erased
             memories had."""
+            words_erased = erased()
             t = text.lower()
             if any(n in t for n in low):
                 return True
             content = signature(text).content
-            if content.isdisjoint(erased_words):  # (no erased word at all: no need for unique())
+            if content.isdisjoint(words_erased):  # (no erased word at all: no need for unique())
                 return False
             only = unique()
             return bool(only) and not only.isdisjoint(content)
