@@ -428,9 +428,11 @@ def _check_cues(cues: object) -> list[str] | None:
     if isinstance(cues, str) or not isinstance(cues, Iterable):
         raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
     out = list(cues)
-    if not all(isinstance(c, str) for c in out):
-        raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
-    if ":" in "".join(out):  # (one scan for the usual cues; the exact rule only when a colon is there)
+    try:  # (str.join refuses exactly what is not a str: one C call checks every cue)
+        joined = "".join(out)
+    except TypeError:
+        raise ValueError(f"cues must be a list of strings or None, got {cues!r}") from None
+    if ":" in joined:  # (one scan for the usual cues; the exact rule only when a colon is there)
         for c in out:
             if not cue_name_ok(c):
                 # store.graph names namespace N's cue node "cue::N::<cue>" and the default namespace's
@@ -634,6 +636,9 @@ class MemoryStore:
     # ------------------------------------------------------------------ clock and basics
     def tick(self, step: int) -> None:
         """Move the clock to ``step`` (an int, never backwards: ACT-R lags are measured from it)."""
+        if type(step) is int and -_STEP_MAX <= self.current_step <= step <= _STEP_MAX:  # (every world step: one test)
+            self.current_step = step
+            return
         step = _check_step(step)
         if step < self.current_step:
             raise ValueError(f"step must be >= the current step {self.current_step} (the clock never goes back), "
@@ -886,21 +891,22 @@ class MemoryStore:
         if not space.order:
             return None
         if space.embed_window:
-            cand = np.fromiter(space.recent_slots, dtype=np.int64, count=len(space.recent_slots))[::-1]
+            # newest first, each slot once (dict.fromkeys keeps the first: a recycled slot may sit twice
+            # in the window, and both entries name its current memory)
+            cand = np.fromiter(dict.fromkeys(reversed(space.recent_slots)), dtype=np.int64)
         else:
             _, slots = space.view()
             cand = slots[::-1]
         if len(cand) == 0:
             return None
-        keep = space.alive[cand] & space.active[cand] & (space.is_sem[cand] == semantic)
+        # (active implies alive: _insert sets both, _remove clears both, _mark_superseded clears active)
+        keep = space.active[cand] & (space.is_sem[cand] == semantic)
         cand = cand[keep]
-        # dict.fromkeys: a recycled slot may sit twice in the window
-        cand = np.fromiter(dict.fromkeys(cand.tolist()), dtype=np.int64)
-        slot_id = space.slot_id
+        slot_id, sigs = space.slot_id, space.sigs
         value_aware, content = cfg.value_aware, sig.content
         for slot in cand[: cfg.window].tolist():
             mid = slot_id[slot]
-            old = self._sig(space, mid)
+            old = sigs.get(mid) or self._sig(space, mid)  # (_sig inlined for the usual hit: ~12 per write)
             if value_aware and sig.fp != old.fp and not content <= old.content and not old.content <= content:
                 continue  # a value change (each side has words the other lacks): duplicate_rule is None (world.dedup)
             rule = duplicate_rule(sig, old, cfg)
@@ -991,9 +997,12 @@ class MemoryStore:
         # the write that let it in); isascii() first: one C call for the usual text
         if not content.isascii():
             _check_unicode(field_name, content)
-        for name, value in (("key", key), ("source", source), ("namespace", namespace)):
-            if isinstance(value, str) and not value.isascii():
-                _check_unicode(name, value)
+        if key is not None and isinstance(key, str) and not key.isascii():
+            _check_unicode("key", key)
+        if source is not None and not source.isascii():  # (a str: checked above)
+            _check_unicode("source", source)
+        if namespace is not None and isinstance(namespace, str) and not namespace.isascii():
+            _check_unicode("namespace", namespace)
         if cues and not "".join(cues).isascii():
             for c in cues:
                 _check_unicode("cues", c)
@@ -1037,9 +1046,13 @@ class MemoryStore:
                     )
 
     def _write(self, kind, step, content, cues, importance, key, tier, confidence, source, evidence, namespace, derived,
-               sig=None):
-        step, imp, ns, evidence_list, cues = self._check_write(kind, step, content, cues, importance, key, tier,
-                                                               confidence, evidence, namespace, derived, source)
+               sig=None, checked=None):
+        """The write behind write_episode / write_semantic / supersede. ``checked``: what _check_write returned
+        for exactly these arguments (supersede validates before it touches its target), or None."""
+        if checked is None:
+            checked = self._check_write(kind, step, content, cues, importance, key, tier, confidence, evidence,
+                                        namespace, derived, source)
+        step, imp, ns, evidence_list, cues = checked
         semantic = kind == "sem"
         if sig is None:
             sig = signature(content)
@@ -1123,20 +1136,27 @@ class MemoryStore:
     def _insert(self, space: _Space, rec: Record, vec: np.ndarray, sig: TextSignature,
                 actr: tuple[float, int, list[float]] | None = None, slot: int | None = None) -> None:
         mid = rec.memory_id
+        kind = rec.kind
+        semantic = kind == "semantic"
+        active = rec.superseded_at is None  # (rec.active, read once)
         slot = space.alloc(slot)
         space.emb[slot] = vec
         space.alive[slot] = True
-        space.active[slot] = rec.superseded_at is None
-        space.is_sem[slot] = rec.kind == "semantic"
+        space.active[slot] = active
+        space.is_sem[slot] = semantic
         space.importance[slot] = rec.importance
         space.conf_w[slot] = rec.confidence if rec.tier == "inference" else 1.0
-        if actr is None:
-            actr = (float(rec.written_at), 1, [float(rec.written_at)])
-        space.a_created[slot] = actr[0]
-        space.a_n[slot] = actr[1]
-        space.a_recent[slot] = -np.inf
-        recent = actr[2][-self.actr_k:]
-        space.a_recent[slot, : len(recent)] = recent
+        if actr is None:  # a new memory: one presentation, at its write (the row in one assignment)
+            written = float(rec.written_at)
+            space.a_created[slot] = written
+            space.a_n[slot] = 1
+            space.a_recent[slot] = [written] + [_NEG_INF] * (space.k - 1)
+        else:
+            space.a_created[slot] = actr[0]
+            space.a_n[slot] = actr[1]
+            space.a_recent[slot] = -np.inf
+            recent = actr[2][-self.actr_k:]
+            space.a_recent[slot, : len(recent)] = recent
         space.slot_id[slot] = mid
         space.order[mid] = slot
         space.recent_slots.append(slot)
@@ -1144,13 +1164,13 @@ class MemoryStore:
         space.sigs[mid] = sig
         if len(space.sigs) > space.sig_cap:
             del space.sigs[next(iter(space.sigs))]
-        if rec.active:
+        if active:
             space.fp.setdefault(sig.fp, []).append(mid)
         if rec.key is not None:
             space.chains.setdefault(rec.key, []).append(mid)
         space.version += 1
         g = space.graph
-        space.gnode[slot] = g.add_node(mid, rec.kind)
+        space.gnode[slot] = g.add_node(mid, kind)
         add_edge = g.add_edge
         for cue in rec.cues:
             node = _CUE + cue  # _cue_node(cue)
@@ -1158,7 +1178,7 @@ class MemoryStore:
                 g.add_node(node, "cue")
             add_edge(mid, node, "has_cue", 1.0)
             add_edge(node, mid, "cue_of", 1.0)
-        if rec.kind == "semantic":
+        if semantic:
             for src in rec.derived_from:  # type: ignore[union-attr]
                 if src in g and src != mid and src in self._records:
                     g.add_edge(mid, src, _DERIVED, 1.0)
@@ -1462,10 +1482,12 @@ class MemoryStore:
             raise TypeError("derived_from must be a list of memory ids, not a string")
         if semantic:
             derived = list(derived)
-        # (the write gets the checked lists: a generator would be consumed by the check)
-        step, _, _, kw["evidence"], cues = self._check_write(
-            "sem" if semantic else "ep", step, new_content, cues, importance, kw["key"], kw["tier"], kw["confidence"],
-            kw["evidence"], rec.namespace, derived, kw["source"])
+        # (the write gets the checked values, and does not check them again: a generator would be consumed
+        # by the check)
+        kind = "sem" if semantic else "ep"
+        checked = self._check_write(kind, step, new_content, cues, importance, kw["key"], kw["tier"], kw["confidence"],
+                                    kw["evidence"], rec.namespace, derived, kw["source"])
+        step = checked[0]
         sig = write_kwargs.get("sig")  # signature(new_content) precomputed by the caller (the world), or None
         if sig is None:
             sig = signature(new_content)
@@ -1479,9 +1501,8 @@ class MemoryStore:
             rec.key = kw["key"]
             space.chains.setdefault(rec.key, []).append(memory_id)
         try:
-            if semantic:
-                return self.write_semantic(step, new_content, derived, cues=cues, importance=importance, **kw)
-            return self.write_episode(step, new_content, cues, importance, sig=sig, **kw)
+            return self._write(kind, step, new_content, checked[4], importance, kw["key"], kw["tier"], kw["confidence"],
+                               kw["source"], checked[3], rec.namespace, derived, None if semantic else sig, checked)
         except BaseException:
             if assigned and rec.active:  # the write failed (e.g. the embedder raised): undo the key
                 chain = space.chains.get(rec.key)
@@ -1664,17 +1685,18 @@ class MemoryStore:
                         refs = set(rec.evidence)
                         refs.update(rec.derived_from)  # type: ignore[union-attr]
                         hit = not targets.keys().isdisjoint(refs) or (ghosts and not ghosts.isdisjoint(refs))
-                    else:  # (most episodes have no evidence: no set to build)
-                        hit = any(r in targets or r in ghosts for r in rec.evidence)
+                    else:  # (most episodes have no evidence: no set to build, no generator started)
+                        ev = rec.evidence
+                        hit = bool(ev) and any(r in targets or r in ghosts for r in ev)
                     if hit:
                         targets[m] = None
                         changed = True
         keys_before = {(r.namespace, r.key) for r in (self._records[m] for m in targets) if r.key is not None}
+        # the erased memories' signatures (or texts), read by mentions() only, which most erasures never
+        # call (no merged texts, an embedder without drop_matching / drop_words): their words are
+        # gathered on first use
+        erased_sources: list[tuple[TextSignature | None, str, list[str]]] = []
         erased_words: set[str] = set()
-        for m in targets:
-            erased_words |= self._sig(self._loc[m][0], m).content
-            for t in self._merged.get(m, ()):  # (texts merged into it: their words go with it)
-                erased_words |= signature(t).content
         texts = []
         namespaces = set()
         for m in targets:
@@ -1683,6 +1705,7 @@ class MemoryStore:
             texts.extend(self._merged.get(m, ()))
             namespaces.add(rec.namespace)
             space = self._loc[m][0]
+            erased_sources.append((space.sigs.get(m), rec.content, self._merged.get(m, ())))
             report.fingerprints.append(space.fps[m])
             (report.semantic if rec.kind == "semantic" else report.episodic).append(m)
             if m not in direct:
@@ -1722,16 +1745,30 @@ class MemoryStore:
                     cache_errors.append(exc)
         drop_matching = getattr(self.embedder, "drop_matching", None)
         drop_words = getattr(self.embedder, "drop_words", None)
-        low = [t.lower() for t in dict.fromkeys(texts) if t.strip()]
-        if subject is not None and subject.strip():
-            low.append(subject.lower())
+        low: list[str] = []  # the erased texts and the subject, lower-cased (filled with erased_words)
+        gathered: list[bool] = []
+
+        def erased() -> set[str]:
+            """The content words of the erased memories and of the texts merged into them, as _sig /
+            signature give them (gathered once, when first needed, with ``low``)."""
+            if not gathered:
+                gathered.append(True)
+                for sig, content, merged in erased_sources:
+                    erased_words.update((sig or signature(content)).content)
+                    for t in merged:  # (texts merged into it: their words go with it)
+                        erased_words.update(signature(t).content)
+                low.extend(t.lower() for t in dict.fromkeys(texts) if t.strip())
+                if subject is not None and subject.strip():
+                    low.append(subject.lower())
+            return erased_words
+
         unique_words: list[frozenset] = []
 
         def unique() -> frozenset:
             """The content words only the erased memories had (computed once, when first needed: a
             pass over every surviving record)."""
             if not unique_words:
-                left = set(erased_words)
+                left = set(erased())
                 loc = self._loc
                 for m in self._records:
                     if not left:
@@ -1744,11 +1781,12 @@ class MemoryStore:
         def mentions(text: str) -> bool:
             """A text quoting erased content, mentioning the subject or holding a word only the erased
             memories had."""
+            words_erased = erased()
             t = text.lower()
             if any(n in t for n in low):
                 return True
             content = signature(text).content
-            if content.isdisjoint(erased_words):  # (no erased word at all: no need for unique())
+            if content.isdisjoint(words_erased):  # (no erased word at all: no need for unique())
                 return False
             only = unique()
             return bool(only) and not only.isdisjoint(content)
