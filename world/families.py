@@ -33,7 +33,9 @@ question    ``qtype`` (current, before, order, hop, usually, unanswerable, erase
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -170,6 +172,16 @@ def release_before(items, upto: int, start: int = 0) -> None:
             items[i] = None
 
 
+@lru_cache(maxsize=64)
+def _mix_table(weights: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """The families of a mix (sorted) and the cumulative distribution of their weights, as the numpy
+    cumsum of the normalised weights gives it (floats). Cached per mix (a reset needs it once), hence
+    tuples: every generator of the mix shares them."""
+    names = tuple(k for k, _ in weights)
+    w = np.array([v for _, v in weights], dtype=float)
+    return names, tuple(np.cumsum(w / w.sum()).tolist())
+
+
 class ScriptGenerator:
     """Generates the script of one episode. Fixed-horizon worlds generate everything at
     construction; endless ones call :meth:`extend` as the clock approaches the end."""
@@ -188,9 +200,7 @@ class ScriptGenerator:
         self._released = 0  # endless worlds: events[:_released] are None (see _release)
         self.level = 0
         weights = config.mix or {config.family: 1.0}
-        self._mix_names = sorted(weights)
-        w = np.array([weights[k] for k in self._mix_names], dtype=float)
-        self._mix_cdf = np.cumsum(w / w.sum())
+        self._mix_names, self._mix_cdf = _mix_table(tuple(sorted(weights.items())))
         for _ in range(config.n_entities):
             self.cast.new_person()
         # endless (with or without a horizon): windows on demand, sessions of session_len events; a
@@ -253,9 +263,10 @@ class ScriptGenerator:
         rate = cfg.thread_rate
         n = int(length * rate)
         n += int(rng.random() < length * rate - n)
-        starts = sorted(int(s) for s in rng.integers(start, max(start + 1, end - cfg.delay_min), size=n))
+        starts = sorted(rng.integers(start, max(start + 1, end - cfg.delay_min), size=n).tolist())
         for s in starts:
-            j = int(np.searchsorted(self._mix_cdf, rng.random(), side="right"))
+            # (bisect_right on the cdf is np.searchsorted(cdf, u, side="right"), without the array call)
+            j = bisect_right(self._mix_cdf, rng.random())
             fam = self._mix_names[min(j, len(self._mix_names) - 1)]
             thread = self._build(fam)
             if thread:
