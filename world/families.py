@@ -48,6 +48,7 @@ from world.entities import (
     PERSON_RELATIONS,
     RELATIONS,
     USER_RELATIONS,
+    BlockDraws,
     Cast,
     chitchat,
     gender_of,
@@ -201,8 +202,6 @@ class ScriptGenerator:
         self.level = 0
         weights = config.mix or {config.family: 1.0}
         self._mix_names, self._mix_cdf = _mix_table(tuple(sorted(weights.items())))
-        for _ in range(config.n_entities):
-            self.cast.new_person()
         # endless (with or without a horizon): windows on demand, sessions of session_len events; a
         # horizon there only ends the episode (the script does not depend on it)
         if config.endless:
@@ -211,7 +210,28 @@ class ScriptGenerator:
             # sessions of ceil(horizon / sessions) events, the last taking the rest (as WorldConfig
             # documents): an even spread would change the life-easy and life-medium scripts
             self.session_len = -(-config.horizon // config.sessions)
-            self._window(0, config.horizon)
+        self._buffered(self._start)
+
+    def _start(self) -> None:
+        """The episode's first ``n_entities`` people, then (fixed horizon) the whole timeline."""
+        for _ in range(self.cfg.n_entities):
+            self.cast.new_person()
+        if not self.cfg.endless:
+            self._window(0, self.cfg.horizon)
+
+    def _buffered(self, work, *args) -> None:
+        """``work(*args)`` drawing through a :class:`BlockDraws` of the generator: the same draws, and
+        the generator left where the plain calls would have left it (also when ``work`` raises)."""
+        rng = self.rng
+        if not isinstance(rng, np.random.Generator):  # (already buffered, or not a numpy Generator)
+            work(*args)
+            return
+        draws = self.rng = self.cast.rng = BlockDraws(rng)
+        try:
+            work(*args)
+        finally:
+            self.rng = self.cast.rng = rng
+            draws.settle()
 
     # ------------------------------------------------------------------ timeline
     def step_of(self, index: int) -> int:
@@ -221,7 +241,7 @@ class ScriptGenerator:
         """Endless worlds: generate the next window (``config.chunk`` events by default)."""
         if level is not None:
             self.level = level
-        self._window(len(self.events), n_events or self.cfg.chunk)
+        self._buffered(self._window, len(self.events), n_events or self.cfg.chunk)
         self._release()
 
     def _release(self) -> None:
