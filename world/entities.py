@@ -404,15 +404,29 @@ def article(word: str) -> str:
     return "an" if w[:1] in ("a", "e", "i", "o", "u") and not w.startswith(_A_BEFORE) else "a"
 
 
+#: tidy's answers for the texts it saw last: a script's text is tidied when it is rendered and again when
+#: it is placed, and chit-chat recurs across episodes. Only the world's own rendered texts come here
+#: (as to the shared perception cache), never a memory's; emptied when full, so bounded.
+_TIDIED: dict[str, str] = {}
+_TIDIED_MAX = 4096
+
+
 def tidy(text: str) -> str:
     """A rendered template's text with "a" / "an" chosen from the next word ("an Opel", "an odd
     week") and no double period after a name's initial at the end of a sentence ("Lena S.")."""
-    if _MAYBE_AN_RE.search(text):
-        text = _ARTICLE_RE.sub(lambda m: m.group(1) + ("n" if article(m.group(2)) == "an" else "") + " " + m.group(2),
-                               text)
-    if ".." in text:
-        text = _INITIAL_END_RE.sub(r"\1", text)
-    return text
+    done = _TIDIED.get(text)
+    if done is not None:
+        return done
+    out = text
+    if _MAYBE_AN_RE.search(out):
+        out = _ARTICLE_RE.sub(lambda m: m.group(1) + ("n" if article(m.group(2)) == "an" else "") + " " + m.group(2),
+                              out)
+    if ".." in out:
+        out = _INITIAL_END_RE.sub(r"\1", out)
+    if len(_TIDIED) >= _TIDIED_MAX:
+        _TIDIED.clear()
+    _TIDIED[text] = out
+    return out
 
 
 def chitchat(rng: np.random.Generator) -> str:
