@@ -81,6 +81,8 @@ def _place(rng: np.random.Generator, used: int = 0) -> str:
     k, cap = 0, len(_PLACE_A) * len(_PLACE_B) // 2
     while used > cap:
         k, cap = k + 1, cap * len(_PLACE_MID)
+    if not k:  # (the usual case, without the join)
+        return pick(rng, _PLACE_A) + pick(rng, _PLACE_B)
     return pick(rng, _PLACE_A) + "".join(pick(rng, _PLACE_MID) for _ in range(k)) + pick(rng, _PLACE_B)
 
 
@@ -98,6 +100,8 @@ def _org(rng: np.random.Generator, used: int = 0) -> str:
     k, cap = 0, len(_ORG_A) * len(_ORG_B) * len(_ORG_C) // 2
     while used > cap:
         k, cap = k + 1, cap * len(_ORG_B)
+    if not k:  # (the usual case, without the join)
+        return pick(rng, _ORG_A) + pick(rng, _ORG_B) + " " + pick(rng, _ORG_C)
     return pick(rng, _ORG_A) + "".join(pick(rng, _ORG_B) for _ in range(k + 1)) + " " + pick(rng, _ORG_C)
 
 

@@ -395,26 +395,31 @@ class ScriptGenerator:
         return quiet
 
     def _fill(self, start: int, end: int) -> None:
-        quiet = self._quiet_slots()
+        """Finalize the events of slots ``start`` .. ``end - 1``: the placed thread events, chit-chat in
+        the quiet slots, filler elsewhere."""
+        quiet, pending, events = self._quiet_slots(), self._pending, self.events
+        session_len, session_gap = self.session_len, self.cfg.session_gap
+        noise = min(1.0, self.cfg.noise_ratio + 0.05 * self.level)
         for slot in range(start, end):
-            if slot in self._pending:
-                kind, text, payload = self._pending.pop(slot)
+            if slot in pending:
+                kind, text, payload = pending.pop(slot)
             elif slot in quiet:
                 quiet.discard(slot)
                 kind, text, payload = STATEMENT, chitchat(self.rng), {"kind": "chitchat", "family": "noise",
                                                                       "thread": -1, "last_use": -1}
             else:
-                kind, text, payload = self._filler(slot)
+                kind, text, payload = self._filler(noise)
             payload["event"] = slot
-            step = payload["step"] = self.step_of(slot)
-            ev = ScriptEvent(slot, step, slot // self.session_len, kind, tidy(text), payload)
-            self.events.append(ev)
+            session = slot // session_len
+            step = payload["step"] = slot + session * session_gap  # (step_of, once per event)
+            events.append(ScriptEvent(slot, step, session, kind, tidy(text), payload))
             if payload.get("repeatable"):
                 self._repeatable.append(slot)
 
-    def _filler(self, slot: int) -> tuple[str, str, dict]:
+    def _filler(self, noise: float) -> tuple[str, str, dict]:
+        """A filler event: a repeat of an earlier fact, else chit-chat with probability ``noise``, else a
+        distractor fact."""
         cfg, rng = self.cfg, self.rng
-        noise = min(1.0, cfg.noise_ratio + 0.05 * self.level)
         u = rng.random()
         if u < cfg.repeat_ratio and self._repeatable:
             src = self.events[pick(rng, self._repeatable)]
