@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from itertools import filterfalse
+from itertools import chain, filterfalse
+from operator import length_hint
 
 import numpy as np
 
@@ -116,59 +117,60 @@ def pick(rng: np.random.Generator, seq):
 
 class BlockDraws:
     """A numpy ``Generator`` whose ``random()`` floats are drawn in blocks: the same floats, in the same
-    order, as the generator's own scalar calls, for a fraction of their cost (``random()`` costs ~0.3 us a
-    call and a script takes ~5 per event; ``random(n)`` ~5 ns a float).
+    order, as the generator's own scalar calls, for a fraction of their cost (``Generator.random()``
+    costs ~0.3 us a call and a script takes ~5 per event; here it is a C-level ``next`` over a block
+    that ``random(64)`` drew at ~5 ns a float).
 
     Both give one float per 64-bit output of the bit generator (``next_double``), so a block of ``n``
     is the next ``n`` scalar draws. The generator runs ahead of the floats handed out; :meth:`settle` puts
     it where the scalar calls would have left it (the state before the first block is restored and
     exactly the floats handed out are drawn again). Every other draw (``integers``, ``choice``,
-    ``permutation``, ``random(size)``, ...) settles first and is then the generator's own, so it and all
-    that follows are what the plain generator gives. Settle before anything else reads or draws from
-    the generator (see ``ScriptGenerator._buffered``)."""
+    ``permutation``, ...) settles first and is then the generator's own, so it and all that follows
+    are what the plain generator gives. ``random()`` takes no argument here (a script draws scalars
+    only). Settle before anything else reads or draws from the generator (see
+    ``ScriptGenerator._buffered``)."""
 
     #: floats per block (a Life-Easy script draws ~490 floats, with ~3 other draws between them)
     BLOCK = 64
 
-    __slots__ = ("gen", "_buf", "_start", "_drawn")
+    __slots__ = ("gen", "random", "_run")
 
     def __init__(self, gen: np.random.Generator):
         self.gen = gen
-        self._buf: list[float] = []  # drawn, not handed out yet; the next one last
-        self._start: dict | None = None  # the generator's state before the first block since settling
-        self._drawn = 0  # floats drawn in blocks since then
+        self._restart()
 
-    def random(self, size=None, dtype=None, out=None):
-        """``Generator.random()``: the next float of the block (with an argument: the generator's own)."""
-        if size is not None or dtype is not None or out is not None:
-            self.settle()
-            given = {"dtype": dtype, "out": out}
-            return self.gen.random(size, **{k: v for k, v in given.items() if v is not None})
-        buf = self._buf
-        if buf:
-            return buf.pop()
-        gen = self.gen
-        if self._start is None:
-            self._start = gen.bit_generator.state
-        buf = self._buf = gen.random(self.BLOCK).tolist()
-        buf.reverse()
-        self._drawn += self.BLOCK
-        return buf.pop()
+    def _restart(self) -> None:
+        # _run: [the generator's state before the first block, floats drawn in blocks, the block being
+        # handed out]; kept in a list that the block source shares, so that no cycle holds self
+        run = self._run = [None, 0, iter(())]
+        self.random = chain.from_iterable(_blocks(self.gen, run, self.BLOCK)).__next__
 
     def settle(self) -> None:
         """Leave the generator where the scalar ``random()`` calls so far would have left it."""
-        if self._start is None:
+        start, drawn, block = self._run
+        if start is None:  # nothing drawn since the last settle
             return
-        used = self._drawn - len(self._buf)
         gen = self.gen
-        gen.bit_generator.state = self._start
-        gen.random(used)
-        self._start, self._drawn, self._buf = None, 0, []
+        gen.bit_generator.state = start
+        gen.random(drawn - length_hint(block))
+        self._restart()
 
     def __getattr__(self, name: str):
         # any other Generator method: settled first, so that it draws what the plain generator would
+        if name.startswith("_"):
+            raise AttributeError(name)
         self.settle()
         return getattr(self.gen, name)
+
+
+def _blocks(gen: np.random.Generator, run: list, size: int):
+    """Blocks of ``size`` floats of ``gen`` (as iterators), for :class:`BlockDraws`: the state before the
+    first one in ``run[0]``, the floats drawn so far in ``run[1]``, the newest block in ``run[2]``."""
+    run[0] = gen.bit_generator.state
+    while True:
+        block = run[2] = iter(gen.random(size).tolist())
+        run[1] += size
+        yield block
 
 
 # ---------------------------------------------------------------------- relations
