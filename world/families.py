@@ -469,15 +469,12 @@ class ScriptGenerator:
         return pick(self.rng, options)
 
     def _stmt(self, gap: int, kind: str, text: str, fam: str, **payload) -> _TE:
-        p = {"kind": kind, "family": fam, "thread": self._threads}
-        p.update(payload)
-        return _TE(gap, STATEMENT, text, p)
+        return _TE(gap, STATEMENT, text, {"kind": kind, "family": fam, "thread": self._threads, **payload})
 
     def _question(self, gap: int, text: str, fam: str, qtype: str, gold: str, evidence: list[int],
                   **payload) -> _TE:
         p = {"kind": "question", "family": fam, "thread": self._threads, "qtype": qtype, "gold": gold,
-             "stale": [], "erased": []}
-        p.update(payload)
+             "stale": [], "erased": [], **payload}
         return _TE(gap, QUESTION, text, p, evidence=list(evidence))
 
     # ------------------------------------------------------------------ threads
