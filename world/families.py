@@ -33,7 +33,9 @@ question    ``qtype`` (current, before, order, hop, usually, unanswerable, erase
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -46,6 +48,7 @@ from world.entities import (
     PERSON_RELATIONS,
     RELATIONS,
     USER_RELATIONS,
+    BlockDraws,
     Cast,
     chitchat,
     gender_of,
@@ -170,6 +173,16 @@ def release_before(items, upto: int, start: int = 0) -> None:
             items[i] = None
 
 
+@lru_cache(maxsize=64)
+def _mix_table(weights: tuple[tuple[str, float], ...]) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """The families of a mix (sorted) and the cumulative distribution of their weights, as the numpy
+    cumsum of the normalised weights gives it (floats). Cached per mix (a reset needs it once), hence
+    tuples: every generator of the mix shares them."""
+    names = tuple(k for k, _ in weights)
+    w = np.array([v for _, v in weights], dtype=float)
+    return names, tuple(np.cumsum(w / w.sum()).tolist())
+
+
 class ScriptGenerator:
     """Generates the script of one episode. Fixed-horizon worlds generate everything at
     construction; endless ones call :meth:`extend` as the clock approaches the end."""
@@ -188,11 +201,7 @@ class ScriptGenerator:
         self._released = 0  # endless worlds: events[:_released] are None (see _release)
         self.level = 0
         weights = config.mix or {config.family: 1.0}
-        self._mix_names = sorted(weights)
-        w = np.array([weights[k] for k in self._mix_names], dtype=float)
-        self._mix_cdf = np.cumsum(w / w.sum())
-        for _ in range(config.n_entities):
-            self.cast.new_person()
+        self._mix_names, self._mix_cdf = _mix_table(tuple(sorted(weights.items())))
         # endless (with or without a horizon): windows on demand, sessions of session_len events; a
         # horizon there only ends the episode (the script does not depend on it)
         if config.endless:
@@ -201,7 +210,28 @@ class ScriptGenerator:
             # sessions of ceil(horizon / sessions) events, the last taking the rest (as WorldConfig
             # documents): an even spread would change the life-easy and life-medium scripts
             self.session_len = -(-config.horizon // config.sessions)
-            self._window(0, config.horizon)
+        self._buffered(self._start)
+
+    def _start(self) -> None:
+        """The episode's first ``n_entities`` people, then (fixed horizon) the whole timeline."""
+        for _ in range(self.cfg.n_entities):
+            self.cast.new_person()
+        if not self.cfg.endless:
+            self._window(0, self.cfg.horizon)
+
+    def _buffered(self, work, *args) -> None:
+        """``work(*args)`` drawing through a :class:`BlockDraws` of the generator: the same draws, and
+        the generator left where the plain calls would have left it (also when ``work`` raises)."""
+        rng = self.rng
+        if not isinstance(rng, np.random.Generator):  # (already buffered, or not a numpy Generator)
+            work(*args)
+            return
+        draws = self.rng = self.cast.rng = BlockDraws(rng)
+        try:
+            work(*args)
+        finally:
+            self.rng = self.cast.rng = rng
+            draws.settle()
 
     # ------------------------------------------------------------------ timeline
     def step_of(self, index: int) -> int:
@@ -211,7 +241,7 @@ class ScriptGenerator:
         """Endless worlds: generate the next window (``config.chunk`` events by default)."""
         if level is not None:
             self.level = level
-        self._window(len(self.events), n_events or self.cfg.chunk)
+        self._buffered(self._window, len(self.events), n_events or self.cfg.chunk)
         self._release()
 
     def _release(self) -> None:
@@ -253,9 +283,10 @@ class ScriptGenerator:
         rate = cfg.thread_rate
         n = int(length * rate)
         n += int(rng.random() < length * rate - n)
-        starts = sorted(int(s) for s in rng.integers(start, max(start + 1, end - cfg.delay_min), size=n))
+        starts = sorted(rng.integers(start, max(start + 1, end - cfg.delay_min), size=n).tolist())
         for s in starts:
-            j = int(np.searchsorted(self._mix_cdf, rng.random(), side="right"))
+            # (bisect_right on the cdf is np.searchsorted(cdf, u, side="right"), without the array call)
+            j = bisect_right(self._mix_cdf, rng.random())
             fam = self._mix_names[min(j, len(self._mix_names) - 1)]
             thread = self._build(fam)
             if thread:
@@ -364,26 +395,31 @@ class ScriptGenerator:
         return quiet
 
     def _fill(self, start: int, end: int) -> None:
-        quiet = self._quiet_slots()
+        """Finalize the events of slots ``start`` .. ``end - 1``: the placed thread events, chit-chat in
+        the quiet slots, filler elsewhere."""
+        quiet, pending, events = self._quiet_slots(), self._pending, self.events
+        session_len, session_gap = self.session_len, self.cfg.session_gap
+        noise = min(1.0, self.cfg.noise_ratio + 0.05 * self.level)
         for slot in range(start, end):
-            if slot in self._pending:
-                kind, text, payload = self._pending.pop(slot)
+            if slot in pending:
+                kind, text, payload = pending.pop(slot)
             elif slot in quiet:
                 quiet.discard(slot)
                 kind, text, payload = STATEMENT, chitchat(self.rng), {"kind": "chitchat", "family": "noise",
                                                                       "thread": -1, "last_use": -1}
             else:
-                kind, text, payload = self._filler(slot)
+                kind, text, payload = self._filler(noise)
             payload["event"] = slot
-            step = payload["step"] = self.step_of(slot)
-            ev = ScriptEvent(slot, step, slot // self.session_len, kind, tidy(text), payload)
-            self.events.append(ev)
+            session = slot // session_len
+            step = payload["step"] = slot + session * session_gap  # (step_of, once per event)
+            events.append(ScriptEvent(slot, step, session, kind, tidy(text), payload))
             if payload.get("repeatable"):
                 self._repeatable.append(slot)
 
-    def _filler(self, slot: int) -> tuple[str, str, dict]:
+    def _filler(self, noise: float) -> tuple[str, str, dict]:
+        """A filler event: a repeat of an earlier fact, else chit-chat with probability ``noise``, else a
+        distractor fact."""
         cfg, rng = self.cfg, self.rng
-        noise = min(1.0, cfg.noise_ratio + 0.05 * self.level)
         u = rng.random()
         if u < cfg.repeat_ratio and self._repeatable:
             src = self.events[pick(rng, self._repeatable)]
@@ -433,15 +469,12 @@ class ScriptGenerator:
         return pick(self.rng, options)
 
     def _stmt(self, gap: int, kind: str, text: str, fam: str, **payload) -> _TE:
-        p = {"kind": kind, "family": fam, "thread": self._threads}
-        p.update(payload)
-        return _TE(gap, STATEMENT, text, p)
+        return _TE(gap, STATEMENT, text, {"kind": kind, "family": fam, "thread": self._threads, **payload})
 
     def _question(self, gap: int, text: str, fam: str, qtype: str, gold: str, evidence: list[int],
                   **payload) -> _TE:
         p = {"kind": "question", "family": fam, "thread": self._threads, "qtype": qtype, "gold": gold,
-             "stale": [], "erased": []}
-        p.update(payload)
+             "stale": [], "erased": [], **payload}
         return _TE(gap, QUESTION, text, p, evidence=list(evidence))
 
     # ------------------------------------------------------------------ threads
