@@ -17,6 +17,8 @@ y (I - alpha P) = p, x = y / sum(y) (valid because sum(x) = 1 is preserved); wit
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
@@ -30,13 +32,15 @@ __all__ = ["PPRConvergenceError", "TransitionMatrix", "transition_from_edges", "
            "personalized_pagerank"]
 
 
-#: Power iterations per stopping test (see :func:`personalized_pagerank`); a Life store's PPR takes
-#: ~45-75 iterations (measured), so at most 7 are computed in vain. Batching saves per-call overhead,
-#: which only small graphs notice: above ``_PPR_BATCH_MAX_NNZ`` edges an iteration costs more than the
-#: overhead saved, and the up to 7 wasted ones dominate (a 100k-memory store's query: 51 -> 57 ms p50
-#: with batches of 8), so large graphs test after every iteration.
+#: Power iterations in the first stopping-test batch (see :func:`_power_batched`; later batches are
+#: sized by the convergence rate seen). Batching saves per-call overhead, which only small graphs
+#: notice: above ``_PPR_BATCH_MAX_NNZ`` edges an iteration costs more than the overhead saved, and the
+#: wasted ones dominate (a 100k-memory store's query: 51 -> 57 ms p50 with batches of 8), so large
+#: graphs test after every iteration.
 _PPR_BATCH = 8
 _PPR_BATCH_MAX_NNZ = 16_384
+#: The longest batch (see :func:`_power_batched`): bounds the iterates held at once.
+_PPR_BATCH_CAP = 64
 
 
 class PPRConvergenceError(RuntimeError):
@@ -195,37 +199,60 @@ def _power_plain(n, p, alpha, dangling, indptr, indices, data_a, max_iter, stop)
 
 
 def _power_batched(n, p, alpha, dangling, indptr, indices, data_a, max_iter, stop):
-    """:func:`_power_plain` with the stopping test run on ``_PPR_BATCH`` iterates at once (one
-    subtract, absolute and row-wise add.reduce instead of three calls per iteration; a row's reduce is
-    the 1-D reduce of that row). The answer is the same first iterate whose step passes the test; the
-    iterations computed after it in its batch are thrown away (small graphs only, where they are
-    cheaper than the calls saved)."""
+    """:func:`_power_plain` with the stopping test run on a batch of iterates at once (one subtract,
+    absolute and row-wise add.reduce instead of three calls per iteration; a row's reduce is the 1-D
+    reduce of that row). The answer is the same first iterate whose step passes the test, whatever
+    the batch sizes; the iterations computed after it in its batch are thrown away (small graphs
+    only, where they are cheaper than the calls saved).
+
+    The first batch has ``_PPR_BATCH`` iterations; each later one as many as the steps of the batch
+    before predict are still needed (see :func:`_next_batch`): a Life store's PPR (~45-75
+    iterations) then takes two or three batches instead of six to ten."""
     has_dangling = len(dangling) > 0
     teleport = 1.0 - alpha
     add_reduce, multiply, subtract, absolute = np.add.reduce, np.multiply, np.subtract, np.absolute
     matvec = _csr_matvec if _csr_matvec is not None else _matvec_add
-    X = np.empty((_PPR_BATCH + 1, n))
+    X = np.empty((min(_PPR_BATCH_CAP, max_iter) + 1, n))
     X[0] = 1.0 / n
     rows = list(X)  # row views (contiguous: the CSR kernel writes into them)
     cp = p * teleport  # c p without dangling nodes: c = 1 - alpha
     done = 0
+    b = _PPR_BATCH
     while done < max_iter:
-        b = min(_PPR_BATCH, max_iter - done)
+        b = min(b, max_iter - done)
         if not has_dangling:
             X[1:b + 1] = cp
-        for i in range(b):
-            x, y = rows[i], rows[i + 1]
+        for x, y in zip(rows[:b], rows[1:b + 1]):
             if has_dangling:
                 multiply(p, alpha * add_reduce(x.take(dangling)) + teleport, out=y)
             matvec(n, n, indptr, indices, data_a, x, y)
         diff = subtract(X[1:b + 1], X[:b])
         absolute(diff, out=diff)
-        passed = (add_reduce(diff, axis=1) < stop).nonzero()[0]
+        steps = add_reduce(diff, axis=1)
+        passed = (steps < stop).nonzero()[0]
         if len(passed):
             return X[passed[0] + 1].copy()
         done += b
         X[0] = X[b]
+        b = _next_batch(steps.tolist(), stop)
     return None
+
+
+def _next_batch(steps: list[float], stop: float) -> int:
+    """How many more iterations the power iteration is predicted to need, from the L1 steps of the
+    last batch (all >= ``stop``): the steps shrink geometrically (by at most alpha per iteration), so
+    the rate r over the batch's second half predicts log(stop / last) / log(r) more. Only a batch
+    size: a short prediction costs one more batch, a long one a few iterations thrown away. Falls back
+    to ``_PPR_BATCH`` when the steps give no rate (too few, or not shrinking)."""
+    b = len(steps)
+    last = steps[-1]
+    if b < 2 or not 0.0 < last < steps[b // 2 - 1]:
+        return _PPR_BATCH
+    rate = (last / steps[b // 2 - 1]) ** (1.0 / (b - b // 2))
+    if not 0.0 < rate < 1.0:
+        return _PPR_BATCH
+    need = math.ceil(math.log(stop / last) / math.log(rate))
+    return min(max(need, 1), _PPR_BATCH_CAP)
 
 
 def _matvec_add(n_row, n_col, indptr, indices, data, x, y) -> None:  # pragma: no cover
