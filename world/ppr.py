@@ -92,28 +92,35 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     weight = np.asarray(weight, dtype=np.float64)
+    # (ndarray methods and in-place ufuncs below: np.argsort, np.cumsum and ndarray.all add a Python
+    # wrapper per call, which a small store's rebuild notices)
     # out-weights: each row's entries in column order (the order of the CSR of the adjacency)
-    order = np.argsort(src * n + dst, kind="stable")
-    w_sorted = weight[order]
+    key = src * n
+    key += dst
+    w_sorted = weight[key.argsort(kind="stable")]
     row_counts = np.bincount(src, minlength=n)
     out_w = np.zeros(n, dtype=np.float64)
     nonempty = row_counts.nonzero()[0]
     if len(nonempty):
-        starts = np.concatenate(([0], np.cumsum(row_counts)[:-1]))
+        starts = row_counts.cumsum()
+        starts -= row_counts  # each row's first entry
         out_w[nonempty] = np.add.reduceat(w_sorted, starts[nonempty])
     inv = np.zeros(n, dtype=np.float64)
     nz = out_w != 0
-    inv[nz] = 1.0 / out_w[nz]
-    vals = inv[src] * weight
+    np.divide(1.0, out_w, out=inv, where=nz)
+    vals = inv[src]
+    vals *= weight
     keep = vals != 0
-    if not keep.all():
+    if np.count_nonzero(keep) < len(keep):
         src, dst, vals = src[keep], dst[keep], vals[keep]
     # P^T: rows = targets, columns (sources) ascending
-    order = np.argsort(dst * n + src, kind="stable")
+    key = dst * n
+    key += src
+    order = key.argsort(kind="stable")
     indices = src[order].astype(np.int32)
     data = vals[order]
     indptr = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
+    np.bincount(dst, minlength=n).cumsum(out=indptr[1:])
     return TransitionMatrix(indptr, indices, data, ~nz, n)
 
 
