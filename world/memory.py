@@ -1358,23 +1358,28 @@ class MemoryStore:
             return []
         ids, slots = space.view()
         mask = space.active[slots]
-        if not mask.any():
+        n_ok = np.count_nonzero(mask)
+        if not n_ok:
             return []
         scores = self._scores(space, ids, slots, query_text, cues, alpha_ppr, alpha_sim, alpha_actr)
-        scores = np.where(mask, scores, -np.inf)
-        n_ok = int(mask.sum())
+        n = len(scores)
+        if n_ok < n:  # (np.where with an all-True mask would only copy)
+            scores = np.where(mask, scores, -np.inf)
         k = min(int(top_k), n_ok)
-        if k < len(scores):
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            cand = (scores >= kth).nonzero()[0]
+        if k < n:
+            kth = scores.copy()
+            kth.partition(n - k)  # (the method: np.partition adds a Python wrapper)
+            cand = (scores >= kth[n - k]).nonzero()[0]
         else:
-            cand = np.arange(len(scores))
+            cand = np.arange(n)
         # highest score first; ties broken by write order (earlier first)
         cand = cand[np.lexsort((cand, -scores[cand]))][:k]
-        out = [(self._records[ids[j]], float(scores[j])) for j in cand]
+        records = self._records
+        picked = [records[ids[j]] for j in cand.tolist()]
+        out = list(zip(picked, scores[cand].tolist()))
         if bump:
-            for j in cand:
-                self._bump(space, int(slots[j]), self._records[ids[j]])
+            for slot, rec in zip(slots[cand].tolist(), picked):
+                self._bump(space, slot, rec)
         return out
 
     def _scores(self, space: _Space, ids: list[str], slots: np.ndarray, query_text: str, cues,
