@@ -161,7 +161,7 @@ def personalized_pagerank(
     if p.shape != (n,):
         raise ValueError(f"personalization must have shape ({n},), got {p.shape}")
     total = np.add.reduce(p)
-    if not 0 < total < np.inf or (p < 0).any():  # (a NaN or inf entry makes the sum NaN or inf)
+    if not 0 < total < np.inf or np.count_nonzero(p < 0):  # (a NaN or inf entry makes the sum NaN or inf)
         raise ValueError("personalization must be finite and non-negative with a positive sum")
     p = p / total
     dangling = tm.dangling.nonzero()[0]
