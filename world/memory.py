@@ -839,7 +839,8 @@ class MemoryStore:
             float(self.current_step), space.a_created[live], space.a_n[live], space.a_recent[live], d=self.decay,
             assume_no_nan=True,  # the store pads with -inf
         )
-        by_slot = np.full(space.hi, np.nan)  # (dead slots: never asked for)
+        by_slot = np.empty(space.hi)
+        by_slot.fill(np.nan)  # (dead slots: never asked for; np.full adds a Python wrapper)
         by_slot[live] = vals
         space.acts = (key, by_slot)
         return vals if slots is live else by_slot[slots]
