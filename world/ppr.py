@@ -253,8 +253,8 @@ def _next_batch(steps: list[float], stop: float) -> int:
     to ``_PPR_BATCH`` when the steps give no rate (too few, or not shrinking)."""
     b = len(steps)
     last = steps[-1]
-    if b < 2 or not 0.0 < last < steps[b // 2 - 1]:
-        return _PPR_BATCH
+    if b < 2 or not 0.0 < last < steps[b // 2 - 1] or not 0.0 < stop < last:
+        return _PPR_BATCH  # (a tol <= 0 or NaN never stops: the iteration runs to max_iter)
     rate = (last / steps[b // 2 - 1]) ** (1.0 / (b - b // 2))
     if not 0.0 < rate < 1.0:
         return _PPR_BATCH
