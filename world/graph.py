@@ -225,7 +225,8 @@ class AssocGraph:
         if self._cache is not None and self._cache[0] == self.version:
             return self._cache[1], self._cache[2]
         order = np.array(self._sorted_idx, dtype=np.int64)  # node indices by sorted name
-        pos = np.full(len(self._names), -1, dtype=np.int64)
+        pos = np.empty(len(self._names), dtype=np.int64)
+        pos.fill(-1)  # (np.full adds a Python wrapper to every rebuild)
         pos[order] = np.arange(len(order), dtype=np.int64)
         alive = self._ealive[: self._ehi]
         rows = pos[self._esrc[: self._ehi][alive]]

@@ -249,6 +249,10 @@ class EraseCacheError(RuntimeError):
 class _Space:
     """One namespace: its rows, arrays, graph, key chains and dedup indexes."""
 
+    #: ((step, version, decay), activation of every live row by slot): see MemoryStore._activation_rows.
+    #: (A class default as well: a space pickled before the cache existed has none.)
+    acts: tuple[tuple[int, int, float], np.ndarray] | None = None
+
     def __init__(self, name: str, dim: int, k: int, embed_window: int | None) -> None:
         self.name = name
         self.dim = dim
@@ -286,6 +290,7 @@ class _Space:
         # rows written last (dedup candidates); unused (kept empty) when the window is the whole namespace
         self.recent_slots: deque[int] = deque(maxlen=embed_window or 0)
         self.embed_window = embed_window
+        self.acts = None
 
     @property
     def capacity(self) -> int:
@@ -824,10 +829,26 @@ class MemoryStore:
         return out
 
     def _activation_rows(self, space: _Space, slots: np.ndarray) -> np.ndarray:
-        return hybrid_base_level_batch(
-            float(self.current_step), space.a_created[slots], space.a_n[slots], space.a_recent[slots], d=self.decay,
+        """Activations of the given live slots at current_step, from every live row's, computed once per
+        (step, space version, decay) and kept in ``space.acts`` until then: one step reads them up to
+        three times (the sweep, the observation, a QUERY). Exact: a row's activation does not depend on
+        the other rows of its batch (tests/test_actr.py checks row by row), the ACT-R arrays change only
+        with the space's version (writes, removals) or a bump (which drops the cache), and the cache
+        holds numbers only, no text."""
+        key = (self.current_step, space.version, self.decay)
+        cached = space.acts
+        if cached is not None and cached[0] == key:
+            return cached[1][slots]
+        _, live = space.view()
+        vals = hybrid_base_level_batch(
+            float(self.current_step), space.a_created[live], space.a_n[live], space.a_recent[live], d=self.decay,
             assume_no_nan=True,  # the store pads with -inf
         )
+        by_slot = np.empty(space.hi)
+        by_slot.fill(np.nan)  # (dead slots: never asked for; np.full adds a Python wrapper)
+        by_slot[live] = vals
+        space.acts = (key, by_slot)
+        return vals if slots is live else by_slot[slots]
 
     def link_count(self, memory_id: str) -> int:
         """Typed links (not cue / provenance edges) touching the memory, both directions."""
@@ -1378,23 +1399,28 @@ class MemoryStore:
             return []
         ids, slots = space.view()
         mask = space.active[slots]
-        if not mask.any():
+        n_ok = np.count_nonzero(mask)
+        if not n_ok:
             return []
         scores = self._scores(space, ids, slots, query_text, cues, alpha_ppr, alpha_sim, alpha_actr)
-        scores = np.where(mask, scores, -np.inf)
-        n_ok = int(mask.sum())
+        n = len(scores)
+        if n_ok < n:  # (np.where with an all-True mask would only copy)
+            scores = np.where(mask, scores, -np.inf)
         k = min(int(top_k), n_ok)
-        if k < len(scores):
-            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-            cand = (scores >= kth).nonzero()[0]
+        if k < n:
+            kth = scores.copy()
+            kth.partition(n - k)  # (the method: np.partition adds a Python wrapper)
+            cand = (scores >= kth[n - k]).nonzero()[0]
         else:
-            cand = np.arange(len(scores))
+            cand = np.arange(n)
         # highest score first; ties broken by write order (earlier first)
         cand = cand[np.lexsort((cand, -scores[cand]))][:k]
-        out = [(self._records[ids[j]], float(scores[j])) for j in cand]
+        records = self._records
+        picked = [records[ids[j]] for j in cand.tolist()]
+        out = list(zip(picked, scores[cand].tolist()))
         if bump:
-            for j in cand:
-                self._bump(space, int(slots[j]), self._records[ids[j]])
+            for slot, rec in zip(slots[cand].tolist(), picked):
+                self._bump(space, slot, rec)
         return out
 
     def _scores(self, space: _Space, ids: list[str], slots: np.ndarray, query_text: str, cues,
@@ -1419,6 +1445,7 @@ class MemoryStore:
         return score - (1.0 - conf) * np.abs(score)
 
     def _bump(self, space: _Space, slot: int, rec: Record) -> None:
+        space.acts = None  # (the row's activation changes)
         t = float(self.current_step)
         space.a_n[slot] += 1
         row = space.a_recent[slot]

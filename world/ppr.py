@@ -17,6 +17,8 @@ y (I - alpha P) = p, x = y / sum(y) (valid because sum(x) = 1 is preserved); wit
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
@@ -30,13 +32,15 @@ __all__ = ["PPRConvergenceError", "TransitionMatrix", "transition_from_edges", "
            "personalized_pagerank"]
 
 
-#: Power iterations per stopping test (see :func:`personalized_pagerank`); a Life store's PPR takes
-#: ~45-75 iterations (measured), so at most 7 are computed in vain. Batching saves per-call overhead,
-#: which only small graphs notice: above ``_PPR_BATCH_MAX_NNZ`` edges an iteration costs more than the
-#: overhead saved, and the up to 7 wasted ones dominate (a 100k-memory store's query: 51 -> 57 ms p50
-#: with batches of 8), so large graphs test after every iteration.
+#: Power iterations in the first stopping-test batch (see :func:`_power_batched`; later batches are
+#: sized by the convergence rate seen). Batching saves per-call overhead, which only small graphs
+#: notice: above ``_PPR_BATCH_MAX_NNZ`` edges an iteration costs more than the overhead saved, and the
+#: wasted ones dominate (a 100k-memory store's query: 51 -> 57 ms p50 with batches of 8), so large
+#: graphs test after every iteration.
 _PPR_BATCH = 8
 _PPR_BATCH_MAX_NNZ = 16_384
+#: The longest batch (see :func:`_power_batched`): bounds the iterates held at once.
+_PPR_BATCH_CAP = 64
 
 
 class PPRConvergenceError(RuntimeError):
@@ -88,28 +92,35 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     weight = np.asarray(weight, dtype=np.float64)
+    # (ndarray methods and in-place ufuncs below: np.argsort, np.cumsum and ndarray.all add a Python
+    # wrapper per call, which a small store's rebuild notices)
     # out-weights: each row's entries in column order (the order of the CSR of the adjacency)
-    order = np.argsort(src * n + dst, kind="stable")
-    w_sorted = weight[order]
+    key = src * n
+    key += dst
+    w_sorted = weight[key.argsort(kind="stable")]
     row_counts = np.bincount(src, minlength=n)
     out_w = np.zeros(n, dtype=np.float64)
     nonempty = row_counts.nonzero()[0]
     if len(nonempty):
-        starts = np.concatenate(([0], np.cumsum(row_counts)[:-1]))
+        starts = row_counts.cumsum()
+        starts -= row_counts  # each row's first entry
         out_w[nonempty] = np.add.reduceat(w_sorted, starts[nonempty])
     inv = np.zeros(n, dtype=np.float64)
     nz = out_w != 0
-    inv[nz] = 1.0 / out_w[nz]
-    vals = inv[src] * weight
+    np.divide(1.0, out_w, out=inv, where=nz)
+    vals = inv[src]
+    vals *= weight
     keep = vals != 0
-    if not keep.all():
+    if np.count_nonzero(keep) < len(keep):
         src, dst, vals = src[keep], dst[keep], vals[keep]
     # P^T: rows = targets, columns (sources) ascending
-    order = np.argsort(dst * n + src, kind="stable")
+    key = dst * n
+    key += src
+    order = key.argsort(kind="stable")
     indices = src[order].astype(np.int32)
     data = vals[order]
     indptr = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
+    np.bincount(dst, minlength=n).cumsum(out=indptr[1:])
     return TransitionMatrix(indptr, indices, data, ~nz, n)
 
 
@@ -150,7 +161,7 @@ def personalized_pagerank(
     if p.shape != (n,):
         raise ValueError(f"personalization must have shape ({n},), got {p.shape}")
     total = np.add.reduce(p)
-    if not 0 < total < np.inf or (p < 0).any():  # (a NaN or inf entry makes the sum NaN or inf)
+    if not 0 < total < np.inf or np.count_nonzero(p < 0):  # (a NaN or inf entry makes the sum NaN or inf)
         raise ValueError("personalization must be finite and non-negative with a positive sum")
     p = p / total
     dangling = tm.dangling.nonzero()[0]
@@ -195,37 +206,60 @@ def _power_plain(n, p, alpha, dangling, indptr, indices, data_a, max_iter, stop)
 
 
 def _power_batched(n, p, alpha, dangling, indptr, indices, data_a, max_iter, stop):
-    """:func:`_power_plain` with the stopping test run on ``_PPR_BATCH`` iterates at once (one
-    subtract, absolute and row-wise add.reduce instead of three calls per iteration; a row's reduce is
-    the 1-D reduce of that row). The answer is the same first iterate whose step passes the test; the
-    iterations computed after it in its batch are thrown away (small graphs only, where they are
-    cheaper than the calls saved)."""
+    """:func:`_power_plain` with the stopping test run on a batch of iterates at once (one subtract,
+    absolute and row-wise add.reduce instead of three calls per iteration; a row's reduce is the 1-D
+    reduce of that row). The answer is the same first iterate whose step passes the test, whatever
+    the batch sizes; the iterations computed after it in its batch are thrown away (small graphs
+    only, where they are cheaper than the calls saved).
+
+    The first batch has ``_PPR_BATCH`` iterations; each later one as many as the steps of the batch
+    before predict are still needed (see :func:`_next_batch`): a Life store's PPR (~45-75
+    iterations) then takes two or three batches instead of six to ten."""
     has_dangling = len(dangling) > 0
     teleport = 1.0 - alpha
     add_reduce, multiply, subtract, absolute = np.add.reduce, np.multiply, np.subtract, np.absolute
     matvec = _csr_matvec if _csr_matvec is not None else _matvec_add
-    X = np.empty((_PPR_BATCH + 1, n))
+    X = np.empty((min(_PPR_BATCH_CAP, max_iter) + 1, n))
     X[0] = 1.0 / n
     rows = list(X)  # row views (contiguous: the CSR kernel writes into them)
     cp = p * teleport  # c p without dangling nodes: c = 1 - alpha
     done = 0
+    b = _PPR_BATCH
     while done < max_iter:
-        b = min(_PPR_BATCH, max_iter - done)
+        b = min(b, max_iter - done)
         if not has_dangling:
             X[1:b + 1] = cp
-        for i in range(b):
-            x, y = rows[i], rows[i + 1]
+        for x, y in zip(rows[:b], rows[1:b + 1]):
             if has_dangling:
                 multiply(p, alpha * add_reduce(x.take(dangling)) + teleport, out=y)
             matvec(n, n, indptr, indices, data_a, x, y)
         diff = subtract(X[1:b + 1], X[:b])
         absolute(diff, out=diff)
-        passed = (add_reduce(diff, axis=1) < stop).nonzero()[0]
+        steps = add_reduce(diff, axis=1)
+        passed = (steps < stop).nonzero()[0]
         if len(passed):
             return X[passed[0] + 1].copy()
         done += b
         X[0] = X[b]
+        b = _next_batch(steps.tolist(), stop)
     return None
+
+
+def _next_batch(steps: list[float], stop: float) -> int:
+    """How many more iterations the power iteration is predicted to need, from the L1 steps of the
+    last batch (all >= ``stop``): the steps shrink geometrically (by at most alpha per iteration), so
+    the rate r over the batch's second half predicts log(stop / last) / log(r) more. Only a batch
+    size: a short prediction costs one more batch, a long one a few iterations thrown away. Falls back
+    to ``_PPR_BATCH`` when the steps give no rate (too few, or not shrinking)."""
+    b = len(steps)
+    last = steps[-1]
+    if b < 2 or not 0.0 < last < steps[b // 2 - 1] or not 0.0 < stop < last:
+        return _PPR_BATCH  # (a tol <= 0 or NaN never stops: the iteration runs to max_iter)
+    rate = (last / steps[b // 2 - 1]) ** (1.0 / (b - b // 2))
+    if not 0.0 < rate < 1.0:
+        return _PPR_BATCH
+    need = math.ceil(math.log(stop / last) / math.log(rate))
+    return min(max(need, 1), _PPR_BATCH_CAP)
 
 
 def _matvec_add(n_row, n_col, indptr, indices, data, x, y) -> None:  # pragma: no cover
