@@ -115,6 +115,31 @@ _SHARED_EMBEDDERS: dict[tuple[str, int], object] = {}
 SHARED_CACHE_ENTRIES = 50_000
 
 
+#: Entries of the worlds' process-wide memo of their own script texts (see :func:`_script_text`). About
+#: half of a Life episode's event texts recur in later episodes (chit-chat, repeated facts, questions of
+#: one template): the memo holds their cues and dedup signatures (measured with tracemalloc: ~2.8 KB per
+#: entry, so ~28 MB at most; 10,000 entries keep the texts of the last ~160 Life episodes). First in,
+#: first out: an evicted text is computed again, to the same values.
+SCRIPT_TEXT_ENTRIES = 10_000
+
+_SCRIPT_TEXTS: dict[str, list] = {}
+
+
+def _script_text(text: str) -> list:
+    """The process-wide memo entry of a world's script text: ``[max_cues, cues, signature]``, the
+    cues (a tuple, for that ``max_cues``) and the :func:`world.dedup.signature` of the text, or None
+    where not computed yet. Both are pure functions of the text, so the memo changes no value; it
+    holds only texts the worlds generated (the event texts of their scripts, which the perception cache
+    holds as well), never a text a store or an agent brought in, so a hard erasure leaves nothing of
+    its own here. Not part of a world's snapshots or pickles."""
+    entry = _SCRIPT_TEXTS.get(text)
+    if entry is None:
+        entry = _SCRIPT_TEXTS[text] = [None, None, None]
+        while len(_SCRIPT_TEXTS) > SCRIPT_TEXT_ENTRIES:
+            del _SCRIPT_TEXTS[next(iter(_SCRIPT_TEXTS))]
+    return entry
+
+
 def shared_embedder(name: str, dim: int):
     """One cached embedder per (name, dim) per process: repeated texts are embedded once. It is the
     worlds' perception cache: the texts of their scripts (see :class:`_StoreEmbedder`)."""
@@ -296,9 +321,6 @@ class World:
         self._vec_cache: tuple | None = None
         self._cue_cache: tuple | None = None
         self._sig_cache: tuple | None = None
-        # text -> [cues, signature] of this episode's event texts (texts recur: repeats, questions);
-        # pure functions of the text, left out of snapshots and pickles
-        self._text_memo: dict[str, list] = {}
         self._stats = _Stats()
         self._chunk_q = [0, 0]  # endless: questions, correct since the last extension
         se = self._gen.events[0]
@@ -370,7 +392,6 @@ class World:
         self._chunk_q = [0, 0]
         start = len(self._gen.events)
         released = self._gen._released
-        self._text_memo = {}  # (a cache of this window's texts: an endless episode must not grow it forever)
         self._gen.extend(level=level)
         vecs = self._script_vecs
         if vecs:  # the embeddings of events the script released go with them
@@ -757,30 +778,23 @@ class World:
         each call."""
         cached = self._cue_cache
         if cached is None or cached[0] != self._i:
-            entry = self._text_entry(self._se.text)
-            if entry[0] is None:
-                entry[0] = tuple(extract_cues(self._se.text, self.store.max_cues))
-            cached = self._cue_cache = (self._i, entry[0])
+            text, max_cues = self._se.text, self.store.max_cues
+            entry = _script_text(text)
+            if entry[1] is None or entry[0] != max_cues:
+                entry[1] = tuple(extract_cues(text, max_cues))
+                entry[0] = max_cues
+            cached = self._cue_cache = (self._i, entry[1])
         return list(cached[1])
-
-    def _text_entry(self, text: str) -> list:
-        memo = self.__dict__.get("_text_memo")
-        if memo is None:
-            memo = self._text_memo = {}
-        entry = memo.get(text)
-        if entry is None:
-            entry = memo[text] = [None, None]
-        return entry
 
     def event_signature(self) -> TextSignature:
         """``world.dedup.signature`` of the current event text, computed once per event (shared by the
         store's write / update of the event and the env's candidate features)."""
         cached = getattr(self, "_sig_cache", None)  # (absent from snapshots taken before it existed)
         if cached is None or cached[0] != self._i:
-            entry = self._text_entry(self._se.text)
-            if entry[1] is None:
-                entry[1] = signature(self._se.text)
-            cached = self._sig_cache = (self._i, entry[1])
+            entry = _script_text(self._se.text)
+            if entry[2] is None:
+                entry[2] = signature(self._se.text)
+            cached = self._sig_cache = (self._i, entry[2])
         return cached[1]
 
     def view(self) -> WorldView:
@@ -795,7 +809,7 @@ class World:
         return self._stats.summary(self)
 
     # ------------------------------------------------------------------ snapshots
-    _SKIP = ("config", "_embedder", "reader", "_text_memo")
+    _SKIP = ("config", "_embedder", "reader")
 
     def _memo(self, gen, script_vecs=None) -> dict:
         memo = {id(self._embedder): self._embedder}
@@ -847,13 +861,11 @@ class World:
                              f"restore it into World(snapshot['config'])")
         body = {k: v for k, v in state.items() if k != "config"}
         self.__dict__.update(copy.deepcopy(body, self._memo(body["_gen"], body.get("_script_vecs"))))
-        self._text_memo = {}
 
     _STATE_KEYS = frozenset({"_gen", "store", "_i", "_payloads", "_rng", "_stats"})
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.pop("_text_memo", None)  # a cache (rebuilt on demand)
         state["_embedder"] = _embedder_to_pickle(self._embedder)  # not the process-wide cache
         return state
 
