@@ -64,9 +64,12 @@ def tokenize(text: str) -> list[str]:
     such as Chinese and Japanese, so that bigrams are character pairs). Plain-ASCII texts give
     exactly the tokens of the ASCII pattern ``[a-z0-9]+(?:'[a-z0-9]+)*`` on the lower-cased text.
     """
-    text = text.replace("’", "'")  # noqa: RUF001
+    if not text.isascii():  # (a plain-ASCII text holds no ’)
+        text = text.replace("’", "'")  # noqa: RUF001
     if text.isascii():
-        return [t[:-2] if t.endswith("'s") else t for t in _TOKEN_RE.findall(text.lower())]
+        tokens = _TOKEN_RE.findall(text.lower())
+        # (only a text with an apostrophe has a token ending in 's)
+        return [t[:-2] if t.endswith("'s") else t for t in tokens] if "'" in text else tokens
     from world.dedup import raw_words  # (world.dedup does not import this module)
 
     return [t[:-2] if t.endswith("'s") else t for t in (w.lower() for w in raw_words(text))]
@@ -122,7 +125,8 @@ class HashingEmbedder:
             i, s = cached(pair) or feature(pair)
             acc[i] = get(i, 0.0) + s * bw
         vec = np.zeros(self.dim, dtype=np.float64)
-        vec[list(acc)] = list(acc.values())
+        for i, x in acc.items():  # (for ~20 entries, faster than one fancy assignment of two lists)
+            vec[i] = x
         # np.linalg.norm of a 1-D float64 vector is sqrt(x.dot(x)) (and sqrt is correctly rounded)
         norm = math.sqrt(vec.dot(vec))
         if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
@@ -369,6 +373,9 @@ class CachedEmbedder:
         self.path = os.fspath(path) if path is not None else None
         self._mem: dict[str, np.ndarray] = {}
         self._texts: dict[str, str] = {}
+        # text -> key of the entries _store put in memory (a key is a sha256 per lookup otherwise); a
+        # text leaves it with its entry (_untrack), so it holds no text that _texts does not
+        self._keys: dict[str, str] = {}
         self.hits = 0
         self.misses = 0
         self._db: sqlite3.Connection | None = None
@@ -485,7 +492,17 @@ class CachedEmbedder:
         return CacheFileError(self.path, problem)
 
     def key(self, text: str) -> str:
+        key = self._keys.get(text)
+        return key if key is not None else self._hash_key(text)
+
+    def _hash_key(self, text: str) -> str:
         return hashlib.sha256(f"{self._key_prefix}\x00{text}".encode()).hexdigest()
+
+    def _untrack(self, key: str) -> None:
+        """Forget the text of the in-memory entry ``key`` (its vector is gone or going)."""
+        text = self._texts.pop(key, None)
+        if text is not None and self._keys.get(text) == key:
+            del self._keys[text]
 
     def _lookup(self, key: str) -> np.ndarray | None:
         mem = self._mem
@@ -555,7 +572,7 @@ class CachedEmbedder:
             while len(mem) > limit:
                 key = next(iter(mem))
                 del mem[key]
-                self._texts.pop(key, None)
+                self._untrack(key)
 
     def encode(self, text: str) -> np.ndarray:
         key = self.key(text)
@@ -565,8 +582,11 @@ class CachedEmbedder:
             return vec
         self.misses += 1
         raw = self.inner.encode(text)
-        with np.errstate(over="ignore"):  # (a finite value beyond float32's range: reported below)
-            vec = np.asarray(raw, dtype=np.float32)
+        if type(raw) is np.ndarray and raw.dtype == np.float32:
+            vec = raw  # (what np.asarray returns for it, without the cost of an errstate block)
+        else:
+            with np.errstate(over="ignore"):  # (a finite value beyond float32's range: reported below)
+                vec = np.asarray(raw, dtype=np.float32)
         if not self.unit_norm and not np.isfinite(vec).all():
             raise self._not_finite(vec, text, raw)
         vec.setflags(write=False)
@@ -620,6 +640,7 @@ class CachedEmbedder:
     def _store(self, key: str, text: str, vec: np.ndarray) -> None:
         self._mem[key] = vec
         self._texts[key] = text
+        self._keys[text] = key  # (key is self.key(text): every caller computed it so)
         self._evict()
         if self._db is not None:
             try:
@@ -656,7 +677,7 @@ class CachedEmbedder:
         went (0: none; this cache's entry in memory and its row on disk count once)."""
         key = self.key(text)
         in_memory = self._mem.pop(key, None) is not None
-        self._texts.pop(key, None)
+        self._untrack(key)
         inner_drop = getattr(self.inner, "drop", None)  # e.g. HashingEmbedder's word-feature cache
         if callable(inner_drop):
             inner_drop(text)
@@ -685,7 +706,7 @@ class CachedEmbedder:
         gone = {k for k, t in self._texts.items() if matches(t)}
         for k in gone:  # (memory first: what is in this process goes even if the file then fails)
             self._mem.pop(k, None)
-            self._texts.pop(k, None)
+            self._untrack(k)
         rows: list[tuple[str]] = []
         if self._db is not None:
             try:
@@ -731,8 +752,11 @@ class CachedEmbedder:
         if "_key_prefix" not in state:  # (pickled before keys held the settings: its entries are re-keyed)
             old = self._mem
             self._key_prefix = _key_prefix(self.inner)
-            self._mem = {self.key(self._texts[k]): v for k, v in old.items() if k in self._texts}
-            self._texts = {self.key(t): t for t in self._texts.values()}
+            self._mem = {self._hash_key(self._texts[k]): v for k, v in old.items() if k in self._texts}
+            self._texts = {self._hash_key(t): t for t in self._texts.values()}
+            self._keys = {}
+        if "_keys" not in self.__dict__:  # (pickled before the key memo: it fills again as texts are stored)
+            self._keys = {}
         if self.path is not None:
             self._db = self._connect()
 
