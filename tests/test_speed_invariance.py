@@ -695,7 +695,7 @@ def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts
     from world.cues import extract_cues
     from world.dedup import signature
 
-    monkeypatch.setattr(sim, "_SCRIPT_TEXTS", {})
+    monkeypatch.setattr(sim, "_SCRIPT_TEXTS", type(sim._SCRIPT_TEXTS)())
     world = World(WorldConfig.preset("life", "hard").replace(horizon=300), seed=8)
     texts = [e.text for e in world.privileged.script]
     assert len(set(texts)) < len(texts)  # texts recur within an episode

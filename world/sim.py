@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import reprlib
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -122,7 +122,9 @@ SHARED_CACHE_ENTRIES = 50_000
 #: first out: an evicted text is computed again, to the same values.
 SCRIPT_TEXT_ENTRIES = 10_000
 
-_SCRIPT_TEXTS: dict[str, list] = {}
+# (an OrderedDict: evicting the oldest key of a plain dict scans the dead slots earlier evictions left at
+# its front, measured ~9 us per insert once full, against ~1.5 us for popitem(last=False))
+_SCRIPT_TEXTS: OrderedDict[str, list] = OrderedDict()
 
 
 def _script_text(text: str) -> list:
@@ -136,7 +138,7 @@ def _script_text(text: str) -> list:
     if entry is None:
         entry = _SCRIPT_TEXTS[text] = [None, None, None]
         while len(_SCRIPT_TEXTS) > SCRIPT_TEXT_ENTRIES:
-            del _SCRIPT_TEXTS[next(iter(_SCRIPT_TEXTS))]
+            _SCRIPT_TEXTS.popitem(last=False)
     return entry
 
 
