@@ -65,8 +65,7 @@ def tokenize(text: str) -> list[str]:
     such as Chinese and Japanese, so that bigrams are character pairs). Plain-ASCII texts give
     exactly the tokens of the ASCII pattern ``[a-z0-9]+(?:'[a-z0-9]+)*`` on the lower-cased text.
     """
-    if not text.isascii():  # (a plain-ASCII text holds no ’)
-        text = text.replace("’", "'")  # noqa: RUF001
+    text = text.replace("’", "'")  # noqa: RUF001
     if text.isascii():
         tokens = _TOKEN_RE.findall(text.lower())
         # (only a text with an apostrophe has a token ending in 's)
@@ -348,7 +347,8 @@ def _v2_hashing_key(text: str, n_bytes: int) -> str:
 class CachedEmbedder:
     """Content-addressed embedding cache around any embedder.
 
-    Key: sha256(inner name [+ NUL + its ``config()`` as JSON] + NUL + text). Entries live in memory and,
+    Key: sha256(inner name [+ NUL + its ``config()`` as JSON] + NUL + text). Entries live in memory (held
+    by their text: the key is what the file needs) and,
     if `path` is given, in a SQLite file (table `emb(key TEXT PRIMARY KEY, vec BLOB, text TEXT)`,
     ``PRAGMA user_version`` 3 (see ``CACHE_SCHEMA_VERSION``),
     ``secure_delete`` on so that a dropped entry's bytes are overwritten) shared across runs. `hits` /
@@ -372,13 +372,10 @@ class CachedEmbedder:
         self.dim = getattr(inner, "dim", None)
         self.unit_norm = bool(getattr(inner, "unit_norm", False))  # the cache returns the inner vectors
         self.path = os.fspath(path) if path is not None else None
-        # least recently used first (an OrderedDict: popping the oldest key of a plain dict scans the dead
-        # slots that earlier evictions and moves left at its front, ~9 us per insert once full)
+        # text -> vector, least recently used first. By text, not by key: a key is a sha256 of the text,
+        # which only the file needs (an OrderedDict: popping the oldest key of a plain dict scans the
+        # dead slots that earlier evictions and moves left at its front, ~9 us per insert once full)
         self._mem: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._texts: dict[str, str] = {}
-        # text -> key of the entries _store put in memory (a key is a sha256 per lookup otherwise); a
-        # text leaves it with its entry (_untrack), so it holds no text that _texts does not
-        self._keys: dict[str, str] = {}
         self.hits = 0
         self.misses = 0
         self._db: sqlite3.Connection | None = None
@@ -495,25 +492,25 @@ class CachedEmbedder:
         return CacheFileError(self.path, problem)
 
     def key(self, text: str) -> str:
-        key = self._keys.get(text)
-        return key if key is not None else self._hash_key(text)
-
-    def _hash_key(self, text: str) -> str:
+        """The text's key in the cache file (a lone surrogate, which has no UTF-8 form, raises
+        UnicodeEncodeError here)."""
         return hashlib.sha256(f"{self._key_prefix}\x00{text}".encode()).hexdigest()
 
-    def _untrack(self, key: str) -> None:
-        """Forget the text of the in-memory entry ``key`` (its vector is gone or going)."""
-        text = self._texts.pop(key, None)
-        if text is not None and self._keys.get(text) == key:
-            del self._keys[text]
-
-    def _lookup(self, key: str) -> np.ndarray | None:
+    def _lookup(self, text: str) -> np.ndarray | None:
+        """The vector of ``text`` in memory or in the file (then kept in memory), or None. A text that is
+        not plain ASCII raises what :meth:`key` raises for it (a lone surrogate), as every lookup did
+        when the entries in memory were held by their keys."""
+        held, key = text if type(text) is str else f"{text}", None  # (_held, inline: once per event)
+        if held is not text or not text.isascii():
+            key = self.key(text)
         mem = self._mem
-        vec = mem.get(key)
+        vec = mem.get(held)
         if vec is not None:
             if self.max_entries is not None:  # most recently used last
-                mem.move_to_end(key)
+                mem.move_to_end(held)
         elif self._db is not None:
+            if key is None:
+                key = self.key(text)
             try:
                 row = self._db.execute("SELECT vec, text FROM emb WHERE key = ?", (key,)).fetchone()
             except sqlite3.Error as exc:
@@ -521,8 +518,7 @@ class CachedEmbedder:
             if row is not None:
                 vec = self._checked(key, row[0])
                 if vec is not None:
-                    mem[key] = vec
-                    self._texts[key] = row[1]  # (so that drop_matching finds it)
+                    mem[held] = vec
                     self._evict()
         return vec
 
@@ -564,7 +560,7 @@ class CachedEmbedder:
 
     def lookup(self, text: str) -> np.ndarray | None:
         """The cached vector of `text` (read-only), or None; never embeds nor adds an entry."""
-        vec = self._lookup(self.key(text))
+        vec = self._lookup(text)
         if vec is not None:
             self.hits += 1
         return vec
@@ -573,12 +569,10 @@ class CachedEmbedder:
         mem, limit = self._mem, self.max_entries
         if limit is not None:
             while len(mem) > limit:
-                key, _ = mem.popitem(last=False)
-                self._untrack(key)
+                mem.popitem(last=False)
 
     def encode(self, text: str) -> np.ndarray:
-        key = self.key(text)
-        vec = self._lookup(key)
+        vec = self._lookup(text)
         if vec is not None:
             self.hits += 1
             return vec
@@ -592,14 +586,13 @@ class CachedEmbedder:
         if not self.unit_norm and not np.isfinite(vec).all():
             raise self._not_finite(vec, text, raw)
         vec.setflags(write=False)
-        self._store(key, text, vec)
+        self._store(text, vec)
         self._commit()
         return vec
 
     def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
         texts = list(texts)
-        keys = [self.key(t) for t in texts]
-        found = [self._lookup(k) for k in keys]
+        found = [self._lookup(t) for t in texts]
         missing = [i for i, v in enumerate(found) if v is None]
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
@@ -622,7 +615,7 @@ class CachedEmbedder:
                 vec = new[j].copy()
                 vec.setflags(write=False)
                 fresh[t] = vec
-                self._store(self.key(t), t, vec)
+                self._store(t, vec)
             for i in missing:
                 found[i] = fresh[texts[i]]
             self._commit()
@@ -639,15 +632,13 @@ class CachedEmbedder:
             note = " as float32, the form the cache keeps: the vector is finite but beyond float32's range"
         return not_finite_error(self.name, vec, text, note)
 
-    def _store(self, key: str, text: str, vec: np.ndarray) -> None:
-        self._mem[key] = vec
-        self._texts[key] = text
-        self._keys[text] = key  # (key is self.key(text): every caller computed it so)
+    def _store(self, text: str, vec: np.ndarray) -> None:
+        self._mem[_held(text)] = vec
         self._evict()
         if self._db is not None:
             try:
                 self._db.execute("INSERT OR REPLACE INTO emb (key, vec, text) VALUES (?, ?, ?)",
-                                 (key, vec.tobytes(), text))
+                                 (self.key(text), vec.tobytes(), text))
             except sqlite3.Error as exc:
                 raise self._failed(exc, "writing a vector") from exc
 
@@ -660,7 +651,7 @@ class CachedEmbedder:
 
     def __contains__(self, text: str) -> bool:
         key = self.key(text)
-        if key in self._mem:
+        if _held(text) in self._mem:
             return True
         if self._db is not None:
             try:
@@ -678,8 +669,7 @@ class CachedEmbedder:
         another: an erased text must not stay on disk under another key). Returns how many entries
         went (0: none; this cache's entry in memory and its row on disk count once)."""
         key = self.key(text)
-        in_memory = self._mem.pop(key, None) is not None
-        self._untrack(key)
+        in_memory = self._mem.pop(_held(text), None) is not None
         inner_drop = getattr(self.inner, "drop", None)  # e.g. HashingEmbedder's word-feature cache
         if callable(inner_drop):
             inner_drop(text)
@@ -705,10 +695,9 @@ class CachedEmbedder:
                 hit = verdicts[text] = bool(predicate(text))
             return hit
 
-        gone = {k for k, t in self._texts.items() if matches(t)}
-        for k in gone:  # (memory first: what is in this process goes even if the file then fails)
-            self._mem.pop(k, None)
-            self._untrack(k)
+        gone = [t for t in self._mem if matches(t)]
+        for t in gone:  # (memory first: what is in this process goes even if the file then fails)
+            del self._mem[t]
         rows: list[tuple[str]] = []
         if self._db is not None:
             try:
@@ -723,7 +712,9 @@ class CachedEmbedder:
             for text, hit in verdicts.items():
                 if hit:
                     inner_drop(text)
-        return len(gone.union(k for (k,) in rows))
+        if not rows:
+            return len(gone)
+        return len({self.key(t) for t in gone}.union(k for (k,) in rows))
 
     def drop_words(self, words: Iterable[str]) -> int:
         """The inner embedder's ``drop_words`` (HashingEmbedder: cached features holding the words)."""
@@ -737,7 +728,7 @@ class CachedEmbedder:
 
     def texts(self) -> list[str]:
         """Texts cached in memory (for audits such as the erasure tests)."""
-        return list(self._texts.values())
+        return list(self._mem)
 
     def close(self) -> None:
         if self._db is not None:
@@ -751,18 +742,22 @@ class CachedEmbedder:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        if "_key_prefix" not in state:  # (pickled before keys held the settings: its entries are re-keyed)
-            old = self._mem
+        if "_key_prefix" not in state:  # (pickled before keys held the settings: the file's keys changed)
             self._key_prefix = _key_prefix(self.inner)
-            self._mem = OrderedDict((self._hash_key(self._texts[k]), v) for k, v in old.items() if k in self._texts)
-            self._texts = {self._hash_key(t): t for t in self._texts.values()}
-            self._keys = {}
-        if "_keys" not in self.__dict__:  # (pickled before the key memo: it fills again as texts are stored)
-            self._keys = {}
-        if type(self._mem) is not OrderedDict:  # (pickled when it was a plain dict, in the same order)
+        texts = self.__dict__.pop("_texts", None)
+        self.__dict__.pop("_keys", None)
+        if texts is not None:  # (pickled when memory held entries by key, key -> text beside: by text now)
+            self._mem = OrderedDict((_held(texts[k]), v) for k, v in self._mem.items() if k in texts)
+        elif type(self._mem) is not OrderedDict:
             self._mem = OrderedDict(self._mem)
         if self.path is not None:
             self._db = self._connect()
+
+
+def _held(text) -> str:
+    """What a CachedEmbedder's memory holds ``text``'s entry by: the text; another object (not a str) by
+    the form its key reads (as when entries were held by key)."""
+    return text if type(text) is str else f"{text}"
 
 
 def make_embedder(name: str = "hashing", dim: int = 256, cache_path: str | None = None,
