@@ -33,6 +33,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
 
 import numpy as np
 
@@ -65,6 +66,7 @@ class Op(IntEnum):
 
 
 N_OPS = len(Op)
+_OP_NAMES = tuple(op.name for op in Op)  # (Enum.name is a Python-level property: one lookup per step)
 TARGETED_OPS = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
 CREATING_OPS = frozenset({Op.WRITE, Op.UPDATE, Op.LINK, Op.REFLECT})
 EVENT_KINDS = ("statement", "question", "request")
@@ -95,7 +97,7 @@ class Outcome:
     duplicate: bool = False
     retrieved: list[str] = field(default_factory=list)
     question: dict | None = None
-    reward_terms: dict[str, float] = field(default_factory=lambda: dict.fromkeys(REWARD_TERMS, 0.0))
+    reward_terms: dict[str, float] = field(default_factory=partial(dict.fromkeys, REWARD_TERMS, 0.0))
     swept: list[str] = field(default_factory=list)
     #: at the horizon's last event: the erasure requests whose question the horizon cut off and whose
     #: value the store still holds (each charged the ``leak`` term), as {subject, relation, erased, event}
@@ -526,7 +528,7 @@ class World:
                 st.add_terms(out.reward_terms)
                 return out
         else:
-            st.ops[op_e.name] += 1
+            st.ops[_OP_NAMES[op_e]] += 1
             self._dispatch(op_e, target, out)
         self._applied = True
         failed = None
@@ -731,21 +733,23 @@ class World:
             # when superseded versions of a chain filled it, leaving slots empty while active memories
             # were left out
             ids, order = store._ranked(self.event_vector(), len(store))
-            if len(ids):
-                seen = set(out)
+            room = k - len(out)
+            if len(ids) and room > 0:
+                recent = set(out)
                 get = store.get
-                for j in order:
-                    if len(out) >= k:
-                        break
+                for j in order:  # (ids are distinct: only the recent ones can come twice)
                     mid = ids[j]
-                    if mid in seen:
+                    if mid in recent:
                         continue
                     rec = get(mid)
                     if rec is None or rec.superseded_at is not None:
                         continue
-                    seen.add(mid)
                     out.append(mid)
-        out = out[:k]
+                    room -= 1
+                    if not room:
+                        break
+        if len(out) > k:
+            out = out[:k]
         self._cand_cache = (key, tuple(out))
         return out
 
