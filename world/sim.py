@@ -785,7 +785,7 @@ class World:
         cached = self._cue_cache
         if cached is None or cached[0] != self._i:
             text, max_cues = self._se.text, self.store.max_cues
-            entry = _script_text(text)
+            entry = _SCRIPT_TEXTS.get(text) or _script_text(text)
             if entry[1] is None or entry[0] != max_cues:
                 entry[1] = tuple(extract_cues(text, max_cues))
                 entry[0] = max_cues
@@ -797,7 +797,7 @@ class World:
         store's write / update of the event and the env's candidate features)."""
         cached = getattr(self, "_sig_cache", None)  # (absent from snapshots taken before it existed)
         if cached is None or cached[0] != self._i:
-            entry = _script_text(self._se.text)
+            entry = _SCRIPT_TEXTS.get(self._se.text) or _script_text(self._se.text)
             if entry[2] is None:
                 entry[2] = signature(self._se.text)
             cached = self._sig_cache = (self._i, entry[2])
@@ -1195,8 +1195,10 @@ class _Stats:
         self.terms = dict.fromkeys(REWARD_TERMS, 0.0)
 
     def add_terms(self, terms: dict[str, float]) -> None:
+        acc = self.terms
         for k, v in terms.items():
-            self.terms[k] += v
+            if v:  # (adding a zero changes no sum: a sum starts at 0.0 and so is never -0.0)
+                acc[k] += v
 
     def record(self, family: str, verdict: str, recall: float | None) -> None:
         self.verdicts[verdict] += 1
