@@ -683,26 +683,55 @@ def test_incoming_link_counts_follow_the_stores_link_changes():
     assert checked > 500
 
 
-def test_world_text_memo_gives_the_plain_cues_and_signatures_and_stays_out_of_snapshots():
+def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts_only_and_is_bounded(monkeypatch):
+    """The worlds' process-wide memo of their script texts (world.sim._script_text): the cues and
+    signatures it hands out are the plain ones, it holds nothing but script texts (a text a store
+    brings in, an erased memory's, never enters it), stays out of snapshots and pickles, and keeps at
+    most SCRIPT_TEXT_ENTRIES texts."""
     import pickle
 
-    from world import World, WorldConfig
+    import world.sim as sim
+    from world import Op, World, WorldConfig
     from world.cues import extract_cues
     from world.dedup import signature
 
+    monkeypatch.setattr(sim, "_SCRIPT_TEXTS", type(sim._SCRIPT_TEXTS)())
     world = World(WorldConfig.preset("life", "hard").replace(horizon=300), seed=8)
     texts = [e.text for e in world.privileged.script]
     assert len(set(texts)) < len(texts)  # texts recur within an episode
+    secret = "The vault code is qzx5521 and only Mallory knows it."
+    mem = world.store.write_episode(world.store.current_step, secret)
+    world.store.erase(memory_id=mem.memory_id)
     while not world.done:
         text = world.event.text
         assert world.event_cues() == extract_cues(text, world.store.max_cues)
         assert world.event_signature() == signature(text)
+        if world.is_valid(Op.WRITE)[0]:
+            world.apply(Op.WRITE)
         world.advance()
-    assert set(world._text_memo) <= set(texts)
-    assert "_text_memo" not in world.get_state()
-    assert "_text_memo" not in pickle.loads(pickle.dumps(world)).__dict__
+    assert set(sim._SCRIPT_TEXTS) == set(texts)
+    assert secret not in sim._SCRIPT_TEXTS
+    blob, state = pickle.dumps(world), pickle.dumps(world.get_state())
+    kept = dict(sim._SCRIPT_TEXTS)
+    sim._SCRIPT_TEXTS.clear()  # snapshots and pickles hold nothing of the memo
+    assert pickle.dumps(world) == blob and pickle.dumps(world.get_state()) == state
+    sim._SCRIPT_TEXTS.update(kept)
+    # a second world reads the memo: the same values for the same texts (another max_cues too)
+    other = World(WorldConfig.preset("life", "hard").replace(horizon=300), seed=8)
+    other.store.max_cues = 3
+    while not other.done:
+        assert other.event_cues() == extract_cues(other.event.text, 3)
+        assert other.event_signature() == signature(other.event.text)
+        other.advance()
+    # bounded: first in, first out
+    monkeypatch.setattr(sim, "SCRIPT_TEXT_ENTRIES", 50)
     world.reset(9)
-    assert world._text_memo == {}
+    last = None
+    while not world.done:
+        world.event_cues()
+        last = world.event.text
+        world.advance()
+    assert len(sim._SCRIPT_TEXTS) == 50 and last in sim._SCRIPT_TEXTS
 
 
 def test_unit_norm_embedders_skip_a_normalisation_that_would_change_nothing():

@@ -87,6 +87,7 @@ def _clean_unicode(word: str) -> str:
 
 _POSSESSIVE = ("'s", "’s")
 _COLONS = re.compile(r":{2,}")
+_HAS_DIGIT = re.compile(r"[0-9]").search  # (str.isdigit's digits in plain ASCII; "²" or "٣" are digits too)
 
 
 def cue_name_ok(cue: str) -> bool:
@@ -143,7 +144,8 @@ def _split_no_space(raw: str) -> list[tuple[str, bool]]:
 
 def extract_cues(text: str, max_cues: int = 8) -> list[str]:
     """Up to `max_cues` lower-cased cue words of `text`, entity-like first-come, in text order."""
-    if isinstance(max_cues, bool) or not isinstance(max_cues, numbers.Integral) or max_cues < 1:
+    if type(max_cues) is not int and (isinstance(max_cues, bool) or not isinstance(max_cues, numbers.Integral)) \
+            or max_cues < 1:  # (a plain int first: the ABC check costs more than the rest of a short text)
         raise ValueError(f"max_cues must be an integer >= 1, got {max_cues!r}")
     if "::" in text:  # (colons at a token's ends are stripped anyway; inside it, one stands for a run)
         text = _COLONS.sub(":", text)
@@ -160,7 +162,8 @@ def extract_cues(text: str, max_cues: int = 8) -> list[str]:
             low = w.lower()
         if len(w) <= 2 or low in STOP_WORDS or low in seen:
             continue
-        if len(cues) < half or w[0].isupper() or any(c.isdigit() for c in w):  # is_entity_like(w)
+        if len(cues) < half or w[0].isupper() or _HAS_DIGIT(w) or (
+                not w.isascii() and any(c.isdigit() for c in w)):  # is_entity_like(w)
             # (marked seen only when kept: a word skipped in lower case may come back capitalised)
             seen.add(low)
             cues.append(low)

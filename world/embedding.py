@@ -23,6 +23,7 @@ import re
 import sqlite3
 import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -66,7 +67,9 @@ def tokenize(text: str) -> list[str]:
     """
     text = text.replace("’", "'")  # noqa: RUF001
     if text.isascii():
-        return [t[:-2] if t.endswith("'s") else t for t in _TOKEN_RE.findall(text.lower())]
+        tokens = _TOKEN_RE.findall(text.lower())
+        # (only a text with an apostrophe has a token ending in 's)
+        return [t[:-2] if t.endswith("'s") else t for t in tokens] if "'" in text else tokens
     from world.dedup import raw_words  # (world.dedup does not import this module)
 
     return [t[:-2] if t.endswith("'s") else t for t in (w.lower() for w in raw_words(text))]
@@ -122,7 +125,8 @@ class HashingEmbedder:
             i, s = cached(pair) or feature(pair)
             acc[i] = get(i, 0.0) + s * bw
         vec = np.zeros(self.dim, dtype=np.float64)
-        vec[list(acc)] = list(acc.values())
+        for i, x in acc.items():  # (for ~20 entries, faster than one fancy assignment of two lists)
+            vec[i] = x
         # np.linalg.norm of a 1-D float64 vector is sqrt(x.dot(x)) (and sqrt is correctly rounded)
         norm = math.sqrt(vec.dot(vec))
         if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
@@ -343,7 +347,8 @@ def _v2_hashing_key(text: str, n_bytes: int) -> str:
 class CachedEmbedder:
     """Content-addressed embedding cache around any embedder.
 
-    Key: sha256(inner name [+ NUL + its ``config()`` as JSON] + NUL + text). Entries live in memory and,
+    Key: sha256(inner name [+ NUL + its ``config()`` as JSON] + NUL + text). Entries live in memory (held
+    by their text: the key is what the file needs) and,
     if `path` is given, in a SQLite file (table `emb(key TEXT PRIMARY KEY, vec BLOB, text TEXT)`,
     ``PRAGMA user_version`` 3 (see ``CACHE_SCHEMA_VERSION``),
     ``secure_delete`` on so that a dropped entry's bytes are overwritten) shared across runs. `hits` /
@@ -367,8 +372,10 @@ class CachedEmbedder:
         self.dim = getattr(inner, "dim", None)
         self.unit_norm = bool(getattr(inner, "unit_norm", False))  # the cache returns the inner vectors
         self.path = os.fspath(path) if path is not None else None
-        self._mem: dict[str, np.ndarray] = {}
-        self._texts: dict[str, str] = {}
+        # text -> vector, least recently used first. By text, not by key: a key is a sha256 of the text,
+        # which only the file needs (an OrderedDict: popping the oldest key of a plain dict scans the
+        # dead slots that earlier evictions and moves left at its front, ~9 us per insert once full)
+        self._mem: OrderedDict[str, np.ndarray] = OrderedDict()
         self.hits = 0
         self.misses = 0
         self._db: sqlite3.Connection | None = None
@@ -485,15 +492,25 @@ class CachedEmbedder:
         return CacheFileError(self.path, problem)
 
     def key(self, text: str) -> str:
+        """The text's key in the cache file (a lone surrogate, which has no UTF-8 form, raises
+        UnicodeEncodeError here)."""
         return hashlib.sha256(f"{self._key_prefix}\x00{text}".encode()).hexdigest()
 
-    def _lookup(self, key: str) -> np.ndarray | None:
+    def _lookup(self, text: str) -> np.ndarray | None:
+        """The vector of ``text`` in memory or in the file (then kept in memory), or None. A text that is
+        not plain ASCII raises what :meth:`key` raises for it (a lone surrogate), as every lookup did
+        when the entries in memory were held by their keys."""
+        held, key = text if type(text) is str else f"{text}", None  # (_held, inline: once per event)
+        if held is not text or not text.isascii():
+            key = self.key(text)
         mem = self._mem
-        vec = mem.get(key)
+        vec = mem.get(held)
         if vec is not None:
-            if self.max_entries is not None:  # most recently used last (dicts keep insertion order)
-                mem[key] = mem.pop(key)
+            if self.max_entries is not None:  # most recently used last
+                mem.move_to_end(held)
         elif self._db is not None:
+            if key is None:
+                key = self.key(text)
             try:
                 row = self._db.execute("SELECT vec, text FROM emb WHERE key = ?", (key,)).fetchone()
             except sqlite3.Error as exc:
@@ -501,8 +518,7 @@ class CachedEmbedder:
             if row is not None:
                 vec = self._checked(key, row[0])
                 if vec is not None:
-                    mem[key] = vec
-                    self._texts[key] = row[1]  # (so that drop_matching finds it)
+                    mem[held] = vec
                     self._evict()
         return vec
 
@@ -544,7 +560,7 @@ class CachedEmbedder:
 
     def lookup(self, text: str) -> np.ndarray | None:
         """The cached vector of `text` (read-only), or None; never embeds nor adds an entry."""
-        vec = self._lookup(self.key(text))
+        vec = self._lookup(text)
         if vec is not None:
             self.hits += 1
         return vec
@@ -553,31 +569,30 @@ class CachedEmbedder:
         mem, limit = self._mem, self.max_entries
         if limit is not None:
             while len(mem) > limit:
-                key = next(iter(mem))
-                del mem[key]
-                self._texts.pop(key, None)
+                mem.popitem(last=False)
 
     def encode(self, text: str) -> np.ndarray:
-        key = self.key(text)
-        vec = self._lookup(key)
+        vec = self._lookup(text)
         if vec is not None:
             self.hits += 1
             return vec
         self.misses += 1
         raw = self.inner.encode(text)
-        with np.errstate(over="ignore"):  # (a finite value beyond float32's range: reported below)
-            vec = np.asarray(raw, dtype=np.float32)
+        if type(raw) is np.ndarray and raw.dtype == np.float32:
+            vec = raw  # (what np.asarray returns for it, without the cost of an errstate block)
+        else:
+            with np.errstate(over="ignore"):  # (a finite value beyond float32's range: reported below)
+                vec = np.asarray(raw, dtype=np.float32)
         if not self.unit_norm and not np.isfinite(vec).all():
             raise self._not_finite(vec, text, raw)
         vec.setflags(write=False)
-        self._store(key, text, vec)
+        self._store(text, vec)
         self._commit()
         return vec
 
     def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
         texts = list(texts)
-        keys = [self.key(t) for t in texts]
-        found = [self._lookup(k) for k in keys]
+        found = [self._lookup(t) for t in texts]
         missing = [i for i, v in enumerate(found) if v is None]
         self.hits += len(texts) - len(missing)
         self.misses += len(missing)
@@ -600,7 +615,7 @@ class CachedEmbedder:
                 vec = new[j].copy()
                 vec.setflags(write=False)
                 fresh[t] = vec
-                self._store(self.key(t), t, vec)
+                self._store(t, vec)
             for i in missing:
                 found[i] = fresh[texts[i]]
             self._commit()
@@ -617,14 +632,13 @@ class CachedEmbedder:
             note = " as float32, the form the cache keeps: the vector is finite but beyond float32's range"
         return not_finite_error(self.name, vec, text, note)
 
-    def _store(self, key: str, text: str, vec: np.ndarray) -> None:
-        self._mem[key] = vec
-        self._texts[key] = text
+    def _store(self, text: str, vec: np.ndarray) -> None:
+        self._mem[_held(text)] = vec
         self._evict()
         if self._db is not None:
             try:
                 self._db.execute("INSERT OR REPLACE INTO emb (key, vec, text) VALUES (?, ?, ?)",
-                                 (key, vec.tobytes(), text))
+                                 (self.key(text), vec.tobytes(), text))
             except sqlite3.Error as exc:
                 raise self._failed(exc, "writing a vector") from exc
 
@@ -637,7 +651,7 @@ class CachedEmbedder:
 
     def __contains__(self, text: str) -> bool:
         key = self.key(text)
-        if key in self._mem:
+        if _held(text) in self._mem:
             return True
         if self._db is not None:
             try:
@@ -655,8 +669,7 @@ class CachedEmbedder:
         another: an erased text must not stay on disk under another key). Returns how many entries
         went (0: none; this cache's entry in memory and its row on disk count once)."""
         key = self.key(text)
-        in_memory = self._mem.pop(key, None) is not None
-        self._texts.pop(key, None)
+        in_memory = self._mem.pop(_held(text), None) is not None
         inner_drop = getattr(self.inner, "drop", None)  # e.g. HashingEmbedder's word-feature cache
         if callable(inner_drop):
             inner_drop(text)
@@ -682,10 +695,9 @@ class CachedEmbedder:
                 hit = verdicts[text] = bool(predicate(text))
             return hit
 
-        gone = {k for k, t in self._texts.items() if matches(t)}
-        for k in gone:  # (memory first: what is in this process goes even if the file then fails)
-            self._mem.pop(k, None)
-            self._texts.pop(k, None)
+        gone = [t for t in self._mem if matches(t)]
+        for t in gone:  # (memory first: what is in this process goes even if the file then fails)
+            del self._mem[t]
         rows: list[tuple[str]] = []
         if self._db is not None:
             try:
@@ -700,7 +712,9 @@ class CachedEmbedder:
             for text, hit in verdicts.items():
                 if hit:
                     inner_drop(text)
-        return len(gone.union(k for (k,) in rows))
+        if not rows:
+            return len(gone)
+        return len({self.key(t) for t in gone}.union(k for (k,) in rows))
 
     def drop_words(self, words: Iterable[str]) -> int:
         """The inner embedder's ``drop_words`` (HashingEmbedder: cached features holding the words)."""
@@ -714,7 +728,7 @@ class CachedEmbedder:
 
     def texts(self) -> list[str]:
         """Texts cached in memory (for audits such as the erasure tests)."""
-        return list(self._texts.values())
+        return list(self._mem)
 
     def close(self) -> None:
         if self._db is not None:
@@ -728,13 +742,22 @@ class CachedEmbedder:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        if "_key_prefix" not in state:  # (pickled before keys held the settings: its entries are re-keyed)
-            old = self._mem
+        if "_key_prefix" not in state:  # (pickled before keys held the settings: the file's keys changed)
             self._key_prefix = _key_prefix(self.inner)
-            self._mem = {self.key(self._texts[k]): v for k, v in old.items() if k in self._texts}
-            self._texts = {self.key(t): t for t in self._texts.values()}
+        texts = self.__dict__.pop("_texts", None)
+        self.__dict__.pop("_keys", None)
+        if texts is not None:  # (pickled when memory held entries by key, key -> text beside: by text now)
+            self._mem = OrderedDict((_held(texts[k]), v) for k, v in self._mem.items() if k in texts)
+        elif type(self._mem) is not OrderedDict:
+            self._mem = OrderedDict(self._mem)
         if self.path is not None:
             self._db = self._connect()
+
+
+def _held(text) -> str:
+    """What a CachedEmbedder's memory holds ``text``'s entry by: the text; another object (not a str) by
+    the form its key reads (as when entries were held by key)."""
+    return text if type(text) is str else f"{text}"
 
 
 def make_embedder(name: str = "hashing", dim: int = 256, cache_path: str | None = None,

@@ -95,6 +95,7 @@ class Reader(Protocol):
 
 
 _ARTICLES = frozenset({"a", "an", "the"})
+_ASCII_PUNCT = str.maketrans("", "", string.punctuation)  # (deletes them)
 
 
 def _is_punct(ch: str) -> bool:
@@ -109,7 +110,11 @@ def normalize_answer(x: str | None) -> str:
     None -> ``""``."""
     if x is None:
         return ""
-    text = "".join(ch for ch in str(x).lower() if not _is_punct(ch))
+    low = str(x).lower()
+    if low.isascii():  # (the ASCII characters _is_punct takes are exactly string.punctuation)
+        text = low.translate(_ASCII_PUNCT)
+    else:
+        text = "".join(ch for ch in low if not _is_punct(ch))
     return " ".join(w for w in text.split() if w not in _ARTICLES)
 
 

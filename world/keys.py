@@ -37,6 +37,10 @@ FUNCTION_WORDS = frozenset({"please", "let", "let's", "did", "do", "does", "what
                             "s"}) | _TIME_WORDS  # ("s": a possessive after an initial, "Theo X.'s", splits off)
 
 
+_NOT_SUBJECT = STOP_WORDS | FUNCTION_WORDS | USER_WORDS
+_NOT_TOPIC = USER_WORDS | FUNCTION_WORDS
+_USER = frozenset({"user"})
+
 # in the normalised (lower-case) text: a word followed by one or more one-letter initials with a period
 _INITIALS_RE = re.compile(r"(?<![\w'])(\w+)((?: [^\W\d_]\.)+)")
 
@@ -49,15 +53,17 @@ def subject_and_topic(text: str) -> tuple[frozenset, frozenset]:
 
 def subject_and_topic_of(sig: TextSignature) -> tuple[frozenset, frozenset]:
     """(subject words, topic words) from a text's signature (for callers that already have it)."""
-    subject = {w for w in sig.entities if w not in STOP_WORDS and w not in FUNCTION_WORDS and w not in USER_WORDS}
-    user_words = sig.word_set & USER_WORDS
+    entities, norm = sig.entities, sig.norm
+    subject = frozenset(entities.difference(_NOT_SUBJECT))
+    user = not sig.word_set.isdisjoint(USER_WORDS)
     # (only where a one-letter word stands before a period: "I think ..." has none)
-    if "." in sig.norm and any(f" {w}." in sig.norm for w in sig.entities if len(w) == 1):
-        user_words -= _merge_initials(sig, subject)  # ("Umar I." is not the user)
-    if user_words:
-        subject.add("user")
-    topic = sig.content - sig.entities - USER_WORDS - FUNCTION_WORDS
-    return frozenset(subject), frozenset(topic)
+    if "." in norm and 1 in map(len, entities) and any(f" {w}." in norm for w in entities if len(w) == 1):
+        merged = set(subject)
+        user = bool((sig.word_set & USER_WORDS) - _merge_initials(sig, merged))  # ("Umar I." is not the user)
+        subject = frozenset(merged)
+    if user:
+        subject = subject | _USER
+    return subject, frozenset(sig.content.difference(entities, _NOT_TOPIC))
 
 
 def _merge_initials(sig: TextSignature, subject: set) -> set:

@@ -29,10 +29,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import reprlib
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
 
 import numpy as np
 
@@ -65,6 +66,7 @@ class Op(IntEnum):
 
 
 N_OPS = len(Op)
+_OP_NAMES = tuple(op.name for op in Op)  # (Enum.name is a Python-level property: one lookup per step)
 TARGETED_OPS = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
 CREATING_OPS = frozenset({Op.WRITE, Op.UPDATE, Op.LINK, Op.REFLECT})
 EVENT_KINDS = ("statement", "question", "request")
@@ -95,7 +97,7 @@ class Outcome:
     duplicate: bool = False
     retrieved: list[str] = field(default_factory=list)
     question: dict | None = None
-    reward_terms: dict[str, float] = field(default_factory=lambda: dict.fromkeys(REWARD_TERMS, 0.0))
+    reward_terms: dict[str, float] = field(default_factory=partial(dict.fromkeys, REWARD_TERMS, 0.0))
     swept: list[str] = field(default_factory=list)
     #: at the horizon's last event: the erasure requests whose question the horizon cut off and whose
     #: value the store still holds (each charged the ``leak`` term), as {subject, relation, erased, event}
@@ -113,6 +115,33 @@ _SHARED_EMBEDDERS: dict[tuple[str, int], object] = {}
 #: with tracemalloc: ~1.9 KB per entry, 256-d hashing with its word cache or 384-d vectors). Eviction
 #: changes no number: vectors are pure functions of the text.
 SHARED_CACHE_ENTRIES = 50_000
+
+
+#: Entries of the worlds' process-wide memo of their own script texts (see :func:`_script_text`). About
+#: half of a Life episode's event texts recur in later episodes (chit-chat, repeated facts, questions of
+#: one template): the memo holds their cues and dedup signatures (measured with tracemalloc: ~2.8 KB per
+#: entry, so ~28 MB at most; 10,000 entries keep the texts of the last ~160 Life episodes). First in,
+#: first out: an evicted text is computed again, to the same values.
+SCRIPT_TEXT_ENTRIES = 10_000
+
+# (an OrderedDict: evicting the oldest key of a plain dict scans the dead slots earlier evictions left at
+# its front, measured ~9 us per insert once full, against ~1.5 us for popitem(last=False))
+_SCRIPT_TEXTS: OrderedDict[str, list] = OrderedDict()
+
+
+def _script_text(text: str) -> list:
+    """The process-wide memo entry of a world's script text: ``[max_cues, cues, signature]``, the
+    cues (a tuple, for that ``max_cues``) and the :func:`world.dedup.signature` of the text, or None
+    where not computed yet. Both are pure functions of the text, so the memo changes no value; it
+    holds only texts the worlds generated (the event texts of their scripts, which the perception cache
+    holds as well), never a text a store or an agent brought in, so a hard erasure leaves nothing of
+    its own here. Not part of a world's snapshots or pickles."""
+    entry = _SCRIPT_TEXTS.get(text)
+    if entry is None:
+        entry = _SCRIPT_TEXTS[text] = [None, None, None]
+        while len(_SCRIPT_TEXTS) > SCRIPT_TEXT_ENTRIES:
+            _SCRIPT_TEXTS.popitem(last=False)
+    return entry
 
 
 def shared_embedder(name: str, dim: int):
@@ -296,9 +325,6 @@ class World:
         self._vec_cache: tuple | None = None
         self._cue_cache: tuple | None = None
         self._sig_cache: tuple | None = None
-        # text -> [cues, signature] of this episode's event texts (texts recur: repeats, questions);
-        # pure functions of the text, left out of snapshots and pickles
-        self._text_memo: dict[str, list] = {}
         self._stats = _Stats()
         self._chunk_q = [0, 0]  # endless: questions, correct since the last extension
         se = self._gen.events[0]
@@ -370,7 +396,6 @@ class World:
         self._chunk_q = [0, 0]
         start = len(self._gen.events)
         released = self._gen._released
-        self._text_memo = {}  # (a cache of this window's texts: an endless episode must not grow it forever)
         self._gen.extend(level=level)
         vecs = self._script_vecs
         if vecs:  # the embeddings of events the script released go with them
@@ -503,7 +528,7 @@ class World:
                 st.add_terms(out.reward_terms)
                 return out
         else:
-            st.ops[op_e.name] += 1
+            st.ops[_OP_NAMES[op_e]] += 1
             self._dispatch(op_e, target, out)
         self._applied = True
         failed = None
@@ -708,21 +733,23 @@ class World:
             # when superseded versions of a chain filled it, leaving slots empty while active memories
             # were left out
             ids, order = store._ranked(self.event_vector(), len(store))
-            if len(ids):
-                seen = set(out)
+            room = k - len(out)
+            if len(ids) and room > 0:
+                recent = set(out)
                 get = store.get
-                for j in order:
-                    if len(out) >= k:
-                        break
+                for j in order:  # (ids are distinct: only the recent ones can come twice)
                     mid = ids[j]
-                    if mid in seen:
+                    if mid in recent:
                         continue
                     rec = get(mid)
                     if rec is None or rec.superseded_at is not None:
                         continue
-                    seen.add(mid)
                     out.append(mid)
-        out = out[:k]
+                    room -= 1
+                    if not room:
+                        break
+        if len(out) > k:
+            out = out[:k]
         self._cand_cache = (key, tuple(out))
         return out
 
@@ -757,30 +784,23 @@ class World:
         each call."""
         cached = self._cue_cache
         if cached is None or cached[0] != self._i:
-            entry = self._text_entry(self._se.text)
-            if entry[0] is None:
-                entry[0] = tuple(extract_cues(self._se.text, self.store.max_cues))
-            cached = self._cue_cache = (self._i, entry[0])
+            text, max_cues = self._se.text, self.store.max_cues
+            entry = _SCRIPT_TEXTS.get(text) or _script_text(text)
+            if entry[1] is None or entry[0] != max_cues:
+                entry[1] = tuple(extract_cues(text, max_cues))
+                entry[0] = max_cues
+            cached = self._cue_cache = (self._i, entry[1])
         return list(cached[1])
-
-    def _text_entry(self, text: str) -> list:
-        memo = self.__dict__.get("_text_memo")
-        if memo is None:
-            memo = self._text_memo = {}
-        entry = memo.get(text)
-        if entry is None:
-            entry = memo[text] = [None, None]
-        return entry
 
     def event_signature(self) -> TextSignature:
         """``world.dedup.signature`` of the current event text, computed once per event (shared by the
         store's write / update of the event and the env's candidate features)."""
         cached = getattr(self, "_sig_cache", None)  # (absent from snapshots taken before it existed)
         if cached is None or cached[0] != self._i:
-            entry = self._text_entry(self._se.text)
-            if entry[1] is None:
-                entry[1] = signature(self._se.text)
-            cached = self._sig_cache = (self._i, entry[1])
+            entry = _SCRIPT_TEXTS.get(self._se.text) or _script_text(self._se.text)
+            if entry[2] is None:
+                entry[2] = signature(self._se.text)
+            cached = self._sig_cache = (self._i, entry[2])
         return cached[1]
 
     def view(self) -> WorldView:
@@ -795,7 +815,7 @@ class World:
         return self._stats.summary(self)
 
     # ------------------------------------------------------------------ snapshots
-    _SKIP = ("config", "_embedder", "reader", "_text_memo")
+    _SKIP = ("config", "_embedder", "reader")
 
     def _memo(self, gen, script_vecs=None) -> dict:
         memo = {id(self._embedder): self._embedder}
@@ -847,13 +867,11 @@ class World:
                              f"restore it into World(snapshot['config'])")
         body = {k: v for k, v in state.items() if k != "config"}
         self.__dict__.update(copy.deepcopy(body, self._memo(body["_gen"], body.get("_script_vecs"))))
-        self._text_memo = {}
 
     _STATE_KEYS = frozenset({"_gen", "store", "_i", "_payloads", "_rng", "_stats"})
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.pop("_text_memo", None)  # a cache (rebuilt on demand)
         state["_embedder"] = _embedder_to_pickle(self._embedder)  # not the process-wide cache
         return state
 
@@ -1177,8 +1195,10 @@ class _Stats:
         self.terms = dict.fromkeys(REWARD_TERMS, 0.0)
 
     def add_terms(self, terms: dict[str, float]) -> None:
+        acc = self.terms
         for k, v in terms.items():
-            self.terms[k] += v
+            if v:  # (adding a zero changes no sum: a sum starts at 0.0 and so is never -0.0)
+                acc[k] += v
 
     def record(self, family: str, verdict: str, recall: float | None) -> None:
         self.verdicts[verdict] += 1
