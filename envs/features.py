@@ -81,10 +81,13 @@ TIERS = ("fact", "preference", "inference")
 _LOG_AGE_CAP = math.log1p(AGE_CAP)
 _CHAIN_ONE = 1.0 / CHAIN_CAP
 _KEY_BEST = CANDIDATE_FEATURES.index("key_best")
-#: one candidate row as packed float32: ``pack_into`` writes a row's Python numbers (bools as 0 / 1)
-#: straight into the buffer, each rounded to float32 as numpy's assignment of a list rounds it (a
-#: C cast from double), without building the list
+#: packed float32 (native order, as the buffers): ``pack_into`` writes a candidate row, the store
+#: features or one entry straight into a buffer from Python numbers (bools as 0 / 1), each rounded to
+#: float32 as numpy's assignment of a list rounds it (a C cast from double), without a list or a
+#: numpy call
 _ROW = struct.Struct(f"={N_CANDIDATE_FEATURES}f")
+_STORE_ROW = struct.Struct(f"={N_STORE_FEATURES}f")
+_FLOAT = struct.Struct("=f")
 # uncached (subject_and_topic_of a fresh signature): the env must not keep the words of erased memories
 # in a process-wide cache; the builder computes a memory's key once, in its per-memory row, and the
 # event's once per event
@@ -151,17 +154,20 @@ class _StoreArrays:
         return sims, all_ids, squashed.tolist(), mean
 
 
-def _incoming_links(store) -> dict[str, int]:
-    """memory id -> typed links pointing at it. With ``len(record.links)`` (its outgoing typed links,
-    which the store keeps in step with the graph) this is ``store.link_count`` without walking the
-    graph's cue edges; a test checks the two agree."""
-    incoming: dict[str, int] = {}
+def _link_columns(store) -> dict[str, float]:
+    """memory id -> its ``links`` column, ``min(n, LINK_CAP) / LINK_CAP`` with n its typed links in both
+    directions (``len(record.links)``, its outgoing ones, which the store keeps in step with the
+    graph, plus those of other records that point at it): ``store.link_count`` without walking the
+    graph's cue edges, for every memory at once; memories without typed links are left out (0.0).
+    A test checks the counts against ``store.link_count``."""
+    counts: dict[str, int] = {}
     for records in (store.episodic, store.semantic):
-        for rec in records.values():
+        for mid, rec in records.items():
             if rec.links:
+                counts[mid] = counts.get(mid, 0) + len(rec.links)
                 for dst in rec.links:
-                    incoming[dst] = incoming.get(dst, 0) + 1
-    return incoming
+                    counts[dst] = counts.get(dst, 0) + 1
+    return {mid: (n if n < LINK_CAP else LINK_CAP) / LINK_CAP for mid, n in counts.items()}
 
 
 def _store_signature(store, mid: str, text: str):
@@ -187,6 +193,8 @@ class FeatureBuilder:
     _filled: int | None = None  # candidate rows the last build filled (None: any row may hold data)
     _masks: tuple | None = None  # slot mask of m filled slots, m = 0..K (read-only arrays)
     _position_cache: tuple | None = None  # (the store's view id list, id -> index in it)
+    _link_cache: tuple | None = None  # (store, store._link_changes, _link_columns(store))
+    _config_consts: tuple | None = None  # (config, threshold, capacity, sweep_every, horizon) as build reads them
     n_current = 0  # filled slots whose memory is the newest version of its chain (last build)
     n_episodes = 0  # filled slots holding an episode (last build)
 
@@ -206,7 +214,6 @@ class FeatureBuilder:
         self._static: dict = {}
         self._static_version: tuple | None = None
         self._links: dict = {}
-        self._incoming: tuple | None = None  # (store, store._link_changes, memory id -> incoming typed links)
 
     # ------------------------------------------------------------------ features
     def _link_counts(self, world: World) -> dict:
@@ -297,6 +304,11 @@ class FeatureBuilder:
         ``n_current`` / ``n_episodes``); return the candidate ids."""
         store = world.store
         cfg = world.config
+        consts = self._config_consts
+        if consts is None or consts[0] is not cfg:  # (a WorldConfig is frozen)
+            consts = self._config_consts = (cfg, float(cfg.forget_threshold), max(1, int(cfg.capacity)),
+                                            max(1, int(cfg.sweep_every)), cfg.horizon)
+        _, threshold, cap, every, horizon = consts
         ids = world.candidates() if event_vec is not None else []
         self.ids = ids
         m = len(ids)
@@ -304,7 +316,7 @@ class FeatureBuilder:
         n_live = len(store)
         if n_live:
             vec = event_vec if event_vec is not None else np.zeros(self._dim(store), dtype=np.float32)
-            sims, all_ids, squashed, mean_act = _StoreArrays.read(store, ids, vec, float(cfg.forget_threshold))
+            sims, all_ids, squashed, mean_act = _StoreArrays.read(store, ids, vec, threshold)
         else:
             mean_act = 0.0
         links = self._link_counts(world)
@@ -328,11 +340,9 @@ class FeatureBuilder:
                 mask.setflags(write=False)
         self.mask = masks[m]
         # store features
-        cap = max(1, int(cfg.capacity))
-        every = max(1, int(cfg.sweep_every))
-        horizon = cfg.horizon
         step = max(0, int(event_index))
-        self.store[:] = (
+        _STORE_ROW.pack_into(
+            self.store, 0,
             min(n_live / cap, 1.0),
             min(len(store.episodic) / cap, 1.0),
             min(len(store.semantic) / cap, 1.0),
@@ -379,12 +389,12 @@ class FeatureBuilder:
         ev_content = ev_sig.content if ev_sig is not None else None
         best_j, best_score = -1, None
         recent = store.recent_ids(self.n_recent) if self.n_recent else ()
-        incoming = self._incoming_counts(store, links)
+        link_column = self._link_columns(store, links).get
         buffer = self.candidates
         pack_into = _ROW.pack_into
+        row_size = _ROW.size
         log1p = math.log1p
         static_get = static.get
-        incoming_get = incoming.get
         links_get = links.get
         n_superseded = n_semantic = 0
         offset = 0
@@ -396,7 +406,6 @@ class FeatureBuilder:
             sim = sims[j]
             imp = rec.importance / IMPORTANCE_CAP
             age = now - written_at
-            n_links = len(rec.links) + incoming_get(mid, 0)
             key = rec.key
             if key is None:
                 chain = _CHAIN_ONE
@@ -441,7 +450,7 @@ class FeatureBuilder:
                 1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
                 age_f,
                 t_fact, t_pref, t_inf, sem,
-                (n_links if n_links < LINK_CAP else LINK_CAP) / LINK_CAP,
+                link_column(mid, 0.0),
                 len(ev_cues.intersection(cues)) / n_ev if (ev_cues and cues) else 0.0,
                 mid in recent,
                 superseded,
@@ -453,23 +462,23 @@ class FeatureBuilder:
                 0.0,  # key_best: set below for the best row
                 dup,
             )
-            offset += _ROW.size
+            offset += row_size
         if best_j >= 0:
-            buffer[best_j, _KEY_BEST] = 1.0
+            _FLOAT.pack_into(buffer, best_j * row_size + _KEY_BEST * _FLOAT.size, 1.0)
         return n_superseded, n_semantic
 
-    def _incoming_counts(self, store, links: dict) -> dict[str, int]:
-        """:func:`_incoming_links`, recounted only when the store's typed links may have changed (its
+    def _link_columns(self, store, links: dict) -> dict[str, float]:
+        """:func:`_link_columns`, recounted only when the store's typed links may have changed (its
         ``_link_changes`` counter moved; without one, per store version)."""
         changes = getattr(store, "_link_changes", None)
         if changes is None:
-            incoming = links.get("incoming")
-            if incoming is None:
-                incoming = links["incoming"] = _incoming_links(store)
-            return incoming
-        cached = self._incoming
+            columns = links.get("link_columns")
+            if columns is None:
+                columns = links["link_columns"] = _link_columns(store)
+            return columns
+        cached = self._link_cache
         if cached is not None and cached[0] is store and cached[1] == changes:
             return cached[2]
-        incoming = _incoming_links(store)
-        self._incoming = (store, changes, incoming)
-        return incoming
+        columns = _link_columns(store)
+        self._link_cache = (store, changes, columns)
+        return columns

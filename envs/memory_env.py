@@ -601,7 +601,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return {
             "event": ev,
             "event_kind": kind,
-            "candidates": fb.candidates.reshape(-1).copy(),
+            "candidates": fb.candidates.flatten(),  # (a copy, row-major)
             "candidate_mask": fb.mask.copy(),
             "store": fb.store.copy(),
         }
@@ -620,7 +620,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return vec if vec.ndim == 1 and vec.shape[0] == self.embed_dim else store.embed(text)
 
     def _compute_masks(self, live: bool) -> None:
-        """The flat mask in one assignment, from what the features just counted (the rules of
+        """The flat mask (a shared read-only array), from what the features just counted (the rules of
         :func:`valid_rows`: the candidates are live memories); the (7, K) pair matrix is built only
         when asked for."""
         fb = self._features
@@ -647,7 +647,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             else:
                 flags = [True, key[0], key[1], key[2], key[3], True, key[4]]
             mask = cache[key] = np.array(flags + slots, dtype=bool)
-        self._mask[:] = mask
+            mask.setflags(write=False)  # shared by every step with these flags: handed out as copies
+        self._mask = mask
 
     def _valid_rows(self) -> tuple | None:
         """:func:`valid_rows` of the observed step, read from the observation's own numbers (the store
