@@ -227,13 +227,16 @@ class FeatureBuilder:
 
     def _static_rows(self, store) -> dict:
         """Per-memory parts that never change while the memory lives (ids are never reused). Entries of
-        memories that left the store are dropped whenever the store changes, so that nothing of a
-        forgotten memory (its record, its cues) outlives it in the env."""
+        memories that left the store are dropped whenever one may have left (the store's
+        ``_link_changes`` counter moves with every removal; without it, on every store change), so
+        that nothing of a forgotten memory (its record, its cues) outlives it in the env."""
         if self._static_store is not store:
             self._static_store = store
             self._static = {}
             self._static_version = None
-        version = self._links_key
+        version = getattr(store, "_link_changes", None)
+        if version is None:
+            version = self._links_key
         if version != self._static_version:
             self._static_version = version
             static = self._static
