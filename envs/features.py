@@ -142,8 +142,7 @@ class _StoreArrays:
             if ids:
                 # every live memory is in the default namespace (checked above), so are the candidates
                 loc = store._loc
-                slots = np.array([loc[mid][1] for mid in ids], dtype=np.int64)
-                sims = (space.emb[slots] @ vec).tolist()
+                sims = (space.emb.take([loc[mid][1] for mid in ids], axis=0) @ vec).tolist()
             else:
                 sims = []
         except (AttributeError, KeyError, LookupError, TypeError, ValueError):
