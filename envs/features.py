@@ -14,6 +14,7 @@ Every feature is a float32 inside the bounds in :data:`CANDIDATE_LOW` / :data:`C
 from __future__ import annotations
 
 import math
+import struct
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -80,6 +81,13 @@ TIERS = ("fact", "preference", "inference")
 _LOG_AGE_CAP = math.log1p(AGE_CAP)
 _CHAIN_ONE = 1.0 / CHAIN_CAP
 _KEY_BEST = CANDIDATE_FEATURES.index("key_best")
+#: packed float32 (native order, as the buffers): ``pack_into`` writes a candidate row, the store
+#: features or one entry straight into a buffer from Python numbers (bools as 0 / 1), each rounded to
+#: float32 as numpy's assignment of a list rounds it (a C cast from double), without a list or a
+#: numpy call
+_ROW = struct.Struct(f"={N_CANDIDATE_FEATURES}f")
+_STORE_ROW = struct.Struct(f"={N_STORE_FEATURES}f")
+_FLOAT = struct.Struct("=f")
 # uncached (subject_and_topic_of a fresh signature): the env must not keep the words of erased memories
 # in a process-wide cache; the builder computes a memory's key once, in its per-memory row, and the
 # event's once per event
@@ -103,55 +111,62 @@ def squash_activation(b: np.ndarray, threshold: float) -> np.ndarray:
 
 
 class _StoreArrays:
-    """Vectorised per-step reads of the store (similarities, ACT-R activations of the candidates and
-    of the whole store) through its slot arrays: one mat-vec and one activation batch per step.
+    """Vectorised per-step reads of the store through its slot arrays: the candidates' similarities
+    (one mat-vec) and the squashed ACT-R activations of every live memory (one activation batch),
+    from which both the candidates' column and the store's mean are taken.
 
     Uses the store's internal layout (``_space``, ``_loc``, ``_activation_rows``); any store without
-    it (or candidates in other namespaces) takes the public API instead. A test checks both paths
+    it (or memories in other namespaces) takes the public API instead. A test checks both paths
     give the same numbers.
     """
 
     fast = True  # False forces the public-API path (tests compare the two)
 
     @classmethod
-    def read(cls, store, ids: list[str], vec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(similarities of ids, activations of ids, activations of every live memory)."""
-        sims, acts = cls.read_joined(store, ids, vec)
-        return sims, acts[: len(ids)], acts[len(ids):]
+    def read(cls, store, ids: list[str], vec: np.ndarray, threshold: float) -> tuple[list, list, list, float]:
+        """(similarities of ``ids``, every live memory's id, their squashed activations in that order,
+        the mean of those), as Python lists and floats; the store must not be empty.
 
-    @classmethod
-    def read_joined(cls, store, ids: list[str], vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(similarities of ids, activations of ids followed by those of every live memory): one
-        array, as the squash wants it."""
+        The candidates' activations are to be picked out of the store-wide list (``ids`` are live
+        memories): each row of ``hybrid_base_level_batch`` and of the squash is computed on its own
+        (the same operations on the same inputs whatever the other rows), so a row picked out of
+        the batch has the bits a batch of the candidates alone would give."""
         try:
             if not cls.fast:
                 raise LookupError("public path requested")
             space = store._space(store.default_namespace)
-            loc = store._loc
             all_ids, all_slots = space.view()
             if len(all_ids) != len(store):
                 raise LookupError("several namespaces")
-            # every live memory is in the default namespace (checked above), so are the candidates
-            slots = np.array([loc[mid][1] for mid in ids], dtype=np.int64)
-            sims = space.emb[slots] @ vec if len(ids) else np.zeros(0)
-            return sims, store._activation_rows(space, np.concatenate((slots, all_slots)))
+            squashed = squash_activation(store._activation_rows(space, all_slots), threshold)
+            if ids:
+                # every live memory is in the default namespace (checked above), so are the candidates
+                loc = store._loc
+                sims = (space.emb.take([loc[mid][1] for mid in ids], axis=0) @ vec).tolist()
+            else:
+                sims = []
         except (AttributeError, KeyError, LookupError, TypeError, ValueError):
-            sims = store.similarities(vec, ids)[1] if ids else np.zeros(0)
             all_ids = list(store.episodic) + list(store.semantic)
-            return sims, (store.activations(list(ids) + all_ids) if (ids or all_ids) else np.zeros(0))
+            squashed = squash_activation(store.activations(all_ids), threshold)
+            sims = store.similarities(vec, ids)[1].tolist() if ids else []
+        mean = float(np.add.reduce(squashed)) / len(all_ids)  # (= ndarray.sum)
+        return sims, all_ids, squashed.tolist(), mean
 
 
-def _incoming_links(store) -> dict[str, int]:
-    """memory id -> typed links pointing at it. With ``len(record.links)`` (its outgoing typed links,
-    which the store keeps in step with the graph) this is ``store.link_count`` without walking the
-    graph's cue edges; a test checks the two agree."""
-    incoming: dict[str, int] = {}
+def _link_columns(store) -> dict[str, float]:
+    """memory id -> its ``links`` column, ``min(n, LINK_CAP) / LINK_CAP`` with n its typed links in both
+    directions (``len(record.links)``, its outgoing ones, which the store keeps in step with the
+    graph, plus those of other records that point at it): ``store.link_count`` without walking the
+    graph's cue edges, for every memory at once; memories without typed links are left out (0.0).
+    A test checks the counts against ``store.link_count``."""
+    counts: dict[str, int] = {}
     for records in (store.episodic, store.semantic):
-        for rec in records.values():
+        for mid, rec in records.items():
             if rec.links:
+                counts[mid] = counts.get(mid, 0) + len(rec.links)
                 for dst in rec.links:
-                    incoming[dst] = incoming.get(dst, 0) + 1
-    return incoming
+                    counts[dst] = counts.get(dst, 0) + 1
+    return {mid: (n if n < LINK_CAP else LINK_CAP) / LINK_CAP for mid, n in counts.items()}
 
 
 def _store_signature(store, mid: str, text: str):
@@ -173,6 +188,15 @@ class FeatureBuilder:
     users). Per-text caches (event cues) are bounded.
     """
 
+    # (class defaults: builders pickled before these existed load with them)
+    _filled: int | None = None  # candidate rows the last build filled (None: any row may hold data)
+    _masks: tuple | None = None  # slot mask of m filled slots, m = 0..K (read-only arrays)
+    _position_cache: tuple | None = None  # (the store's view id list, id -> index in it)
+    _link_cache: tuple | None = None  # (store, store._link_changes, _link_columns(store))
+    _config_consts: tuple | None = None  # (config, threshold, capacity, sweep_every, horizon) as build reads them
+    n_current = 0  # filled slots whose memory is the newest version of its chain (last build)
+    n_episodes = 0  # filled slots holding an episode (last build)
+
     def __init__(self, n_candidates: int, n_recent: int) -> None:
         if n_candidates < 1:
             raise ValueError(f"n_candidates must be >= 1, got {n_candidates}")
@@ -189,7 +213,6 @@ class FeatureBuilder:
         self._static: dict = {}
         self._static_version: tuple | None = None
         self._links: dict = {}
-        self._incoming: tuple | None = None  # (store, store._link_changes, memory id -> incoming typed links)
 
     # ------------------------------------------------------------------ features
     def _link_counts(self, world: World) -> dict:
@@ -203,13 +226,16 @@ class FeatureBuilder:
 
     def _static_rows(self, store) -> dict:
         """Per-memory parts that never change while the memory lives (ids are never reused). Entries of
-        memories that left the store are dropped whenever the store changes, so that nothing of a
-        forgotten memory (its record, its cues) outlives it in the env."""
+        memories that left the store are dropped whenever one may have left (the store's
+        ``_link_changes`` counter moves with every removal; without it, on every store change), so
+        that nothing of a forgotten memory (its record, its cues) outlives it in the env."""
         if self._static_store is not store:
             self._static_store = store
             self._static = {}
             self._static_version = None
-        version = self._links_key
+        version = getattr(store, "_link_changes", None)
+        if version is None:
+            version = self._links_key
         if version != self._static_version:
             self._static_version = version
             static = self._static
@@ -221,7 +247,11 @@ class FeatureBuilder:
         return self._static
 
     @staticmethod
-    def _static_row(store, mid: str) -> tuple:
+    def _static_row(store, mid: str, event_keys: tuple = ()) -> tuple:
+        """The parts of a live memory's feature row that stay while it lives. ``event_keys``: entries
+        ``(text, (subject, topic, signature))`` of :meth:`event_key`; a memory written from one of
+        those texts (a write of the previous event, as a rule) takes its key from there (the same
+        pure functions of the same text)."""
         rec = store.episodic.get(mid)
         semantic = rec is None
         if semantic:
@@ -229,8 +259,13 @@ class FeatureBuilder:
         tier = rec.tier
         conf = float(rec.confidence)
         text = rec.text or ""
-        sig = _store_signature(store, mid, text)
-        subj, topic = subject_and_topic_of(sig)
+        for known in event_keys:
+            if known is not None and known[0] == text:
+                subj, topic, sig = known[1]
+                break
+        else:
+            sig = _store_signature(store, mid, text)
+            subj, topic = subject_and_topic_of(sig)
         return (rec, int(rec.written_at), min(max(conf, 0.0), 1.0), frozenset(rec.cues or ()),
                 float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
                 subj, topic, sig, bool(text))
@@ -267,143 +302,49 @@ class FeatureBuilder:
 
     def build(self, world: World, event_vec: np.ndarray | None, event_text: str | None,
               event_index: int, last_invalid: bool) -> list[str]:
-        """Fill ``self.candidates``, ``self.mask``, ``self.store``; return the candidate ids."""
+        """Fill ``self.candidates``, ``self.mask``, ``self.store`` (and the slot counts
+        ``n_current`` / ``n_episodes``); return the candidate ids."""
         store = world.store
         cfg = world.config
-        threshold = float(cfg.forget_threshold)
+        consts = self._config_consts
+        if consts is None or consts[0] is not cfg:  # (a WorldConfig is frozen)
+            consts = self._config_consts = (cfg, float(cfg.forget_threshold), max(1, int(cfg.capacity)),
+                                            max(1, int(cfg.sweep_every)), cfg.horizon)
+        _, threshold, cap, every, horizon = consts
         ids = world.candidates() if event_vec is not None else []
         self.ids = ids
-        c = self.candidates
         m = len(ids)
         now = int(store.current_step)
         n_live = len(store)
         if n_live:
             vec = event_vec if event_vec is not None else np.zeros(self._dim(store), dtype=np.float32)
-            sims, joined = _StoreArrays.read_joined(store, ids, vec)
-            squashed = squash_activation(joined, threshold)
-            n_all = len(joined) - m
-            mean_act = float(np.add.reduce(squashed[m:])) / n_all if n_all else 0.0  # (= ndarray.sum)
+            sims, all_ids, squashed, mean_act = _StoreArrays.read(store, ids, vec, threshold)
         else:
             mean_act = 0.0
         links = self._link_counts(world)
         static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
+        n_superseded = n_semantic = 0
         if m:
-            world_event = world.event if getattr(world, "event_cues", None) is not None else None
-            same_event = world_event is not None and world_event.text == event_text
-            if not event_text:
-                ev_cues = frozenset()
-            elif same_event and getattr(store, "max_cues", None) == 8:
-                ev_cues = frozenset(world.event_cues())  # the world's per-event cues (max_cues 8, as here)
-            else:
-                ev_cues = self.event_cues(event_text)
-            n_ev = max(1, len(ev_cues))
-            if event_text:
-                world_sig = getattr(world, "event_signature", None) if same_event else None
-                ev_subj, ev_topic, ev_sig = self.event_key(event_text, world_sig() if world_sig is not None else None)
-            else:
-                ev_subj, ev_topic, ev_sig = frozenset(), frozenset(), None
-            dedup_cfg = getattr(store, "dedup_config", None) or DedupConfig()
-            embed_threshold = dedup_cfg.embed_threshold
-            value_aware = dedup_cfg.value_aware
-            ev_content = ev_sig.content if ev_sig is not None else None
-            best_j, best_score = -1, None
-            recent = store.recent_ids(self.n_recent) if self.n_recent else ()
-            changes = getattr(store, "_link_changes", None)  # typed links change only with these
-            cached = getattr(self, "_incoming", None)
-            if changes is None:  # a store without the counter: per store version
-                incoming = links.get("incoming")
-                if incoming is None:
-                    incoming = links["incoming"] = _incoming_links(store)
-            elif cached is not None and cached[0] is store and cached[1] == changes:
-                incoming = cached[2]
-            else:
-                incoming = _incoming_links(store)
-                self._incoming = (store, changes, incoming)
-            flat: list = []
-            extend = flat.extend
-            log1p = math.log1p
-            static_get = static.get
-            incoming_get = incoming.get
-            links_get = links.get
-            j = 0
-            for mid, sim, act in zip(ids, sims.tolist(), squashed[:m].tolist()):
-                st = static_get(mid)
-                if st is None:
-                    st = static[mid] = self._static_row(store, mid)
-                rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig, has_text = st
-                imp = rec.importance / IMPORTANCE_CAP
-                age = now - written_at
-                n_links = len(rec.links) + incoming_get(mid, 0)
-                key = rec.key
-                if key is None:
-                    chain = _CHAIN_ONE
-                else:
-                    chain = links_get(key)
-                    if chain is None:
-                        chain = links[key] = min(max(len(store.versions(key)), 1), CHAIN_CAP) / CHAIN_CAP
-                if age > 0:
-                    age_f = log1p(age) / _LOG_AGE_CAP
-                    if age_f > 1.0:
-                        age_f = 1.0
-                else:
-                    age_f = 0.0
-                if not -1.0 <= sim <= 1.0:
-                    sim = 1.0 if sim > 1.0 else -1.0
-                same_subj = not ev_subj.isdisjoint(subj)  # (no intersection set unless key_best needs its size)
-                same_topic = not ev_topic.isdisjoint(topic)
-                superseded = rec.superseded_at is not None
-                if same_subj and (same_topic or sim >= KEY_SIM) and not superseded and not sem and has_text:
-                    score = (len(ev_subj & subj) + len(ev_topic & topic), sim)
-                    if best_score is None or score > best_score:  # ties: the earlier slot
-                        best_j, best_score = j, score
-                if ev_sig is None or not has_text:
-                    dup = False
-                elif ev_sig.fp == sig.fp:
-                    dup = True  # duplicate_rule's first rule
-                elif value_aware and not ev_content <= sig.content and not sig.content <= ev_content:
-                    # a value change (words substituted: each side has words the other lacks; two subset
-                    # tests build no set): neither rule fires (world.dedup)
-                    dup = False
-                else:  # embedding_duplicate is False below its threshold: tested first, it saves a call
-                    dup = (duplicate_rule(ev_sig, sig, dedup_cfg) is not None
-                           or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))
-                extend((
-                    sim,
-                    act,
-                    1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
-                    age_f,
-                    t_fact, t_pref, t_inf, sem,
-                    (n_links if n_links < LINK_CAP else LINK_CAP) / LINK_CAP,
-                    len(ev_cues.intersection(cues)) / n_ev if (ev_cues and cues) else 0.0,
-                    mid in recent,
-                    superseded,
-                    chain,
-                    conf,
-                    same_subj,
-                    same_topic,
-                    same_subj and same_topic,
-                    0.0,
-                    dup,
-                ))
-                j += 1
-            c.reshape(-1)[: len(flat)] = flat  # (a view of the buffer: all rows in one assignment)
-            if best_j >= 0:
-                c[best_j, _KEY_BEST] = 1.0
-        filled = self.__dict__.get("_filled", self.k)  # rows that may hold an earlier step's features
+            n_superseded, n_semantic = self._fill_rows(world, store, ids, sims, self._positions(all_ids), squashed,
+                                                       event_text, now, links, static)
+        c = self.candidates
+        filled = self._filled if self._filled is not None else self.k  # rows an earlier step may have filled
         if filled > m:
             c[m:filled] = 0.0
         self._filled = m
-        masks = self.__dict__.get("_masks")
-        if masks is None:  # mask of m filled slots, for every m: one assignment per step
+        self.n_current = m - n_superseded
+        self.n_episodes = m - n_semantic
+        masks = self._masks
+        if masks is None:  # mask of m filled slots, for every m (read-only: shared by every step)
             masks = self._masks = tuple(np.array([1] * i + [0] * (self.k - i), dtype=np.int8)
                                         for i in range(self.k + 1))
-        self.mask[:] = masks[m]
+            for mask in masks:
+                mask.setflags(write=False)
+        self.mask = masks[m]
         # store features
-        cap = max(1, int(cfg.capacity))
-        every = max(1, int(cfg.sweep_every))
-        horizon = cfg.horizon
         step = max(0, int(event_index))
-        self.store[:] = (
+        _STORE_ROW.pack_into(
+            self.store, 0,
             min(n_live / cap, 1.0),
             min(len(store.episodic) / cap, 1.0),
             min(len(store.semantic) / cap, 1.0),
@@ -414,3 +355,132 @@ class FeatureBuilder:
             1.0 if last_invalid else 0.0,
         )
         return ids
+
+    def _positions(self, ids: list[str]) -> dict[str, int]:
+        """memory id -> its index in ``ids``, kept while the store hands out the same view list (one
+        per version of its slot view; the public path makes a new list each step)."""
+        cached = self._position_cache
+        if cached is None or cached[0] is not ids:
+            cached = self._position_cache = (ids, {mid: i for i, mid in enumerate(ids)})
+        return cached[1]
+
+    def _fill_rows(self, world: World, store, ids: list[str], sims: list, position: dict, squashed: list,
+                   event_text: str | None, now: int, links: dict, static: dict) -> tuple[int, int]:
+        """Write the feature rows of the candidates ``ids`` (all live) into ``self.candidates``;
+        return (superseded, semantic) candidate counts. ``squashed[position[mid]]``: a candidate's
+        squashed activation."""
+        world_event = world.event if getattr(world, "event_cues", None) is not None else None
+        same_event = world_event is not None and world_event.text == event_text
+        if not event_text:
+            ev_cues = frozenset()
+        elif same_event and getattr(store, "max_cues", None) == 8:
+            ev_cues = frozenset(world.event_cues())  # the world's per-event cues (max_cues 8, as here)
+        else:
+            ev_cues = self.event_cues(event_text)
+        n_ev = max(1, len(ev_cues))
+        previous_key = self._key_cache  # (the previous event's: the text a write of it stored)
+        if event_text:
+            world_sig = getattr(world, "event_signature", None) if same_event else None
+            ev_subj, ev_topic, ev_sig = self.event_key(event_text, world_sig() if world_sig is not None else None)
+        else:
+            ev_subj, ev_topic, ev_sig = frozenset(), frozenset(), None
+        event_keys = (self._key_cache, previous_key)
+        dedup_cfg = getattr(store, "dedup_config", None) or DedupConfig()
+        embed_threshold = dedup_cfg.embed_threshold
+        value_aware = dedup_cfg.value_aware
+        ev_content = ev_sig.content if ev_sig is not None else None
+        best_j, best_score = -1, None
+        recent = store.recent_ids(self.n_recent) if self.n_recent else ()
+        link_column = self._link_columns(store, links).get
+        buffer = self.candidates
+        pack_into = _ROW.pack_into
+        row_size = _ROW.size
+        log1p = math.log1p
+        static_get = static.get
+        links_get = links.get
+        n_superseded = n_semantic = 0
+        offset = 0
+        for j, mid in enumerate(ids):
+            st = static_get(mid)
+            if st is None:
+                st = static[mid] = self._static_row(store, mid, event_keys)
+            rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig, has_text = st
+            sim = sims[j]
+            imp = rec.importance / IMPORTANCE_CAP
+            age = now - written_at
+            key = rec.key
+            if key is None:
+                chain = _CHAIN_ONE
+            else:
+                chain = links_get(key)
+                if chain is None:
+                    chain = links[key] = min(max(len(store.versions(key)), 1), CHAIN_CAP) / CHAIN_CAP
+            if age > 0:
+                age_f = log1p(age) / _LOG_AGE_CAP
+                if age_f > 1.0:
+                    age_f = 1.0
+            else:
+                age_f = 0.0
+            if not -1.0 <= sim <= 1.0:
+                sim = 1.0 if sim > 1.0 else -1.0
+            same_subj = not ev_subj.isdisjoint(subj)  # (no intersection set unless key_best needs its size)
+            same_topic = not ev_topic.isdisjoint(topic)
+            superseded = rec.superseded_at is not None
+            if superseded:
+                n_superseded += 1
+            if sem:
+                n_semantic += 1
+            elif same_subj and (same_topic or sim >= KEY_SIM) and not superseded and has_text:
+                score = (len(ev_subj & subj) + len(ev_topic & topic), sim)
+                if best_score is None or score > best_score:  # ties: the earlier slot
+                    best_j, best_score = j, score
+            if ev_sig is None or not has_text:
+                dup = False
+            elif ev_sig.fp == sig.fp:
+                dup = True  # duplicate_rule's first rule
+            elif value_aware and not ev_content <= sig.content and not sig.content <= ev_content:
+                # a value change (words substituted: each side has words the other lacks; two subset
+                # tests build no set): neither rule fires (world.dedup)
+                dup = False
+            else:  # embedding_duplicate is False below its threshold: tested first, it saves a call
+                dup = (duplicate_rule(ev_sig, sig, dedup_cfg) is not None
+                       or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))
+            pack_into(
+                buffer, offset,
+                sim,
+                squashed[position[mid]],
+                1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
+                age_f,
+                t_fact, t_pref, t_inf, sem,
+                link_column(mid, 0.0),
+                len(ev_cues.intersection(cues)) / n_ev if (ev_cues and cues) else 0.0,
+                mid in recent,
+                superseded,
+                chain,
+                conf,
+                same_subj,
+                same_topic,
+                same_subj and same_topic,
+                0.0,  # key_best: set below for the best row
+                dup,
+            )
+            offset += row_size
+        if best_j >= 0:
+            _FLOAT.pack_into(buffer, best_j * row_size + _KEY_BEST * _FLOAT.size, 1.0)
+        return n_superseded, n_semantic
+
+    def _link_columns(self, store, links: dict) -> dict[str, float]:
+        """:func:`_link_columns`, recounted only when the store's typed links may have changed (its
+        ``_link_changes`` counter moved; without one, per store version)."""
+        changes = getattr(store, "_link_changes", None)
+        if changes is None:
+            columns = links.get("link_columns")
+            if columns is None:
+                columns = links["link_columns"] = _link_columns(store)
+            return columns
+        cached = self._link_cache
+        if cached is not None and cached[0] is store and cached[1] == changes:
+            return cached[2]
+        columns = _link_columns(store)
+        self._link_cache = (store, changes, columns)
+        return columns

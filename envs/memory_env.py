@@ -20,6 +20,8 @@ N_OPS = len(Op)
 _OPS: tuple[Op, ...] = tuple(sorted(Op, key=int))
 OP_NAMES: tuple[str, ...] = tuple(op.name for op in _OPS)
 TARGETED = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
+_SUPERSEDED = F.CANDIDATE_FEATURES.index("superseded")
+_SEMANTIC = F.CANDIDATE_FEATURES.index("semantic")
 
 
 def resolve_config(config: Any = None, preset: str | None = None, **overrides: Any) -> WorldConfig:
@@ -302,7 +304,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._mask = np.zeros(N_OPS + k, dtype=bool)
         self._mask_cache: dict = {}  # (op flags, filled slots) -> mask
         self._pair = np.zeros((N_OPS, k), dtype=bool)
-        self._rows: tuple | None = None
+        self._full: bool | None = None  # the store was full at the last observation (None: no event)
         self._pair_stale = True
 
     # ------------------------------------------------------------------ gym API
@@ -599,7 +601,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return {
             "event": ev,
             "event_kind": kind,
-            "candidates": fb.candidates.reshape(-1).copy(),
+            "candidates": fb.candidates.flatten(),  # (a copy, row-major)
             "candidate_mask": fb.mask.copy(),
             "store": fb.store.copy(),
         }
@@ -618,33 +620,56 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return vec if vec.ndim == 1 and vec.shape[0] == self.embed_dim else store.embed(text)
 
     def _compute_masks(self, live: bool) -> None:
-        """The flat mask in one assignment; the (7, K) pair matrix is built only when asked for."""
-        ids = self._ids
-        rows = valid_rows(self.world, ids) if live else None
-        self._rows = rows
-        self._pair_stale = True
-        n = max(len(ids), 1)
-        if rows is None:
+        """The flat mask (a shared read-only array), from what the features just counted (the rules of
+        :func:`valid_rows`: the candidates are live memories); the (7, K) pair matrix is built only
+        when asked for."""
+        fb = self._features
+        m = len(self._ids)
+        n = max(m, 1)
+        if not live:
+            self._full = None
             key = (False, False, False, False, False, n)
         else:
-            write_ok, update, link, reflect, forget = rows
-            key = (write_ok, any(update), any(link), any(reflect), any(forget), True, n)
+            world = self.world
+            full = self._full = len(world.store) >= world.config.capacity
+            if full:  # no creating op: only FORGET targets
+                key = (False, False, False, False, m > 0, True, n)
+            else:
+                key = (True, fb.n_current > 0, m > 0, fb.n_episodes > 0, m > 0, True, n)
+        self._pair_stale = True
         cache = self.__dict__.setdefault("_mask_cache", {})
         mask = cache.get(key)
         if mask is None:  # a few dozen distinct masks per env: each built once
             k = self.K
             slots = [True] * n + [False] * (k - n)
-            if rows is None:
+            if not live:
                 flags = [True, False, False, False, False, False, False]
             else:
                 flags = [True, key[0], key[1], key[2], key[3], True, key[4]]
             mask = cache[key] = np.array(flags + slots, dtype=bool)
-        self._mask[:] = mask
+            mask.setflags(write=False)  # shared by every step with these flags: handed out as copies
+        self._mask = mask
+
+    def _valid_rows(self) -> tuple | None:
+        """:func:`valid_rows` of the observed step, read from the observation's own numbers (the store
+        was full or not, the candidates' superseded and semantic columns); None after the last event."""
+        full = self._full
+        if full is None:
+            return None
+        m = len(self._ids)
+        forget = [True] * m  # (candidates are live memories)
+        if full:
+            no = [False] * m
+            return False, no, no, no, forget
+        rows = self._features.candidates[:m]
+        update = (rows[:, _SUPERSEDED] == 0.0).tolist()
+        reflect = (rows[:, _SEMANTIC] == 0.0).tolist()
+        return True, update, forget, reflect, forget
 
     def _pairs(self) -> np.ndarray:
         if self._pair_stale:
             self._pair_stale = False
-            pairs_array(self._rows, self._pair)
+            pairs_array(self._valid_rows(), self._pair)
         return self._pair
 
 
