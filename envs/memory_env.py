@@ -653,6 +653,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def _valid_rows(self) -> tuple | None:
         """:func:`valid_rows` of the observed step, read from the observation's own numbers (the store
         was full or not, the candidates' superseded and semantic columns); None after the last event."""
+        if "_full" not in self.__dict__:  # an env pickled before _full existed kept its rows
+            return self.__dict__.get("_rows")
         full = self._full
         if full is None:
             return None

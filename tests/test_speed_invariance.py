@@ -929,3 +929,26 @@ def test_feature_rows_past_the_candidates_and_the_slot_mask_are_rebuilt_exactly(
         shrank += m < previous
         previous = m
     assert shrank > 20
+
+
+def test_pairs_of_an_env_pickled_before_the_full_flag_existed():
+    """Envs pickled by the previous release kept the observed step's rows in ``_rows`` (and had no
+    ``_full``): their first ``action_mask_pairs()`` answers from those rows, as that release did."""
+    import pickle
+
+    from envs import MemoryEnv
+    from envs.memory_env import valid_rows
+    from world import WorldConfig
+
+    env = MemoryEnv(config=WorldConfig.preset("life", "easy"))
+    env.reset(seed=4)
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        env.step(np.array([rng.integers(7), rng.integers(env.K)]))
+    expected = env.action_mask_pairs()
+    old = pickle.loads(pickle.dumps(env))
+    old.__dict__["_rows"] = valid_rows(old.world, old._ids)  # the previous release's layout
+    del old.__dict__["_full"]
+    old._pair_stale = True
+    assert np.array_equal(old.action_mask_pairs(), expected)
+    assert expected[1:].any()  # (not the NOOP-only answer of a finished episode)
