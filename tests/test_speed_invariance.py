@@ -209,6 +209,32 @@ def test_hybrid_base_level_tail_on_the_rows_that_need_it_is_bit_identical():
         assert np.array_equal(got, _hybrid_reference(now, created, n, recent, d=d, min_lag=MIN_LAG)), trial
 
 
+def test_base_level_batch_kept_across_steps_is_bit_identical():
+    """A BaseLevelBatch (the store keeps one while only the clock moves) gives at every step the bits of
+    the plain form: rows with a tail term (some with the creation still kept: numpy's branch),
+    single presentations, more than 256 rows (the single-presentation path)."""
+    from world.actr import BaseLevelBatch
+
+    rng = np.random.default_rng(17)
+    k = 8
+    for trial in range(40):
+        m = int(rng.choice([1, 3, 30, 300]))
+        created = rng.integers(0, 200, size=m).astype(float)
+        n = rng.choice([1, 1, 1, 3, 8, 9, 20], size=m).astype(np.int64)
+        recent = np.full((m, k), -np.inf)
+        for i in range(m):
+            kept = min(int(n[i]), k)
+            times = np.sort(rng.integers(int(created[i]), 260, size=kept)).astype(float)
+            if n[i] <= k or trial % 5 == 0:
+                times[0] = created[i]
+            recent[i, :kept] = times
+        d = 0.5 if trial % 4 else 0.4
+        batch = BaseLevelBatch(created, n, recent.copy(), d=d, assume_no_nan=True)
+        for now in (260.0, 261.0, 275.0, 1000.0, 1e6):
+            got = batch.at(now)
+            assert got.tobytes() == _hybrid_reference(now, created, n, recent, d=d, min_lag=1.0).tobytes(), (trial, now)
+
+
 def _ppr_reference(tm, p, alpha=0.85, max_iter=100, tol=1.0e-6):
     """The power iteration as first written (fill, seeds, kernel, ndarray.sum)."""
     from scipy.sparse._sparsetools import csr_matvec
