@@ -712,8 +712,8 @@ def test_link_columns_follow_the_stores_link_changes():
 
 
 def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts_only_and_is_bounded(monkeypatch):
-    """The worlds' process-wide memo of their script texts (world.sim._script_text): the cues and
-    signatures it hands out are the plain ones, it holds nothing but script texts (a text a store
+    """The worlds' process-wide memo of their script texts (world.sim._script_text): the cues,
+    signatures and version keys it hands out are the plain ones, it holds nothing but script texts (a text a store
     brings in, an erased memory's, never enters it), stays out of snapshots and pickles, and keeps at
     most SCRIPT_TEXT_ENTRIES texts."""
     import pickle
@@ -722,6 +722,7 @@ def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts
     from world import Op, World, WorldConfig
     from world.cues import extract_cues
     from world.dedup import signature
+    from world.keys import subject_and_topic_of
 
     monkeypatch.setattr(sim, "_SCRIPT_TEXTS", type(sim._SCRIPT_TEXTS)())
     world = World(WorldConfig.preset("life", "hard").replace(horizon=300), seed=8)
@@ -734,6 +735,7 @@ def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts
         text = world.event.text
         assert world.event_cues() == extract_cues(text, world.store.max_cues)
         assert world.event_signature() == signature(text)
+        assert world.event_key() == (*subject_and_topic_of(signature(text)), signature(text))
         if world.is_valid(Op.WRITE)[0]:
             world.apply(Op.WRITE)
         world.advance()
@@ -750,6 +752,7 @@ def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts
     while not other.done:
         assert other.event_cues() == extract_cues(other.event.text, 3)
         assert other.event_signature() == signature(other.event.text)
+        assert other.event_key() == (*subject_and_topic_of(signature(other.event.text)), signature(other.event.text))
         other.advance()
     # bounded: first in, first out
     monkeypatch.setattr(sim, "SCRIPT_TEXT_ENTRIES", 50)
