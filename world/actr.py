@@ -183,9 +183,10 @@ class BaseLevelBatch:
             self._rows = rows
             if d == 0.5 and len(rows) <= 32:
                 rows_list = rows.tolist()
+                pad = -math.inf
                 oldest = []
                 for i in rows_list:  # (the times a lag can come from: not NaN, not -inf padding)
-                    kept = [t for t in recent[i].tolist() if t == t and t != -math.inf]
+                    kept = [t for t in recent[i].tolist() if t == t and t != pad]
                     oldest.append(min(kept) if kept else None)
                 # (item by item: a tail row or two is the common case, where this beats a gather)
                 self._py_tail = (rows_list, [created.item(i) for i in rows_list], [n.item(i) for i in rows_list],
