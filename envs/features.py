@@ -287,16 +287,20 @@ class FeatureBuilder:
         self._cue_cache = (text, cues)
         return cues
 
-    def event_key(self, text: str, sig=None) -> tuple:
+    def event_key(self, text: str, sig=None, key: tuple | None = None) -> tuple:
         """(subject, topic, dedup signature) of the current event text, computed once per event (one
-        entry only, as the cue cache). ``sig``: the text's signature when the caller has it."""
+        entry only, as the cue cache). ``sig``: the text's signature when the caller has it; ``key``:
+        the whole triple when the caller has it (the world's memo of its own script text)."""
         cached = self._key_cache
         if cached is not None and cached[0] == text:
             return cached[1]
-        if sig is None:
-            sig = signature(text)
-        subj, topic = subject_and_topic_of(sig)
-        out = (subj, topic, sig)
+        if key is not None:
+            out = key
+        else:
+            if sig is None:
+                sig = signature(text)
+            subj, topic = subject_and_topic_of(sig)
+            out = (subj, topic, sig)
         self._key_cache = (text, out)
         return out
 
@@ -380,8 +384,14 @@ class FeatureBuilder:
         n_ev = max(1, len(ev_cues))
         previous_key = self._key_cache  # (the previous event's: the text a write of it stored)
         if event_text:
-            world_sig = getattr(world, "event_signature", None) if same_event else None
-            ev_subj, ev_topic, ev_sig = self.event_key(event_text, world_sig() if world_sig is not None else None)
+            # the world's memo of its own event text (the env keeps none: a text's words must not outlive
+            # an erasure here), else its signature
+            world_key = getattr(world, "event_key", None) if same_event else None
+            if world_key is not None:
+                ev_subj, ev_topic, ev_sig = self.event_key(event_text, key=world_key())
+            else:
+                world_sig = getattr(world, "event_signature", None) if same_event else None
+                ev_subj, ev_topic, ev_sig = self.event_key(event_text, world_sig() if world_sig is not None else None)
         else:
             ev_subj, ev_topic, ev_sig = frozenset(), frozenset(), None
         event_keys = (self._key_cache, previous_key)

@@ -209,6 +209,32 @@ def test_hybrid_base_level_tail_on_the_rows_that_need_it_is_bit_identical():
         assert np.array_equal(got, _hybrid_reference(now, created, n, recent, d=d, min_lag=MIN_LAG)), trial
 
 
+def test_base_level_batch_kept_across_steps_is_bit_identical():
+    """A BaseLevelBatch (the store keeps one while only the clock moves) gives at every step the bits of
+    the plain form: rows with a tail term (some with the creation still kept: numpy's branch),
+    single presentations, more than 256 rows (the single-presentation path)."""
+    from world.actr import BaseLevelBatch
+
+    rng = np.random.default_rng(17)
+    k = 8
+    for trial in range(40):
+        m = int(rng.choice([1, 3, 30, 300]))
+        created = rng.integers(0, 200, size=m).astype(float)
+        n = rng.choice([1, 1, 1, 3, 8, 9, 20], size=m).astype(np.int64)
+        recent = np.full((m, k), -np.inf)
+        for i in range(m):
+            kept = min(int(n[i]), k)
+            times = np.sort(rng.integers(int(created[i]), 260, size=kept)).astype(float)
+            if n[i] <= k or trial % 5 == 0:
+                times[0] = created[i]
+            recent[i, :kept] = times
+        d = 0.5 if trial % 4 else 0.4
+        batch = BaseLevelBatch(created, n, recent.copy(), d=d, assume_no_nan=True)
+        for now in (260.0, 261.0, 275.0, 1000.0, 1e6):
+            got = batch.at(now)
+            assert got.tobytes() == _hybrid_reference(now, created, n, recent, d=d, min_lag=1.0).tobytes(), (trial, now)
+
+
 def _ppr_reference(tm, p, alpha=0.85, max_iter=100, tol=1.0e-6):
     """The power iteration as first written (fill, seeds, kernel, ndarray.sum)."""
     from scipy.sparse._sparsetools import csr_matvec
@@ -686,8 +712,8 @@ def test_link_columns_follow_the_stores_link_changes():
 
 
 def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts_only_and_is_bounded(monkeypatch):
-    """The worlds' process-wide memo of their script texts (world.sim._script_text): the cues and
-    signatures it hands out are the plain ones, it holds nothing but script texts (a text a store
+    """The worlds' process-wide memo of their script texts (world.sim._script_text): the cues,
+    signatures and version keys it hands out are the plain ones, it holds nothing but script texts (a text a store
     brings in, an erased memory's, never enters it), stays out of snapshots and pickles, and keeps at
     most SCRIPT_TEXT_ENTRIES texts."""
     import pickle
@@ -696,6 +722,7 @@ def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts
     from world import Op, World, WorldConfig
     from world.cues import extract_cues
     from world.dedup import signature
+    from world.keys import subject_and_topic_of
 
     monkeypatch.setattr(sim, "_SCRIPT_TEXTS", type(sim._SCRIPT_TEXTS)())
     world = World(WorldConfig.preset("life", "hard").replace(horizon=300), seed=8)
@@ -708,6 +735,7 @@ def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts
         text = world.event.text
         assert world.event_cues() == extract_cues(text, world.store.max_cues)
         assert world.event_signature() == signature(text)
+        assert world.event_key() == (*subject_and_topic_of(signature(text)), signature(text))
         if world.is_valid(Op.WRITE)[0]:
             world.apply(Op.WRITE)
         world.advance()
@@ -724,6 +752,7 @@ def test_script_text_memo_gives_the_plain_cues_and_signatures_holds_script_texts
     while not other.done:
         assert other.event_cues() == extract_cues(other.event.text, 3)
         assert other.event_signature() == signature(other.event.text)
+        assert other.event_key() == (*subject_and_topic_of(signature(other.event.text)), signature(other.event.text))
         other.advance()
     # bounded: first in, first out
     monkeypatch.setattr(sim, "SCRIPT_TEXT_ENTRIES", 50)

@@ -60,3 +60,29 @@ def test_a_query_bump_changes_the_activations_read_at_the_same_step():
     after = store.activations([a.memory_id, b.memory_id])
     assert after[0] > before[0] and after[1] == before[1]
     assert after.tobytes() == _fresh(store, [a.memory_id, b.memory_id]).tobytes()
+
+
+def test_activations_read_across_ticks_equal_a_fresh_computation():
+    """The step-independent part of the batch is kept across steps that only move the clock; rows
+    with more presentations than k (the tail term) and the read path's whole-view read included."""
+    rng = np.random.default_rng(5)
+    for decay in (0.5, 0.35):
+        store = MemoryStore(CachedEmbedder(HashingEmbedder(64)), forget_threshold=-50.0, decay=decay, actr_k=2)
+        for i in range(12):
+            store.write_episode(i, f"fact {i} about topic{i % 3}", cues=[f"topic{i % 3}", f"f{i}"])
+        step = 12
+        checked = 0
+        for _ in range(120):
+            if rng.random() < 0.3:  # bumps: several memories pass k presentations
+                store.query("topic", cues=[f"topic{int(rng.integers(3))}"], top_k=3)
+            step += int(rng.integers(0, 3))
+            store.tick(step)
+            space = store._space(store.default_namespace)
+            ids, live = space.view()
+            whole = store._activation_rows(space, live)
+            assert not whole.flags.writeable  # (handed to every reader of the step)
+            assert whole.tobytes() == _fresh(store, ids).tobytes()
+            part = ids[::3]
+            assert store.activations(part).tobytes() == _fresh(store, part).tobytes()
+            checked += 1
+        assert max(r.n for r in store.actr.values()) > 2 and checked == 120

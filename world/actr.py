@@ -22,7 +22,8 @@ failure takes F exp(-tau).
 
 Scalar functions take lags (times since presentations). The vectorised function
 `hybrid_base_level_batch` works on the store's arrays: creation time, presentation count and an
-(m, k) matrix of the k most recent presentation times (NaN padded).
+(m, k) matrix of the k most recent presentation times (NaN padded); `BaseLevelBatch` is the same
+computation for rows that are asked for at many steps (the step-independent work done once).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "optimized_learning",
     "hybrid_base_level",
     "hybrid_base_level_batch",
+    "BaseLevelBatch",
     "retrieval_probability",
     "retrieval_latency",
     "failure_latency",
@@ -127,23 +129,75 @@ def hybrid_base_level_batch(
     created: (m,) creation times; n: (m,) presentation counts (creation included);
     recent: (m, k) times of the k most recent presentations, NaN or -inf where fewer than k exist.
     Lags are clipped below at `min_lag`. Exact when n <= k. `assume_no_nan`: the caller promises
-    that ``recent`` holds no NaN (padding is -inf), which skips a scan.
+    that ``recent`` holds no NaN (padding is -inf), which skips a scan. (``BaseLevelBatch(created,
+    n, recent, ...).at(now)``: a caller that asks for the same rows at many steps keeps the batch.)
     """
-    if not 0.0 < d < 1.0:  # (inline: a hot path)
-        _check_d(d)
-    m = len(n)
-    if m > 256 and assume_no_nan:
-        # Most memories were never retrieved (n == 1): their only term is their one presentation time,
-        # the row's maximum (the rest is -inf padding, wherever it sits). Compute those rows from that
-        # alone and the others in full. Same operations per element, so the result is bit-identical
-        # to the general path (adding exact zeros changes nothing).
-        multi = (n != 1).nonzero()[0]
-        if len(multi) * 4 < m:
-            col = recent[:, 0]  # (the store's rows: the time sits in column 0)
-            pad = (col == -np.inf).nonzero()[0]
-            if len(pad):  # a row padded at its start: its time is the row's maximum
-                col = col.copy()
-                col[pad] = np.maximum.reduce(recent[pad], axis=1)
+    return BaseLevelBatch(created, n, recent, d, min_lag, assume_no_nan).at(now)
+
+
+class BaseLevelBatch:
+    """:func:`hybrid_base_level_batch` of fixed rows, evaluated at any step with :meth:`at`.
+
+    What does not depend on the step is found once, here: which rows have a tail term (n > k) and
+    their counts and times, or, for a large batch of mostly single presentations, each row's one
+    presentation time. The store keeps a batch while its ACT-R arrays do not change (no write,
+    removal or retrieval), so a step costs only the element-wise work. ``at(now)`` gives the bits
+    ``hybrid_base_level_batch`` always gave: the same operations on the same numbers, in the same
+    order. The arrays are kept by reference: they must not change while the batch is in use.
+    """
+
+    __slots__ = ("created", "n", "recent", "d", "min_lag", "assume_no_nan", "k", "_single", "_rows", "_py_tail")
+
+    def __init__(self, created: np.ndarray, n: np.ndarray, recent: np.ndarray, d: float = 0.5,
+                 min_lag: float = MIN_LAG, assume_no_nan: bool = False) -> None:
+        if not 0.0 < d < 1.0:  # (inline: a hot path)
+            _check_d(d)
+        self.created, self.n, self.recent = created, n, recent
+        self.d, self.min_lag, self.assume_no_nan = d, min_lag, assume_no_nan
+        self.k = k = recent.shape[1]
+        # (one presentation time per row, the rows with more, their batch) on the path for many rows
+        self._single: tuple | None = None
+        self._rows: np.ndarray | None = None  # rows with a tail term (n > k), None if there are none
+        # (rows, created, n, oldest time) of those rows as Python lists, for the d = 0.5 tail in floats
+        # (see _tail_from_oldest)
+        self._py_tail: tuple | None = None
+        m = len(n)
+        if m > 256 and assume_no_nan:
+            # Most memories were never retrieved (n == 1): their only term is their one presentation time,
+            # the row's maximum (the rest is -inf padding, wherever it sits). Compute those rows from that
+            # alone and the others in full. Same operations per element, so the result is bit-identical
+            # to the general path (adding exact zeros changes nothing).
+            multi = (n != 1).nonzero()[0]
+            if len(multi) * 4 < m:
+                col = recent[:, 0]  # (the store's rows: the time sits in column 0)
+                pad = (col == -np.inf).nonzero()[0]
+                if len(pad):  # a row padded at its start: its time is the row's maximum
+                    col = col.copy()
+                    col[pad] = np.maximum.reduce(recent[pad], axis=1)
+                multi_batch = BaseLevelBatch(created[multi], n[multi], recent[multi], d, min_lag, True) \
+                    if len(multi) else None
+                self._single = (col, multi, multi_batch)
+                return
+        rows = (n > k).nonzero()[0]  # (ndarray methods: no Python wrapper on the hot path)
+        if len(rows):
+            self._rows = rows
+            if d == 0.5 and len(rows) <= 32:
+                rows_list = rows.tolist()
+                pad = -math.inf
+                oldest = []
+                for i in rows_list:  # (the times a lag can come from: not NaN, not -inf padding)
+                    kept = [t for t in recent[i].tolist() if t == t and t != pad]
+                    oldest.append(min(kept) if kept else None)
+                # (item by item: a tail row or two is the common case, where this beats a gather)
+                self._py_tail = (rows_list, [created.item(i) for i in rows_list], [n.item(i) for i in rows_list],
+                                 oldest)
+
+    def at(self, now: float) -> np.ndarray:
+        """The rows' hybrid base levels at step ``now`` (a new array)."""
+        d, min_lag = self.d, self.min_lag
+        single = self._single
+        if single is not None:
+            col, multi, multi_batch = single
             lag1 = np.maximum(now - col, min_lag)
             if d == 0.5:
                 np.sqrt(lag1, out=lag1)
@@ -151,35 +205,49 @@ def hybrid_base_level_batch(
                 out = np.log(lag1)
             else:
                 out = np.log(np.power(lag1, -d))
-            if len(multi):
-                out[multi] = hybrid_base_level_batch(now, created[multi], n[multi], recent[multi], d, min_lag, True)
+            if multi_batch is not None:
+                out[multi] = multi_batch.at(now)
             return out
-    # Padding (-inf time, or NaN) becomes an infinite lag, whose t^-d is exactly 0.
-    lags = now - recent
-    if not assume_no_nan:
-        nan = np.isnan(lags)
-        if nan.any():
-            lags[nan] = np.inf
-    np.maximum(lags, min_lag, out=lags)
-    k = recent.shape[1]
-    rows = (n > k).nonzero()[0]  # (ndarray methods: no Python wrapper on the hot path)
-    tail_lags = lags[rows] if len(rows) else None  # kept before the buffer is overwritten below
-    if d == 0.5:  # t^-0.5 = 1 / sqrt(t): four times faster than pow
-        np.sqrt(lags, out=lags)
-        np.divide(1.0, lags, out=lags)
-        total = np.add.reduce(lags, axis=1)  # what ndarray.sum calls
-    else:
-        total = np.add.reduce(np.power(lags, -d), axis=1)
-    if tail_lags is not None and d == 0.5 and len(rows) <= 32:
-        tail = _tail_rows_sqrt(now, created[rows].tolist(), n[rows].tolist(), tail_lags.tolist(), k, min_lag)
-        if tail is not None:
-            total[rows] = total[rows] + tail
+        # Padding (-inf time, or NaN) becomes an infinite lag, whose t^-d is exactly 0.
+        lags = now - self.recent
+        if not self.assume_no_nan:
+            nan = np.isnan(lags)
+            if nan.any():
+                lags[nan] = np.inf
+        np.maximum(lags, min_lag, out=lags)
+        rows = self._rows
+        py_tail = self._py_tail
+        # Python floats for the tail (exact for Python floats; other number types keep numpy's promotion)
+        in_floats = py_tail is not None and type(now) is float and type(min_lag) is float
+        tail_lags = None
+        if rows is not None and not in_floats:
+            tail_lags = lags[rows]  # kept before the buffer is overwritten below
+        if d == 0.5:  # t^-0.5 = 1 / sqrt(t): four times faster than pow
+            np.sqrt(lags, out=lags)
+            np.divide(1.0, lags, out=lags)
+            total = np.add.reduce(lags, axis=1)  # what ndarray.sum calls
+        else:
+            total = np.add.reduce(np.power(lags, -d), axis=1)
+        if rows is None:
             return np.log(total)
-    if tail_lags is not None:
+        k = self.k
+        if py_tail is not None:
+            if in_floats:
+                tail = self._tail_from_oldest(now)
+                if tail is None:  # (a case that route leaves out: every lag, as above)
+                    tail_rows = self._python_lags(now, self.recent[rows].tolist())
+                    tail = _tail_rows_sqrt(now, py_tail[1], py_tail[2], tail_rows, k, min_lag)
+                    tail_lags = np.array(tail_rows, dtype=np.float64)
+            else:
+                tail = _tail_rows_sqrt(now, py_tail[1], py_tail[2], tail_lags.tolist(), k, min_lag)
+            if tail is not None:
+                for i, extra in zip(py_tail[0], tail):
+                    total[i] += extra  # (float64 + float: the one addition ``total[rows] + tail`` makes)
+                return np.log(total)
         # the tail term, only for the rows that have one (n > k): the same element-wise operations
         # as on all rows, so the result is bit-identical (other rows would add an exact 0.0)
-        extra = n[rows] - k
-        life = np.maximum(now - created[rows], min_lag)
+        extra = self.n[rows] - k
+        life = np.maximum(now - self.created[rows], min_lag)
         # rows with n > k are full, so their oldest kept lag is the row maximum; lags are already
         # >= min_lag, so clipping that maximum again changes nothing unless a row has no finite lag
         finite = np.isfinite(tail_lags)
@@ -195,11 +263,57 @@ def hybrid_base_level_batch(
             safe_gap = np.where(big, gap, 1.0)
             frac = np.where(big, (life ** (1.0 - d) - t_k ** (1.0 - d)) / ((1.0 - d) * safe_gap), life ** (-d))
         total[rows] = total[rows] + extra * frac
-    return np.log(total)
+        return np.log(total)
+
+    def _tail_from_oldest(self, now: float) -> list | None:
+        """:func:`_tail_rows_sqrt` of the tail rows at ``now`` (a finite float), from each row's oldest
+        kept time: subtraction rounds monotonically, so the largest finite lag is ``now - oldest``
+        (clipped at min_lag like every lag), without the row's other lags. None where that does not
+        hold (a lag that overflows to inf, a non-finite now or min_lag) or a row needs numpy's branch."""
+        min_lag = self.min_lag
+        if not (math.isfinite(now) and math.isfinite(min_lag)):
+            return None
+        _, created, n, oldest = self._py_tail
+        k = self.k
+        out = []
+        for c, nn, t in zip(created, n, oldest):
+            if t is None:  # (no lag at all: the clip's floor)
+                t_k = min_lag
+            else:
+                t_k = now - t
+                if t_k == math.inf:
+                    return None
+                if not t_k > min_lag:
+                    t_k = min_lag
+            extra = _tail_sqrt(now, c, nn, t_k, k, min_lag)
+            if extra is None:
+                return None
+            out.append(extra)
+        return out
+
+    def _python_lags(self, now: float, times: list) -> list:
+        """``np.maximum(now - times, min_lag)`` (NaN read as inf unless ``assume_no_nan``), row by row in
+        Python floats: one IEEE subtraction and the same comparison per element."""
+        min_lag = self.min_lag
+        fix_nan = not self.assume_no_nan
+        inf = math.inf
+        out = []
+        for row in times:
+            lags = []
+            for t in row:
+                x = now - t
+                if fix_nan and x != x:
+                    x = inf
+                if not x >= min_lag and x == x:  # np.maximum: a NaN lag stays, a NaN min_lag wins
+                    x = min_lag
+                lags.append(x)
+            out.append(lags)
+        return out
 
 
 def _tail_rows_sqrt(now: float, created: list, n: list, lags: list, k: int, min_lag: float) -> list | None:
-    """``extra * frac`` of the vectorised tail term below for a few rows with d = 0.5, in Python floats.
+    """``extra * frac`` of the vectorised tail term (:meth:`BaseLevelBatch.at`) for a few rows with
+    d = 0.5, in Python floats, from the rows' clipped lags.
 
     With d = 0.5 every operation is one IEEE-754 operation that Python and numpy both round
     correctly (-, *, /, max, and sqrt, which is what numpy computes for ``x ** 0.5``), so the
@@ -208,7 +322,6 @@ def _tail_rows_sqrt(now: float, created: list, n: list, lags: list, k: int, min_
     """
     out = []
     inf = math.inf
-    sqrt = math.sqrt
     for c, nn, row in zip(created, n, lags):
         t_k = -inf
         for x in row:
@@ -216,14 +329,23 @@ def _tail_rows_sqrt(now: float, created: list, n: list, lags: list, k: int, min_
                 t_k = x
         if not t_k > min_lag:
             t_k = min_lag
-        life = now - c
-        if not life > min_lag:
-            life = min_lag
-        gap = life - t_k
-        if not gap > 1e-12 * (life if life > 1.0 else 1.0):
+        extra = _tail_sqrt(now, c, nn, t_k, k, min_lag)
+        if extra is None:
             return None
-        out.append((nn - k) * ((sqrt(life) - sqrt(t_k)) / (0.5 * gap)))
+        out.append(extra)
     return out
+
+
+def _tail_sqrt(now: float, created: float, n: int, t_k: float, k: int, min_lag: float) -> float | None:
+    """One row's ``extra * frac`` (d = 0.5) from its oldest kept lag ``t_k`` (already clipped at
+    ``min_lag``); None when the row needs the ``life ** -d`` branch."""
+    life = now - created
+    if not life > min_lag:
+        life = min_lag
+    gap = life - t_k
+    if not gap > 1e-12 * (life if life > 1.0 else 1.0):
+        return None
+    return (n - k) * ((math.sqrt(life) - math.sqrt(t_k)) / (0.5 * gap))
 
 
 def retrieval_probability(activation, tau: float = 0.0, s: float = 0.25):

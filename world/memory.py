@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import networkx as nx
 import numpy as np
 
-from world.actr import ActRRecord, hybrid_base_level_batch
+from world.actr import ActRRecord, BaseLevelBatch
 from world.cues import colon_rule, cue_name_ok, extract_cues
 from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature, words
 from world.embedding import (
@@ -249,9 +249,11 @@ class EraseCacheError(RuntimeError):
 class _Space:
     """One namespace: its rows, arrays, graph, key chains and dedup indexes."""
 
-    #: ((step, version, decay), activation of every live row by slot): see MemoryStore._activation_rows.
-    #: (A class default as well: a space pickled before the cache existed has none.)
-    acts: tuple[tuple[int, int, float], np.ndarray] | None = None
+    #: ((step, version, decay), activations of the live rows in view order (read-only), that view's
+    #: slots, their BaseLevelBatch, the activations by slot or None until asked for): see
+    #: MemoryStore._activation_rows. A retrieval (``_bump``) sets it to None. (A class default as well:
+    #: a space pickled before the cache existed has none.)
+    acts: tuple[tuple[int, int, float], np.ndarray, np.ndarray, BaseLevelBatch, np.ndarray | None] | None = None
 
     def __init__(self, name: str, dim: int, k: int, embed_window: int | None) -> None:
         self.name = name
@@ -829,26 +831,44 @@ class MemoryStore:
         return out
 
     def _activation_rows(self, space: _Space, slots: np.ndarray) -> np.ndarray:
-        """Activations of the given live slots at current_step, from every live row's, computed once per
-        (step, space version, decay) and kept in ``space.acts`` until then: one step reads them up to
-        three times (the sweep, the observation, a QUERY). Exact: a row's activation does not depend on
-        the other rows of its batch (tests/test_actr.py checks row by row), the ACT-R arrays change only
-        with the space's version (writes, removals) or a bump (which drops the cache), and the cache
-        holds numbers only, no text."""
+        """Activations of the given live slots at current_step (a read-only array), from every live row's,
+        computed once per (step, space version, decay) and kept in ``space.acts`` until then: one step
+        reads them up to three times (the sweep, the observation, a QUERY). The rows' step-independent
+        work (:class:`world.actr.BaseLevelBatch`) is kept as well while the version and decay stay and
+        no retrieval bumps a row, i.e. across steps that only move the clock. Exact: a row's activation
+        does not depend on the other rows of its batch (tests/test_actr.py checks row by row), the ACT-R
+        arrays change only with the space's version (writes, removals) or a bump (which drops the
+        cache), and the cache holds numbers only, no text."""
         key = (self.current_step, space.version, self.decay)
         cached = space.acts
-        if cached is not None and cached[0] == key:
-            return cached[1][slots]
+        batch = None
+        if cached is not None and len(cached) == 5:  # (a space pickled before held (key, by_slot))
+            if cached[0] == key:
+                if slots is cached[2]:
+                    return cached[1]
+                return self._activations_by_slot(space, cached)[slots]
+            if cached[0][1] == key[1] and cached[0][2] == key[2]:
+                batch = cached[3]
         _, live = space.view()
-        vals = hybrid_base_level_batch(
-            float(self.current_step), space.a_created[live], space.a_n[live], space.a_recent[live], d=self.decay,
-            assume_no_nan=True,  # the store pads with -inf
-        )
-        by_slot = np.empty(space.hi)
-        by_slot.fill(np.nan)  # (dead slots: never asked for; np.full adds a Python wrapper)
-        by_slot[live] = vals
-        space.acts = (key, by_slot)
-        return vals if slots is live else by_slot[slots]
+        if batch is None:
+            batch = BaseLevelBatch(space.a_created[live], space.a_n[live], space.a_recent[live], d=self.decay,
+                                   assume_no_nan=True)  # (the store pads with -inf)
+        vals = batch.at(float(self.current_step))
+        vals.setflags(write=False)  # (handed to every reader of this step)
+        cached = space.acts = (key, vals, live, batch, None)
+        return vals if slots is live else self._activations_by_slot(space, cached)[slots]
+
+    @staticmethod
+    def _activations_by_slot(space: _Space, cached: tuple) -> np.ndarray:
+        """The activations of ``space.acts`` indexed by slot (NaN at dead slots, never asked for),
+        built when a reader first asks for other slots than the live view's."""
+        by_slot = cached[4]
+        if by_slot is None:
+            by_slot = np.empty(space.hi)
+            by_slot.fill(np.nan)  # (np.full adds a Python wrapper)
+            by_slot[cached[2]] = cached[1]
+            space.acts = cached[:4] + (by_slot,)
+        return by_slot
 
     def link_count(self, memory_id: str) -> int:
         """Typed links (not cue / provenance edges) touching the memory, both directions."""

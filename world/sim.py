@@ -53,6 +53,7 @@ from world.grading import (
     grade,
     reveals,
 )
+from world.keys import subject_and_topic_of
 
 
 class Op(IntEnum):
@@ -130,15 +131,16 @@ _SCRIPT_TEXTS: OrderedDict[str, list] = OrderedDict()
 
 
 def _script_text(text: str) -> list:
-    """The process-wide memo entry of a world's script text: ``[max_cues, cues, signature]``, the
-    cues (a tuple, for that ``max_cues``) and the :func:`world.dedup.signature` of the text, or None
-    where not computed yet. Both are pure functions of the text, so the memo changes no value; it
+    """The process-wide memo entry of a world's script text: ``[max_cues, cues, signature, key]``, the
+    cues (a tuple, for that ``max_cues``), the :func:`world.dedup.signature` of the text and its
+    version key ``(subject, topic, signature)`` (:func:`world.keys.subject_and_topic_of`), or None
+    where not computed yet. All are pure functions of the text, so the memo changes no value; it
     holds only texts the worlds generated (the event texts of their scripts, which the perception cache
     holds as well), never a text a store or an agent brought in, so a hard erasure leaves nothing of
     its own here. Not part of a world's snapshots or pickles."""
     entry = _SCRIPT_TEXTS.get(text)
     if entry is None:
-        entry = _SCRIPT_TEXTS[text] = [None, None, None]
+        entry = _SCRIPT_TEXTS[text] = [None, None, None, None]
         while len(_SCRIPT_TEXTS) > SCRIPT_TEXT_ENTRIES:
             _SCRIPT_TEXTS.popitem(last=False)
     return entry
@@ -802,6 +804,19 @@ class World:
                 entry[2] = signature(self._se.text)
             cached = self._sig_cache = (self._i, entry[2])
         return cached[1]
+
+    def event_key(self) -> tuple[frozenset, frozenset, TextSignature]:
+        """(subject words, topic words, dedup signature) of the current event text: the version key
+        :func:`world.keys.subject_and_topic_of` reads from :meth:`event_signature`, memoised with the
+        script text (the env's candidate features read it every event; about half of an episode's
+        texts recur in later episodes)."""
+        text = self._se.text
+        entry = _SCRIPT_TEXTS.get(text) or _script_text(text)
+        key = entry[3]
+        if key is None:
+            sig = self.event_signature()
+            key = entry[3] = (*subject_and_topic_of(sig), sig)
+        return key
 
     def view(self) -> WorldView:
         return WorldView(self)
