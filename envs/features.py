@@ -123,9 +123,10 @@ class _StoreArrays:
     fast = True  # False forces the public-API path (tests compare the two)
 
     @classmethod
-    def read(cls, store, ids: list[str], vec: np.ndarray, threshold: float) -> tuple[list, list, list, float]:
-        """(similarities of ``ids``, every live memory's id, their squashed activations in that order,
-        the mean of those), as Python lists and floats; the store must not be empty.
+    def read(cls, store, ids: list[str], vec: np.ndarray | None, threshold: float) -> tuple[list, list, list, float]:
+        """(similarities of ``ids`` to ``vec``, every live memory's id, their squashed activations in
+        that order, the mean of those), as Python lists and floats; the store must not be empty, and
+        ``vec`` may be None only without ``ids``.
 
         The candidates' activations are to be picked out of the store-wide list (``ids`` are live
         memories): each row of ``hybrid_base_level_batch`` and of the squash is computed on its own
@@ -270,10 +271,6 @@ class FeatureBuilder:
                 float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
                 subj, topic, sig, bool(text))
 
-    @staticmethod
-    def _dim(store) -> int:
-        return int(store.embed("dimension probe").shape[0])
-
     def event_cues(self, text: str) -> frozenset[str]:
         """Cues of the current event text (``world.extract_cues``), computed once per event."""
         cached = self._cue_cache
@@ -321,8 +318,9 @@ class FeatureBuilder:
         now = int(store.current_step)
         n_live = len(store)
         if n_live:
-            vec = event_vec if event_vec is not None else np.zeros(self._dim(store), dtype=np.float32)
-            sims, all_ids, squashed, mean_act = _StoreArrays.read(store, ids, vec, threshold)
+            # (after the last event there are no candidates, so no similarity to take: embedding a
+            # placeholder text here ran the model once per episode with MiniLM, ~15 ms)
+            sims, all_ids, squashed, mean_act = _StoreArrays.read(store, ids, event_vec, threshold)
         else:
             mean_act = 0.0
         links = self._link_counts(world)

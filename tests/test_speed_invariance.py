@@ -164,8 +164,8 @@ def test_world_prefetch_of_script_embeddings_changes_nothing():
         assert _play(fast, seed, 120) == _play(plain, seed, 120)
         assert fast_inner.batches and fast_inner.batches[0] >= 50  # the script, in one batch at reset
         assert fast._script_vecs is not None and len(fast._script_vecs) == len(fast._gen.events)
-        # event texts never go one by one through the model (singles: the store's dimension probe,
-        # texts re-embedded after an erasure dropped them, rules of clusters not foreseen)
+        # event texts never go one by one through the model (singles: texts re-embedded after an
+        # erasure dropped them, rules of clusters not foreseen)
         assert fast_inner.single < 10
 
 
@@ -981,3 +981,25 @@ def test_pairs_of_an_env_pickled_before_the_full_flag_existed():
     old._pair_stale = True
     assert np.array_equal(old.action_mask_pairs(), expected)
     assert expected[1:].any()  # (not the NOOP-only answer of a finished episode)
+
+
+def test_the_observation_after_the_last_event_embeds_no_text():
+    """After the last event there are no candidates, so the observation needs no similarity: it must not
+    embed a placeholder text (with MiniLM that was one forward pass, ~15 ms, per episode)."""
+    from envs import MemoryEnv
+    from world import WorldConfig
+
+    env = MemoryEnv(config=WorldConfig.preset("life", "easy").replace(horizon=30))
+    env.reset(seed=2)
+    rng = np.random.default_rng(2)
+    truncated = False
+    while not truncated:
+        *_, truncated, _ = env.step(np.array([1 if rng.random() < 0.7 else 0, 0]))
+    store = env.world.store
+    assert len(store) > 0  # (the observation reads the store's activations then)
+    embedded = []
+    original = store.embed
+    store.embed = lambda text: embedded.append(text) or original(text)
+    obs = env._observe()
+    assert embedded == []
+    assert obs["candidate_mask"].sum() == 0 and 0.0 < obs["store"][3] < 1.0  # the store mean is still read
