@@ -208,13 +208,7 @@ class BaseLevelBatch:
             if multi_batch is not None:
                 out[multi] = multi_batch.at(now)
             return out
-        # Padding (-inf time, or NaN) becomes an infinite lag, whose t^-d is exactly 0.
-        lags = now - self.recent
-        if not self.assume_no_nan:
-            nan = np.isnan(lags)
-            if nan.any():
-                lags[nan] = np.inf
-        np.maximum(lags, min_lag, out=lags)
+        lags = self._lags(now, self.recent)
         rows = self._rows
         py_tail = self._py_tail
         # Python floats for the tail (exact for Python floats; other number types keep numpy's promotion)
@@ -234,10 +228,8 @@ class BaseLevelBatch:
         if py_tail is not None:
             if in_floats:
                 tail = self._tail_from_oldest(now)
-                if tail is None:  # (a case that route leaves out: every lag, as above)
-                    tail_rows = self._python_lags(now, self.recent[rows].tolist())
-                    tail = _tail_rows_sqrt(now, py_tail[1], py_tail[2], tail_rows, k, min_lag)
-                    tail_lags = np.array(tail_rows, dtype=np.float64)
+                if tail is None:  # (a case that route leaves out: numpy's tail below, from the rows' lags)
+                    tail_lags = self._lags(now, self.recent[rows])
             else:
                 tail = _tail_rows_sqrt(now, py_tail[1], py_tail[2], tail_lags.tolist(), k, min_lag)
             if tail is not None:
@@ -265,6 +257,17 @@ class BaseLevelBatch:
         total[rows] = total[rows] + extra * frac
         return np.log(total)
 
+    def _lags(self, now: float, recent: np.ndarray) -> np.ndarray:
+        """``max(now - recent, min_lag)``, a new array; padding (-inf time, or NaN) becomes an infinite
+        lag, whose t^-d is exactly 0."""
+        lags = now - recent
+        if not self.assume_no_nan:
+            nan = np.isnan(lags)
+            if nan.any():
+                lags[nan] = np.inf
+        np.maximum(lags, self.min_lag, out=lags)
+        return lags
+
     def _tail_from_oldest(self, now: float) -> list | None:
         """:func:`_tail_rows_sqrt` of the tail rows at ``now`` (a finite float), from each row's oldest
         kept time: subtraction rounds monotonically, so the largest finite lag is ``now - oldest``
@@ -274,41 +277,16 @@ class BaseLevelBatch:
         if not (math.isfinite(now) and math.isfinite(min_lag)):
             return None
         _, created, n, oldest = self._py_tail
-        k = self.k
-        out = []
-        for c, nn, t in zip(created, n, oldest):
+        t_ks = []
+        for t in oldest:
             if t is None:  # (no lag at all: the clip's floor)
-                t_k = min_lag
-            else:
-                t_k = now - t
-                if t_k == math.inf:
-                    return None
-                if not t_k > min_lag:
-                    t_k = min_lag
-            extra = _tail_sqrt(now, c, nn, t_k, k, min_lag)
-            if extra is None:
+                t_ks.append(min_lag)
+                continue
+            t_k = now - t
+            if t_k == math.inf:
                 return None
-            out.append(extra)
-        return out
-
-    def _python_lags(self, now: float, times: list) -> list:
-        """``np.maximum(now - times, min_lag)`` (NaN read as inf unless ``assume_no_nan``), row by row in
-        Python floats: one IEEE subtraction and the same comparison per element."""
-        min_lag = self.min_lag
-        fix_nan = not self.assume_no_nan
-        inf = math.inf
-        out = []
-        for row in times:
-            lags = []
-            for t in row:
-                x = now - t
-                if fix_nan and x != x:
-                    x = inf
-                if not x >= min_lag and x == x:  # np.maximum: a NaN lag stays, a NaN min_lag wins
-                    x = min_lag
-                lags.append(x)
-            out.append(lags)
-        return out
+            t_ks.append(t_k if t_k > min_lag else min_lag)
+        return _tails_sqrt(now, created, n, t_ks, self.k, min_lag)
 
 
 def _tail_rows_sqrt(now: float, created: list, n: list, lags: list, k: int, min_lag: float) -> list | None:
@@ -320,32 +298,31 @@ def _tail_rows_sqrt(now: float, created: list, n: list, lags: list, k: int, min_
     values are bit-identical to the numpy expression; this only saves numpy's per-call overhead on
     a handful of rows. None when a row needs the ``life ** -d`` branch (left to numpy's pow).
     """
-    out = []
     inf = math.inf
-    for c, nn, row in zip(created, n, lags):
+    t_ks = []
+    for row in lags:
         t_k = -inf
         for x in row:
             if x != inf and x > t_k:  # the largest finite lag
                 t_k = x
-        if not t_k > min_lag:
-            t_k = min_lag
-        extra = _tail_sqrt(now, c, nn, t_k, k, min_lag)
-        if extra is None:
+        t_ks.append(t_k if t_k > min_lag else min_lag)
+    return _tails_sqrt(now, created, n, t_ks, k, min_lag)
+
+
+def _tails_sqrt(now: float, created: list, n: list, t_ks: list, k: int, min_lag: float) -> list | None:
+    """Each row's ``extra * frac`` (d = 0.5) from its oldest kept lag ``t_k`` (already clipped at
+    ``min_lag``); None when a row needs the ``life ** -d`` branch."""
+    sqrt = math.sqrt
+    out = []
+    for c, nn, t_k in zip(created, n, t_ks):
+        life = now - c
+        if not life > min_lag:
+            life = min_lag
+        gap = life - t_k
+        if not gap > 1e-12 * (life if life > 1.0 else 1.0):
             return None
-        out.append(extra)
+        out.append((nn - k) * ((sqrt(life) - sqrt(t_k)) / (0.5 * gap)))
     return out
-
-
-def _tail_sqrt(now: float, created: float, n: int, t_k: float, k: int, min_lag: float) -> float | None:
-    """One row's ``extra * frac`` (d = 0.5) from its oldest kept lag ``t_k`` (already clipped at
-    ``min_lag``); None when the row needs the ``life ** -d`` branch."""
-    life = now - created
-    if not life > min_lag:
-        life = min_lag
-    gap = life - t_k
-    if not gap > 1e-12 * (life if life > 1.0 else 1.0):
-        return None
-    return (n - k) * ((math.sqrt(life) - math.sqrt(t_k)) / (0.5 * gap))
 
 
 def retrieval_probability(activation, tau: float = 0.0, s: float = 0.25):
