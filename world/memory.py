@@ -1211,14 +1211,8 @@ class MemoryStore:
             space.chains.setdefault(rec.key, []).append(mid)
         space.version += 1
         g = space.graph
-        space.gnode[slot] = g.add_node(mid, kind)
-        add_edge = g.add_edge
-        for cue in rec.cues:
-            node = _CUE + cue  # _cue_node(cue)
-            if node not in g:
-                g.add_node(node, "cue")
-            add_edge(mid, node, "has_cue", 1.0)
-            add_edge(node, mid, "cue_of", 1.0)
+        # the memory's node, then per cue its node (if new) and the has_cue / cue_of edges
+        space.gnode[slot] = g.add_star(mid, kind, [_CUE + cue for cue in rec.cues], "cue", "has_cue", "cue_of", 1.0)
         if semantic:
             for src in rec.derived_from:  # type: ignore[union-attr]
                 if src in g and src != mid and src in self._records:
@@ -1321,18 +1315,12 @@ class MemoryStore:
             space.gone_key[memory_id] = rec.key
         self._link_changes = getattr(self, "_link_changes", 0) + 1
         g = space.graph
-        for src, rel, _w in g.in_edges(memory_id):
-            if rel in _TYPED:
-                other = self._records.get(src)
-                if other is not None and memory_id in other.links:
-                    other.links.remove(memory_id)
-        cue_nodes = [n for n, rel, _w in g.out_edges(memory_id) if rel == "has_cue"]
-        edges = g.remove_node(memory_id)
-        removed_cues = []
-        for node in cue_nodes:
-            if node in g and g.degree(node) == 0:
-                g.remove_node(node)
-                removed_cues.append(node)
+        for src in g.predecessors(memory_id, _TYPED):  # its typed in-links leave the linking records
+            other = self._records.get(src)
+            if other is not None and memory_id in other.links:
+                other.links.remove(memory_id)
+        # the node, its edges, and the cue nodes that no other memory shares
+        edges, removed_cues = g.remove_hub(memory_id, "has_cue")
         space.emb[slot] = 0.0
         space.alive[slot] = False
         space.active[slot] = False
