@@ -89,6 +89,8 @@ class RelationType(str, Enum):
 
 
 _TYPED = frozenset(r.value for r in RelationType)
+#: the keyword arguments MemoryStore.supersede takes
+_SUPERSEDE_KWARGS = frozenset({"tier", "confidence", "source", "evidence", "importance", "cues", "derived_from", "sig"})
 
 
 # --------------------------------------------------------------------------- records
@@ -432,7 +434,7 @@ def _check_cues(cues: object) -> list[str] | None:
     generator consumed by the check itself: the caller uses the list returned."""
     if cues is None:
         return None
-    if isinstance(cues, str) or not isinstance(cues, Iterable):
+    if type(cues) is not list and (isinstance(cues, str) or not isinstance(cues, Iterable)):  # (a list: one test)
         raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
     out = list(cues)
     try:  # (str.join refuses exactly what is not a str: one C call checks every cue)
@@ -538,6 +540,8 @@ def _check_unicode(name: str, value: str) -> None:
 
 
 def _check_tier(tier: str, confidence: float) -> None:
+    if type(confidence) is float and 0.0 <= confidence <= 1.0 and (tier == "fact" or tier == "preference"):
+        return  # (the usual write: one test; an inference's cap is checked below)
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
     # (compared as given: float() of an int beyond float range, 10**400, raised OverflowError)
@@ -915,6 +919,8 @@ class MemoryStore:
                 raise ValueError(f"importance_scorer: {type(self.importance_scorer).__name__}.score returned "
                                  f"{score!r}; an importance must be a finite number >= 0")
             return float(score)
+        if type(importance) is float and 0.0 <= importance < math.inf:  # (the usual value: one test; NaN fails)
+            return importance
         # numpy numbers too, as for confidence and steps (_is_number; the stored value is a float)
         if not _is_finite_number(importance):
             raise ValueError(f"importance must be a finite number >= 0 or None, got {importance!r}")
@@ -954,7 +960,7 @@ class MemoryStore:
             if rule is not None:
                 return mid, rule
         if len(cand):
-            sims = _matvec(space.emb[cand], vec)
+            sims = _matvec(space.emb.take(cand, axis=0), vec)  # (take: the rows of emb[cand], one call less)
             if sims.max() < cfg.embed_threshold:  # nothing near enough (the usual case): no sort
                 return None
             for j in (-sims).argsort(kind="stable"):
@@ -1071,6 +1077,8 @@ class MemoryStore:
     def _check_refs(self, ns: str, derived, evidence) -> None:
         """ValueError naming the field for a cited id of another namespace or without a UTF-8 form
         (an id that is no live memory's is kept as given)."""
+        if not derived and not evidence:  # (most writes cite nothing)
+            return
         for field_name, refs in (("derived_from", derived), ("evidence", evidence)):
             for mid in refs:
                 # (ids are kept and saved as given: a bytes id failed the save naming nothing, a list one
@@ -1131,14 +1139,14 @@ class MemoryStore:
                 return self._report_duplicate(self._records[dup[0]], dup[1], content)
         mid = self._next_id(kind)
         cue_list = cues if cues is not None else extract_cues(content, self.max_cues)
-        common = dict(
-            cues=cue_list, importance=imp, key=key, tier=tier, confidence=float(confidence), source=source,
-            evidence=evidence_list, written_at=step, namespace=ns,
-        )
         if semantic:
-            rec: Record = SemanticMemory(memory_id=mid, rule=content, derived_from=derived, created_step=step, **common)
+            rec: Record = SemanticMemory(mid, content, derived, step, cues=cue_list, importance=imp, key=key, tier=tier,
+                                         confidence=float(confidence), source=source, evidence=evidence_list,
+                                         written_at=step, namespace=ns)
         else:
-            rec = EpisodicMemory(memory_id=mid, step=step, content=content, **common)
+            rec = EpisodicMemory(mid, step, content, cues=cue_list, importance=imp, key=key, tier=tier,
+                                 confidence=float(confidence), source=source, evidence=evidence_list, written_at=step,
+                                 namespace=ns)
         self._insert(space, rec, vec, sig)
         if to_supersede is not None:
             self._mark_superseded(space, to_supersede, step)
@@ -1187,11 +1195,13 @@ class MemoryStore:
         space.is_sem[slot] = semantic
         space.importance[slot] = rec.importance
         space.conf_w[slot] = rec.confidence if rec.tier == "inference" else 1.0
-        if actr is None:  # a new memory: one presentation, at its write (the row in one assignment)
+        if actr is None:  # a new memory: one presentation, at its write (no other presentation: -inf)
             written = float(rec.written_at)
             space.a_created[slot] = written
             space.a_n[slot] = 1
-            space.a_recent[slot] = [written] + [_NEG_INF] * (space.k - 1)
+            row = space.a_recent[slot]
+            row.fill(_NEG_INF)
+            row[0] = written
         else:
             space.a_created[slot] = actr[0]
             space.a_n[slot] = actr[1]
@@ -1483,10 +1493,10 @@ class MemoryStore:
             raise KeyError(f"unknown memory id {memory_id!r}")
         if not rec.active:
             raise ValueError(f"memory {memory_id!r} is superseded; supersede the active version of key {rec.key!r}")
-        allowed = {"tier", "confidence", "source", "evidence", "importance", "cues", "derived_from", "sig"}
-        unknown = set(write_kwargs) - allowed
+        unknown = write_kwargs.keys() - _SUPERSEDE_KWARGS
         if unknown:
-            raise TypeError(f"supersede() got unexpected keyword arguments {sorted(unknown)}; allowed: {sorted(allowed)}")
+            raise TypeError(f"supersede() got unexpected keyword arguments {sorted(unknown)}; "
+                            f"allowed: {sorted(_SUPERSEDE_KWARGS)}")
         space, _ = self._loc[memory_id]
         if not isinstance(new_content, str) or not new_content.strip():
             raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
