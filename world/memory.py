@@ -1736,7 +1736,8 @@ class MemoryStore:
                     if hit:
                         targets[m] = None
                         changed = True
-        keys_before = {(r.namespace, r.key) for r in (self._records[m] for m in targets) if r.key is not None}
+        # the (namespace, key) of the erased records' chains, read before any of them is removed
+        keys_before: set[tuple[str, str]] = set()
         # the erased memories' signatures (or texts), read by mentions() only, which most erasures never
         # call (no merged texts, an embedder without drop_matching / drop_words): their words are
         # gathered on first use
@@ -1744,13 +1745,20 @@ class MemoryStore:
         erased_words: set[str] = set()
         texts = []
         namespaces = set()
+        records, merged_texts = self._records, self._merged
         for m in targets:
-            rec = self._records[m]
+            rec = records[m]
+            if rec.key is not None:
+                keys_before.add((rec.namespace, rec.key))
+        for m in targets:
+            rec = records[m]
+            merged = merged_texts.get(m, ())
             texts.append(rec.content)
-            texts.extend(self._merged.get(m, ()))
+            if merged:
+                texts.extend(merged)
             namespaces.add(rec.namespace)
             space = self._loc[m][0]
-            erased_sources.append((space.sigs.get(m), rec.content, self._merged.get(m, ())))
+            erased_sources.append((space.sigs.get(m), rec.content, merged))
             report.fingerprints.append(space.fps[m])
             (report.semantic if rec.kind == "semantic" else report.episodic).append(m)
             if m not in direct:
