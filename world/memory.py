@@ -353,6 +353,7 @@ _MATVEC_BLOCK = 1024
 
 
 _NEG_INF = -math.inf
+_max_reduce = np.maximum.reduce
 
 
 def _matvec(mat: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -946,9 +947,11 @@ class MemoryStore:
             cand = slots[::-1]
         if len(cand) == 0:
             return None
-        # (active implies alive: _insert sets both, _remove clears both, _mark_superseded clears active)
-        keep = space.active[cand] & (space.is_sem[cand] == semantic)
-        cand = cand[keep]
+        # (active implies alive: _insert sets both, _remove clears both, _mark_superseded clears active);
+        # active and of the write's kind: a rule's rows are active & is_sem, an episode's active > is_sem
+        # (True > False, the one pair that holds), one numpy call less than comparing is_sem first
+        act, sem = space.active[cand], space.is_sem[cand]
+        cand = cand[act & sem if semantic else act > sem]
         slot_id, sigs = space.slot_id, space.sigs
         value_aware, content = cfg.value_aware, sig.content
         for slot in cand[: cfg.window].tolist():
@@ -961,7 +964,8 @@ class MemoryStore:
                 return mid, rule
         if len(cand):
             sims = _matvec(space.emb.take(cand, axis=0), vec)  # (take: the rows of emb[cand], one call less)
-            if sims.max() < cfg.embed_threshold:  # nothing near enough (the usual case): no sort
+            # nothing near enough (the usual case): no sort (the reduction is ndarray.max without its wrapper)
+            if _max_reduce(sims) < cfg.embed_threshold:
                 return None
             for j in (-sims).argsort(kind="stable"):
                 if sims[j] < cfg.embed_threshold:
