@@ -131,8 +131,8 @@ class AssocGraph:
             outs[j].pop(i, None)
             removed += 1
         self._n_edges -= removed
-        outs[i] = {}
-        ins[i] = {}
+        out_i.clear()  # (the node's own dicts: no other node holds them)
+        in_i.clear()
         self._names[i] = None
         self._kinds[i] = None
         self._free_nodes.append(i)
@@ -152,11 +152,19 @@ class AssocGraph:
         leaves = [] if code is None else [j for j, slot in self._out[i].items() if j != i and erel[slot] == code]
         removed = self.remove_node(name)
         orphans = []
-        outs, ins, names = self._out, self._in, self._names
+        outs, ins, names, kinds = self._out, self._in, self._names, self._kinds
         for j in leaves:
             if not outs[j] and not ins[j]:  # (degree 0; every leaf is still a node: none was removed yet)
+                # remove_node of an isolated node: no edge to free, its edge dicts empty already
                 leaf = names[j]
-                self.remove_node(leaf)  # type: ignore[arg-type]
+                del self._idx[leaf]  # type: ignore[arg-type]
+                p = bisect_left(self._sorted, leaf)
+                del self._sorted[p]
+                del self._sorted_idx[p]
+                names[j] = None
+                kinds[j] = None
+                self._free_nodes.append(j)
+                self.version += 1
                 orphans.append(leaf)
         return removed, orphans  # type: ignore[return-value]
 

@@ -1718,25 +1718,28 @@ class MemoryStore:
                     if kl == s or kl.startswith(s + "/"):
                         add_gone(space, k)
         direct = set(targets)
+        records = self._records
         # cascade through evidence / derived_from, to a fixed point
         changed = True
         while changed:
             changed = False
-            erased_ns = {self._records[m].namespace for m in targets}
+            erased_ns = {records[m].namespace for m in targets}
             erased_ns.update(ghost_spaces)
             # in the store's namespace order (iterating the set would follow PYTHONHASHSEED)
             for ns in [n for n in self._spaces if n in erased_ns]:
                 for m in self._spaces[ns].order:
-                    if m in targets:
-                        continue
-                    rec = self._records[m]
+                    rec = records[m]
+                    ev = rec.evidence
                     if rec.kind == "semantic":
-                        refs = set(rec.evidence)
+                        if m in targets:
+                            continue
+                        refs = set(ev)
                         refs.update(rec.derived_from)  # type: ignore[union-attr]
                         hit = not targets.keys().isdisjoint(refs) or (ghosts and not ghosts.isdisjoint(refs))
-                    else:  # (most episodes have no evidence: no set to build, no generator started)
-                        ev = rec.evidence
-                        hit = bool(ev) and any(r in targets or r in ghosts for r in ev)
+                    elif ev and m not in targets:  # (most episodes cite nothing: no set, no generator)
+                        hit = any(r in targets or r in ghosts for r in ev)
+                    else:
+                        continue
                     if hit:
                         targets[m] = None
                         changed = True
@@ -1749,7 +1752,7 @@ class MemoryStore:
         erased_words: set[str] = set()
         texts = []
         namespaces = set()
-        records, merged_texts = self._records, self._merged
+        merged_texts = self._merged
         for m in targets:
             rec = records[m]
             if rec.key is not None:
@@ -1802,89 +1805,92 @@ class MemoryStore:
                     cache_errors.append(exc)
         drop_matching = getattr(self.embedder, "drop_matching", None)
         drop_words = getattr(self.embedder, "drop_words", None)
-        low: list[str] = []  # the erased texts and the subject, lower-cased (filled with erased_words)
-        gathered: list[bool] = []
+        # the words of the erased memories and the texts that mention them: needed only to clean texts
+        # merged into surviving memories or an embedder cache that drops by matching / by words
+        if (targets or subject is not None) and (self._merged or callable(drop_matching) or callable(drop_words)):
+            low: list[str] = []  # the erased texts and the subject, lower-cased (filled with erased_words)
+            gathered: list[bool] = []
 
-        def erased() -> set[str]:
-            """The content words of the erased memories and of the texts merged into them, as _sig /
-            signature give them (gathered once, when first needed, with ``low``)."""
-            if not gathered:
-                gathered.append(True)
-                for sig, content, merged in erased_sources:
-                    erased_words.update((sig or signature(content)).content)
-                    for t in merged:  # (texts merged into it: their words go with it)
-                        erased_words.update(signature(t).content)
-                low.extend(t.lower() for t in dict.fromkeys(texts) if t.strip())
-                if subject is not None and subject.strip():
-                    low.append(subject.lower())
-            return erased_words
+            def erased() -> set[str]:
+                """The content words of the erased memories and of the texts merged into them, as _sig /
+                signature give them (gathered once, when first needed, with ``low``)."""
+                if not gathered:
+                    gathered.append(True)
+                    for sig, content, merged in erased_sources:
+                        erased_words.update((sig or signature(content)).content)
+                        for t in merged:  # (texts merged into it: their words go with it)
+                            erased_words.update(signature(t).content)
+                    low.extend(t.lower() for t in dict.fromkeys(texts) if t.strip())
+                    if subject is not None and subject.strip():
+                        low.append(subject.lower())
+                return erased_words
 
-        unique_words: list[frozenset] = []
+            unique_words: list[frozenset] = []
 
-        def unique() -> frozenset:
-            """The content words only the erased memories had (computed once, when first needed: a
-            pass over every surviving record)."""
-            if not unique_words:
-                left = set(erased())
-                loc = self._loc
-                for m in self._records:
-                    if not left:
-                        break
-                    # (the store's signature of the record: its words, as words(content) gives them)
-                    left.difference_update(self._sig(loc[m][0], m).word_set)
-                unique_words.append(frozenset(left))
-            return unique_words[0]
+            def unique() -> frozenset:
+                """The content words only the erased memories had (computed once, when first needed: a
+                pass over every surviving record)."""
+                if not unique_words:
+                    left = set(erased())
+                    loc = self._loc
+                    for m in self._records:
+                        if not left:
+                            break
+                        # (the store's signature of the record: its words, as words(content) gives them)
+                        left.difference_update(self._sig(loc[m][0], m).word_set)
+                    unique_words.append(frozenset(left))
+                return unique_words[0]
 
-        def mentions(text: str) -> bool:
-            """A text quoting erased content, mentioning the subject or holding a word only the erased
-            memories had."""
-            words_erased = erased()
-            t = text.lower()
-            if any(n in t for n in low):
-                return True
-            content = signature(text).content
-            if content.isdisjoint(words_erased):  # (no erased word at all: no need for unique())
-                return False
-            only = unique()
-            return bool(only) and not only.isdisjoint(content)
+            def mentions(text: str) -> bool:
+                """A text quoting erased content, mentioning the subject or holding a word only the erased
+                memories had."""
+                words_erased = erased()
+                t = text.lower()
+                if any(n in t for n in low):
+                    return True
+                content = signature(text).content
+                if content.isdisjoint(words_erased):  # (no erased word at all: no need for unique())
+                    return False
+                only = unique()
+                return bool(only) and not only.isdisjoint(content)
 
-        if self._merged and (targets or subject is not None):
-            # texts merged into surviving memories that mention what was erased go too (the store
-            # would keep them, and save them; a merge by containment or Jaccard can add words, so a
-            # duplicate of a surviving memory may hold an erased memory's words)
-            for m in list(self._merged):
-                kept = [t for t in self._merged[m] if not mentions(t)]
-                for t in self._merged[m]:
-                    if t not in kept and callable(drop):
+            if self._merged:
+                # texts merged into surviving memories that mention what was erased go too (the store
+                # would keep them, and save them; a merge by containment or Jaccard can add words, so a
+                # duplicate of a surviving memory may hold an erased memory's words)
+                for m in list(self._merged):
+                    kept = [t for t in self._merged[m] if not mentions(t)]
+                    for t in self._merged[m]:
+                        if t not in kept and callable(drop):
+                            try:
+                                report.cache_entries += int(drop(t))
+                            except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
+                                cache_errors.append(exc)
+                    if kept:
+                        self._merged[m] = kept
+                    else:
+                        del self._merged[m]
+            if callable(drop_matching) or callable(drop_words):
+                # Cached texts (queries included) that quote erased content, mention the subject, or use a
+                # content word that only the erased memories had (a secret code, a name) go too, and so do
+                # the hashing embedder's cached words and word pairs holding such a word (whatever text,
+                # known to the cache or not, they came from). A subject's part runs even when no live
+                # memory matched it (they were forgotten or swept before): its queries and the texts that
+                # mentioned it may still be cached.
+                if callable(drop_words):
+                    gone_words = set(unique())
+                    if subject is not None:
+                        gone_words.update(words(subject))
+                    if gone_words:
                         try:
-                            report.cache_entries += int(drop(t))
+                            drop_words(gone_words)
                         except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
                             cache_errors.append(exc)
-                if kept:
-                    self._merged[m] = kept
-                else:
-                    del self._merged[m]
-        if (callable(drop_matching) or callable(drop_words)) and (targets or subject is not None):
-            # Cached texts (queries included) that quote erased content, mention the subject, or use a
-            # content word that only the erased memories had (a secret code, a name) go too, and so do
-            # the hashing embedder's cached words and word pairs holding such a word (whatever text,
-            # known to the cache or not, they came from). A subject's part runs even when no live
-            # memory matched it (they were forgotten or swept before): its queries and the texts that
-            # mentioned it may still be cached.
-            if callable(drop_words):
-                gone_words = set(unique())
-                if subject is not None:
-                    gone_words.update(words(subject))
-                if gone_words:
+                if callable(drop_matching):
                     try:
-                        drop_words(gone_words)
+                        report.cache_entries += drop_matching(mentions)
                     except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
                         cache_errors.append(exc)
-            if callable(drop_matching):
-                try:
-                    report.cache_entries += drop_matching(mentions)
-                except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
-                    cache_errors.append(exc)
         self._graph_view = None
         self.counters["erased"] += report.total
         # every hook runs, even after one failed (a rolling summary whose summarizer fails must not
