@@ -112,24 +112,74 @@ class AssocGraph:
         p = bisect_left(self._sorted, name)
         del self._sorted[p]
         del self._sorted_idx[p]
-        removed = 0
-        for j, slot in list(self._out[i].items()):
-            self._drop_edge_slot(slot)
-            self._in[j].pop(i, None)
-            removed += 1
-        for j, slot in list(self._in[i].items()):
+        # (each edge slot freed in place, in the order out-edges then in-edges: the free list's order
+        # decides which slot a later edge takes)
+        ealive, free_edges = self._ealive, self._free_edges
+        out_i, in_i = self._out[i], self._in[i]
+        ins = self._in
+        for j, slot in out_i.items():
+            ealive[slot] = False
+            free_edges.append(slot)
+            ins[j].pop(i, None)  # (a self-loop leaves in_i here, so the loop below does not see it)
+        removed = len(out_i)
+        outs = self._out
+        for j, slot in in_i.items():
             if j == i:
                 continue
-            self._drop_edge_slot(slot)
-            self._out[j].pop(i, None)
+            ealive[slot] = False
+            free_edges.append(slot)
+            outs[j].pop(i, None)
             removed += 1
-        self._out[i] = {}
-        self._in[i] = {}
+        self._n_edges -= removed
+        out_i.clear()  # (the node's own dicts: no other node holds them)
+        in_i.clear()
         self._names[i] = None
         self._kinds[i] = None
         self._free_nodes.append(i)
         self.version += 1
         return removed
+
+    def remove_hub(self, name: str, leaf_rel: str) -> tuple[int, list[str]]:
+        """Remove the node ``name`` and its edges (as :meth:`remove_node`), then each node it pointed to
+        through a ``leaf_rel`` edge that is left without any edge (a memory's cue nodes that no other
+        memory shares), in the order of its out-edges. Returns (edges removed with ``name``, the names
+        of the nodes removed after it). An unknown ``name`` removes nothing: (0, [])."""
+        i = self._idx.get(name)
+        if i is None:
+            return 0, []
+        code = self._rel_code.get(leaf_rel)
+        erel = self._erel
+        leaves = [] if code is None else [j for j, slot in self._out[i].items() if j != i and erel[slot] == code]
+        removed = self.remove_node(name)
+        orphans = []
+        outs, ins, names, kinds = self._out, self._in, self._names, self._kinds
+        for j in leaves:
+            if not outs[j] and not ins[j]:  # (degree 0; every leaf is still a node: none was removed yet)
+                # remove_node of an isolated node: no edge to free, its edge dicts empty already
+                leaf = names[j]
+                del self._idx[leaf]  # type: ignore[arg-type]
+                p = bisect_left(self._sorted, leaf)
+                del self._sorted[p]
+                del self._sorted_idx[p]
+                names[j] = None
+                kinds[j] = None
+                self._free_nodes.append(j)
+                self.version += 1
+                orphans.append(leaf)
+        return removed, orphans  # type: ignore[return-value]
+
+    def predecessors(self, name: str, rels: Iterable[str] | None = None) -> list[str]:
+        """Names of the nodes with an edge to ``name`` (whose relation is in ``rels`` when given), in
+        :meth:`in_edges` order."""
+        i = self._idx[name]
+        names = self._names
+        if rels is None:
+            return [names[j] for j in self._in[i]]  # type: ignore[misc]
+        codes = {self._rel_code[r] for r in rels if r in self._rel_code}
+        if not codes:
+            return []
+        erel = self._erel
+        return [names[j] for j, slot in self._in[i].items() if erel[slot] in codes]  # type: ignore[misc]
 
     def degree(self, name: str) -> int:
         i = self._idx[name]
@@ -149,17 +199,17 @@ class AssocGraph:
             new[: len(old)] = old
             setattr(self, attr, new)
 
-    def add_edge(self, src: str, dst: str, rel: str, weight: float = 1.0) -> None:
-        """Add (or overwrite the relation / weight of) the edge src -> dst. Both nodes must exist; the
-        weight is finite and >= 0 (PageRank's transition probabilities are weight / out-weight)."""
-        if not 0.0 <= weight < math.inf:  # (NaN fails too)
-            raise ValueError(f"edge weight must be finite and >= 0, got {weight!r}")
-        s, d = self._idx[src], self._idx[dst]
+    def _rel_code_of(self, rel: str) -> int:
         code = self._rel_code.get(rel)
         if code is None:
             code = len(self._rels)
             self._rels.append(rel)
             self._rel_code[rel] = code
+        return code
+
+    def _put_edge(self, s: int, d: int, code: int, weight: float) -> None:
+        """Set the edge s -> d (node indices) to relation ``code`` and ``weight`` (a checked float),
+        taking a slot for it if it is new."""
         slot = self._out[s].get(d)
         if slot is None:
             if self._free_edges:
@@ -175,9 +225,38 @@ class AssocGraph:
             self._edst[slot] = d
             self._ealive[slot] = True
             self._n_edges += 1
-        self._ew[slot] = float(weight)
+        self._ew[slot] = weight
         self._erel[slot] = code
+
+    def add_edge(self, src: str, dst: str, rel: str, weight: float = 1.0) -> None:
+        """Add (or overwrite the relation / weight of) the edge src -> dst. Both nodes must exist; the
+        weight is finite and >= 0 (PageRank's transition probabilities are weight / out-weight)."""
+        if not 0.0 <= weight < math.inf:  # (NaN fails too)
+            raise ValueError(f"edge weight must be finite and >= 0, got {weight!r}")
+        s, d = self._idx[src], self._idx[dst]
+        self._put_edge(s, d, self._rel_code_of(rel), float(weight))
         self.version += 1
+
+    def add_star(self, center: str, kind: str, leaves: Iterable[str], leaf_kind: str, out_rel: str, in_rel: str,
+                 weight: float = 1.0) -> int:
+        """Add the node ``center`` (as ``add_node(center, kind)``) and, for each name of ``leaves`` in
+        order, the node (of ``leaf_kind``, unless it exists) with the edges center -> leaf (``out_rel``)
+        and leaf -> center (``in_rel``), both of ``weight``: the graph that these add_node / add_edge
+        calls give, in fewer Python calls (a memory and its cue nodes). Returns center's index."""
+        if not 0.0 <= weight < math.inf:  # (NaN fails too)
+            raise ValueError(f"edge weight must be finite and >= 0, got {weight!r}")
+        weight = float(weight)
+        i = self.add_node(center, kind)
+        out_code, in_code = self._rel_code_of(out_rel), self._rel_code_of(in_rel)
+        idx, put = self._idx, self._put_edge
+        for leaf in leaves:
+            j = idx.get(leaf)
+            if j is None:
+                j = self.add_node(leaf, leaf_kind)
+            put(i, j, out_code, weight)
+            put(j, i, in_code, weight)
+        self.version += 1
+        return i
 
     def remove_edge(self, src: str, dst: str) -> bool:
         s, d = self._idx.get(src), self._idx.get(dst)

@@ -89,6 +89,8 @@ class RelationType(str, Enum):
 
 
 _TYPED = frozenset(r.value for r in RelationType)
+#: the keyword arguments MemoryStore.supersede takes
+_SUPERSEDE_KWARGS = frozenset({"tier", "confidence", "source", "evidence", "importance", "cues", "derived_from", "sig"})
 
 
 # --------------------------------------------------------------------------- records
@@ -351,6 +353,7 @@ _MATVEC_BLOCK = 1024
 
 
 _NEG_INF = -math.inf
+_max_reduce = np.maximum.reduce
 
 
 def _matvec(mat: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -432,7 +435,7 @@ def _check_cues(cues: object) -> list[str] | None:
     generator consumed by the check itself: the caller uses the list returned."""
     if cues is None:
         return None
-    if isinstance(cues, str) or not isinstance(cues, Iterable):
+    if type(cues) is not list and (isinstance(cues, str) or not isinstance(cues, Iterable)):  # (a list: one test)
         raise ValueError(f"cues must be a list of strings or None, got {cues!r}")
     out = list(cues)
     try:  # (str.join refuses exactly what is not a str: one C call checks every cue)
@@ -538,6 +541,8 @@ def _check_unicode(name: str, value: str) -> None:
 
 
 def _check_tier(tier: str, confidence: float) -> None:
+    if type(confidence) is float and 0.0 <= confidence <= 1.0 and (tier == "fact" or tier == "preference"):
+        return  # (the usual write: one test; an inference's cap is checked below)
     if tier not in TIERS:
         raise ValueError(f"tier must be one of {TIERS}, got {tier!r}")
     # (compared as given: float() of an int beyond float range, 10**400, raised OverflowError)
@@ -915,6 +920,8 @@ class MemoryStore:
                 raise ValueError(f"importance_scorer: {type(self.importance_scorer).__name__}.score returned "
                                  f"{score!r}; an importance must be a finite number >= 0")
             return float(score)
+        if type(importance) is float and 0.0 <= importance < math.inf:  # (the usual value: one test; NaN fails)
+            return importance
         # numpy numbers too, as for confidence and steps (_is_number; the stored value is a float)
         if not _is_finite_number(importance):
             raise ValueError(f"importance must be a finite number >= 0 or None, got {importance!r}")
@@ -940,9 +947,11 @@ class MemoryStore:
             cand = slots[::-1]
         if len(cand) == 0:
             return None
-        # (active implies alive: _insert sets both, _remove clears both, _mark_superseded clears active)
-        keep = space.active[cand] & (space.is_sem[cand] == semantic)
-        cand = cand[keep]
+        # (active implies alive: _insert sets both, _remove clears both, _mark_superseded clears active);
+        # active and of the write's kind: a rule's rows are active & is_sem, an episode's active > is_sem
+        # (True > False, the one pair that holds), one numpy call less than comparing is_sem first
+        act, sem = space.active[cand], space.is_sem[cand]
+        cand = cand[act & sem if semantic else act > sem]
         slot_id, sigs = space.slot_id, space.sigs
         value_aware, content = cfg.value_aware, sig.content
         for slot in cand[: cfg.window].tolist():
@@ -954,8 +963,9 @@ class MemoryStore:
             if rule is not None:
                 return mid, rule
         if len(cand):
-            sims = _matvec(space.emb[cand], vec)
-            if sims.max() < cfg.embed_threshold:  # nothing near enough (the usual case): no sort
+            sims = _matvec(space.emb.take(cand, axis=0), vec)  # (take: the rows of emb[cand], one call less)
+            # nothing near enough (the usual case): no sort (the reduction is ndarray.max without its wrapper)
+            if _max_reduce(sims) < cfg.embed_threshold:
                 return None
             for j in (-sims).argsort(kind="stable"):
                 if sims[j] < cfg.embed_threshold:
@@ -1071,6 +1081,8 @@ class MemoryStore:
     def _check_refs(self, ns: str, derived, evidence) -> None:
         """ValueError naming the field for a cited id of another namespace or without a UTF-8 form
         (an id that is no live memory's is kept as given)."""
+        if not derived and not evidence:  # (most writes cite nothing)
+            return
         for field_name, refs in (("derived_from", derived), ("evidence", evidence)):
             for mid in refs:
                 # (ids are kept and saved as given: a bytes id failed the save naming nothing, a list one
@@ -1131,14 +1143,14 @@ class MemoryStore:
                 return self._report_duplicate(self._records[dup[0]], dup[1], content)
         mid = self._next_id(kind)
         cue_list = cues if cues is not None else extract_cues(content, self.max_cues)
-        common = dict(
-            cues=cue_list, importance=imp, key=key, tier=tier, confidence=float(confidence), source=source,
-            evidence=evidence_list, written_at=step, namespace=ns,
-        )
         if semantic:
-            rec: Record = SemanticMemory(memory_id=mid, rule=content, derived_from=derived, created_step=step, **common)
+            rec: Record = SemanticMemory(mid, content, derived, step, cues=cue_list, importance=imp, key=key, tier=tier,
+                                         confidence=float(confidence), source=source, evidence=evidence_list,
+                                         written_at=step, namespace=ns)
         else:
-            rec = EpisodicMemory(memory_id=mid, step=step, content=content, **common)
+            rec = EpisodicMemory(mid, step, content, cues=cue_list, importance=imp, key=key, tier=tier,
+                                 confidence=float(confidence), source=source, evidence=evidence_list, written_at=step,
+                                 namespace=ns)
         self._insert(space, rec, vec, sig)
         if to_supersede is not None:
             self._mark_superseded(space, to_supersede, step)
@@ -1187,11 +1199,13 @@ class MemoryStore:
         space.is_sem[slot] = semantic
         space.importance[slot] = rec.importance
         space.conf_w[slot] = rec.confidence if rec.tier == "inference" else 1.0
-        if actr is None:  # a new memory: one presentation, at its write (the row in one assignment)
+        if actr is None:  # a new memory: one presentation, at its write (no other presentation: -inf)
             written = float(rec.written_at)
             space.a_created[slot] = written
             space.a_n[slot] = 1
-            space.a_recent[slot] = [written] + [_NEG_INF] * (space.k - 1)
+            row = space.a_recent[slot]
+            row.fill(_NEG_INF)
+            row[0] = written
         else:
             space.a_created[slot] = actr[0]
             space.a_n[slot] = actr[1]
@@ -1211,14 +1225,8 @@ class MemoryStore:
             space.chains.setdefault(rec.key, []).append(mid)
         space.version += 1
         g = space.graph
-        space.gnode[slot] = g.add_node(mid, kind)
-        add_edge = g.add_edge
-        for cue in rec.cues:
-            node = _CUE + cue  # _cue_node(cue)
-            if node not in g:
-                g.add_node(node, "cue")
-            add_edge(mid, node, "has_cue", 1.0)
-            add_edge(node, mid, "cue_of", 1.0)
+        # the memory's node, then per cue its node (if new) and the has_cue / cue_of edges
+        space.gnode[slot] = g.add_star(mid, kind, [_CUE + cue for cue in rec.cues], "cue", "has_cue", "cue_of", 1.0)
         if semantic:
             for src in rec.derived_from:  # type: ignore[union-attr]
                 if src in g and src != mid and src in self._records:
@@ -1321,18 +1329,12 @@ class MemoryStore:
             space.gone_key[memory_id] = rec.key
         self._link_changes = getattr(self, "_link_changes", 0) + 1
         g = space.graph
-        for src, rel, _w in g.in_edges(memory_id):
-            if rel in _TYPED:
-                other = self._records.get(src)
-                if other is not None and memory_id in other.links:
-                    other.links.remove(memory_id)
-        cue_nodes = [n for n, rel, _w in g.out_edges(memory_id) if rel == "has_cue"]
-        edges = g.remove_node(memory_id)
-        removed_cues = []
-        for node in cue_nodes:
-            if node in g and g.degree(node) == 0:
-                g.remove_node(node)
-                removed_cues.append(node)
+        for src in g.predecessors(memory_id, _TYPED):  # its typed in-links leave the linking records
+            other = self._records.get(src)
+            if other is not None and memory_id in other.links:
+                other.links.remove(memory_id)
+        # the node, its edges, and the cue nodes that no other memory shares
+        edges, removed_cues = g.remove_hub(memory_id, "has_cue")
         space.emb[slot] = 0.0
         space.alive[slot] = False
         space.active[slot] = False
@@ -1495,10 +1497,10 @@ class MemoryStore:
             raise KeyError(f"unknown memory id {memory_id!r}")
         if not rec.active:
             raise ValueError(f"memory {memory_id!r} is superseded; supersede the active version of key {rec.key!r}")
-        allowed = {"tier", "confidence", "source", "evidence", "importance", "cues", "derived_from", "sig"}
-        unknown = set(write_kwargs) - allowed
+        unknown = write_kwargs.keys() - _SUPERSEDE_KWARGS
         if unknown:
-            raise TypeError(f"supersede() got unexpected keyword arguments {sorted(unknown)}; allowed: {sorted(allowed)}")
+            raise TypeError(f"supersede() got unexpected keyword arguments {sorted(unknown)}; "
+                            f"allowed: {sorted(_SUPERSEDE_KWARGS)}")
         space, _ = self._loc[memory_id]
         if not isinstance(new_content, str) or not new_content.strip():
             raise ValueError(f"new_content must be a non-empty string, got {new_content!r}")
@@ -1716,29 +1718,33 @@ class MemoryStore:
                     if kl == s or kl.startswith(s + "/"):
                         add_gone(space, k)
         direct = set(targets)
+        records = self._records
         # cascade through evidence / derived_from, to a fixed point
         changed = True
         while changed:
             changed = False
-            erased_ns = {self._records[m].namespace for m in targets}
+            erased_ns = {records[m].namespace for m in targets}
             erased_ns.update(ghost_spaces)
             # in the store's namespace order (iterating the set would follow PYTHONHASHSEED)
             for ns in [n for n in self._spaces if n in erased_ns]:
                 for m in self._spaces[ns].order:
-                    if m in targets:
-                        continue
-                    rec = self._records[m]
+                    rec = records[m]
+                    ev = rec.evidence
                     if rec.kind == "semantic":
-                        refs = set(rec.evidence)
+                        if m in targets:
+                            continue
+                        refs = set(ev)
                         refs.update(rec.derived_from)  # type: ignore[union-attr]
                         hit = not targets.keys().isdisjoint(refs) or (ghosts and not ghosts.isdisjoint(refs))
-                    else:  # (most episodes have no evidence: no set to build, no generator started)
-                        ev = rec.evidence
-                        hit = bool(ev) and any(r in targets or r in ghosts for r in ev)
+                    elif ev and m not in targets:  # (most episodes cite nothing: no set, no generator)
+                        hit = any(r in targets or r in ghosts for r in ev)
+                    else:
+                        continue
                     if hit:
                         targets[m] = None
                         changed = True
-        keys_before = {(r.namespace, r.key) for r in (self._records[m] for m in targets) if r.key is not None}
+        # the (namespace, key) of the erased records' chains, read before any of them is removed
+        keys_before: set[tuple[str, str]] = set()
         # the erased memories' signatures (or texts), read by mentions() only, which most erasures never
         # call (no merged texts, an embedder without drop_matching / drop_words): their words are
         # gathered on first use
@@ -1746,13 +1752,20 @@ class MemoryStore:
         erased_words: set[str] = set()
         texts = []
         namespaces = set()
+        merged_texts = self._merged
         for m in targets:
-            rec = self._records[m]
+            rec = records[m]
+            if rec.key is not None:
+                keys_before.add((rec.namespace, rec.key))
+        for m in targets:
+            rec = records[m]
+            merged = merged_texts.get(m, ())
             texts.append(rec.content)
-            texts.extend(self._merged.get(m, ()))
+            if merged:
+                texts.extend(merged)
             namespaces.add(rec.namespace)
             space = self._loc[m][0]
-            erased_sources.append((space.sigs.get(m), rec.content, self._merged.get(m, ())))
+            erased_sources.append((space.sigs.get(m), rec.content, merged))
             report.fingerprints.append(space.fps[m])
             (report.semantic if rec.kind == "semantic" else report.episodic).append(m)
             if m not in direct:
@@ -1792,89 +1805,92 @@ class MemoryStore:
                     cache_errors.append(exc)
         drop_matching = getattr(self.embedder, "drop_matching", None)
         drop_words = getattr(self.embedder, "drop_words", None)
-        low: list[str] = []  # the erased texts and the subject, lower-cased (filled with erased_words)
-        gathered: list[bool] = []
+        # the words of the erased memories and the texts that mention them: needed only to clean texts
+        # merged into surviving memories or an embedder cache that drops by matching / by words
+        if (targets or subject is not None) and (self._merged or callable(drop_matching) or callable(drop_words)):
+            low: list[str] = []  # the erased texts and the subject, lower-cased (filled with erased_words)
+            gathered: list[bool] = []
 
-        def erased() -> set[str]:
-            """The content words of the erased memories and of the texts merged into them, as _sig /
-            signature give them (gathered once, when first needed, with ``low``)."""
-            if not gathered:
-                gathered.append(True)
-                for sig, content, merged in erased_sources:
-                    erased_words.update((sig or signature(content)).content)
-                    for t in merged:  # (texts merged into it: their words go with it)
-                        erased_words.update(signature(t).content)
-                low.extend(t.lower() for t in dict.fromkeys(texts) if t.strip())
-                if subject is not None and subject.strip():
-                    low.append(subject.lower())
-            return erased_words
+            def erased() -> set[str]:
+                """The content words of the erased memories and of the texts merged into them, as _sig /
+                signature give them (gathered once, when first needed, with ``low``)."""
+                if not gathered:
+                    gathered.append(True)
+                    for sig, content, merged in erased_sources:
+                        erased_words.update((sig or signature(content)).content)
+                        for t in merged:  # (texts merged into it: their words go with it)
+                            erased_words.update(signature(t).content)
+                    low.extend(t.lower() for t in dict.fromkeys(texts) if t.strip())
+                    if subject is not None and subject.strip():
+                        low.append(subject.lower())
+                return erased_words
 
-        unique_words: list[frozenset] = []
+            unique_words: list[frozenset] = []
 
-        def unique() -> frozenset:
-            """The content words only the erased memories had (computed once, when first needed: a
-            pass over every surviving record)."""
-            if not unique_words:
-                left = set(erased())
-                loc = self._loc
-                for m in self._records:
-                    if not left:
-                        break
-                    # (the store's signature of the record: its words, as words(content) gives them)
-                    left.difference_update(self._sig(loc[m][0], m).word_set)
-                unique_words.append(frozenset(left))
-            return unique_words[0]
+            def unique() -> frozenset:
+                """The content words only the erased memories had (computed once, when first needed: a
+                pass over every surviving record)."""
+                if not unique_words:
+                    left = set(erased())
+                    loc = self._loc
+                    for m in self._records:
+                        if not left:
+                            break
+                        # (the store's signature of the record: its words, as words(content) gives them)
+                        left.difference_update(self._sig(loc[m][0], m).word_set)
+                    unique_words.append(frozenset(left))
+                return unique_words[0]
 
-        def mentions(text: str) -> bool:
-            """A text quoting erased content, mentioning the subject or holding a word only the erased
-            memories had."""
-            words_erased = erased()
-            t = text.lower()
-            if any(n in t for n in low):
-                return True
-            content = signature(text).content
-            if content.isdisjoint(words_erased):  # (no erased word at all: no need for unique())
-                return False
-            only = unique()
-            return bool(only) and not only.isdisjoint(content)
+            def mentions(text: str) -> bool:
+                """A text quoting erased content, mentioning the subject or holding a word only the erased
+                memories had."""
+                words_erased = erased()
+                t = text.lower()
+                if any(n in t for n in low):
+                    return True
+                content = signature(text).content
+                if content.isdisjoint(words_erased):  # (no erased word at all: no need for unique())
+                    return False
+                only = unique()
+                return bool(only) and not only.isdisjoint(content)
 
-        if self._merged and (targets or subject is not None):
-            # texts merged into surviving memories that mention what was erased go too (the store
-            # would keep them, and save them; a merge by containment or Jaccard can add words, so a
-            # duplicate of a surviving memory may hold an erased memory's words)
-            for m in list(self._merged):
-                kept = [t for t in self._merged[m] if not mentions(t)]
-                for t in self._merged[m]:
-                    if t not in kept and callable(drop):
+            if self._merged:
+                # texts merged into surviving memories that mention what was erased go too (the store
+                # would keep them, and save them; a merge by containment or Jaccard can add words, so a
+                # duplicate of a surviving memory may hold an erased memory's words)
+                for m in list(self._merged):
+                    kept = [t for t in self._merged[m] if not mentions(t)]
+                    for t in self._merged[m]:
+                        if t not in kept and callable(drop):
+                            try:
+                                report.cache_entries += int(drop(t))
+                            except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
+                                cache_errors.append(exc)
+                    if kept:
+                        self._merged[m] = kept
+                    else:
+                        del self._merged[m]
+            if callable(drop_matching) or callable(drop_words):
+                # Cached texts (queries included) that quote erased content, mention the subject, or use a
+                # content word that only the erased memories had (a secret code, a name) go too, and so do
+                # the hashing embedder's cached words and word pairs holding such a word (whatever text,
+                # known to the cache or not, they came from). A subject's part runs even when no live
+                # memory matched it (they were forgotten or swept before): its queries and the texts that
+                # mentioned it may still be cached.
+                if callable(drop_words):
+                    gone_words = set(unique())
+                    if subject is not None:
+                        gone_words.update(words(subject))
+                    if gone_words:
                         try:
-                            report.cache_entries += int(drop(t))
+                            drop_words(gone_words)
                         except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
                             cache_errors.append(exc)
-                if kept:
-                    self._merged[m] = kept
-                else:
-                    del self._merged[m]
-        if (callable(drop_matching) or callable(drop_words)) and (targets or subject is not None):
-            # Cached texts (queries included) that quote erased content, mention the subject, or use a
-            # content word that only the erased memories had (a secret code, a name) go too, and so do
-            # the hashing embedder's cached words and word pairs holding such a word (whatever text,
-            # known to the cache or not, they came from). A subject's part runs even when no live
-            # memory matched it (they were forgotten or swept before): its queries and the texts that
-            # mentioned it may still be cached.
-            if callable(drop_words):
-                gone_words = set(unique())
-                if subject is not None:
-                    gone_words.update(words(subject))
-                if gone_words:
+                if callable(drop_matching):
                     try:
-                        drop_words(gone_words)
+                        report.cache_entries += drop_matching(mentions)
                     except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
                         cache_errors.append(exc)
-            if callable(drop_matching):
-                try:
-                    report.cache_entries += drop_matching(mentions)
-                except Exception as exc:  # noqa: BLE001 - raised below, once the erasure is complete
-                    cache_errors.append(exc)
         self._graph_view = None
         self.counters["erased"] += report.total
         # every hook runs, even after one failed (a rolling summary whose summarizer fails must not
