@@ -738,7 +738,7 @@ class World:
             room = k - len(out)
             if len(ids) and room > 0:
                 recent = set(out)
-                get = store.get
+                get = store._records.get  # (store.get behind one method call less per ranked id)
                 for j in order:  # (ids are distinct: only the recent ones can come twice)
                     mid = ids[j]
                     if mid in recent:
