@@ -170,6 +170,17 @@ def _link_columns(store) -> dict[str, float]:
     return {mid: (n if n < LINK_CAP else LINK_CAP) / LINK_CAP for mid, n in counts.items()}
 
 
+def _chain_length_of(store):
+    """key -> ``len(store.versions(key))``: the length of the default namespace's chain read from the
+    store's chain index (``store.versions`` builds the list of records only to be counted), else by
+    ``versions``."""
+    try:
+        chains = store._spaces[store.default_namespace].chains
+    except (AttributeError, KeyError, TypeError):
+        return lambda key: len(store.versions(key))
+    return lambda key: len(chains.get(key, ()))
+
+
 def _store_signature(store, mid: str, text: str):
     """``signature(text)`` of a stored memory: the store's own (it keeps those of recent writes, and
     the world handed it the event's), else computed here."""
@@ -400,6 +411,7 @@ class FeatureBuilder:
         best_j, best_score = -1, None
         recent = store.recent_ids(self.n_recent) if self.n_recent else ()
         link_column = self._link_columns(store, links).get
+        chain_length = _chain_length_of(store)
         buffer = self.candidates
         pack_into = _ROW.pack_into
         row_size = _ROW.size
@@ -422,7 +434,7 @@ class FeatureBuilder:
             else:
                 chain = links_get(key)
                 if chain is None:
-                    chain = links[key] = min(max(len(store.versions(key)), 1), CHAIN_CAP) / CHAIN_CAP
+                    chain = links[key] = min(max(chain_length(key), 1), CHAIN_CAP) / CHAIN_CAP
             if age > 0:
                 age_f = log1p(age) / _LOG_AGE_CAP
                 if age_f > 1.0:

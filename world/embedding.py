@@ -105,28 +105,28 @@ class HashingEmbedder:
         return hit
 
     def encode(self, text: str) -> np.ndarray:
-        # accumulate in Python floats (IEEE doubles, the same additions in the same order as on a
-        # float64 array, without numpy's per-element indexing cost), only for the entries a feature
-        # touches (a sentence touches ~20 of the 256): each starts as 0.0 + its first feature, as it
-        # would in a full list of zeros, and the rest of the vector stays 0.0
-        acc: dict[int, float] = {}
-        get = acc.get
+        # the features' (index, signed weight) pairs in order (unigrams, then bigrams), summed per index by
+        # one bincount: each entry is 0.0 + its features in that order, the additions a float64 vector
+        # of zeros would make one feature at a time, and untouched entries stay 0.0
         toks = tokenize(text)
         if not toks:
             toks = ["\x00empty:" + text.strip()]
         feature = self._feature
         cached = self._feature_cache.get  # (the common case inline: one call less per token)
+        index: list[int] = []
+        weight: list[float] = []
+        add_index, add_weight = index.append, weight.append
         for t in toks:
             i, s = cached(t) or feature(t)
-            acc[i] = get(i, 0.0) + s
+            add_index(i)
+            add_weight(s)
         bw = self.bigram_weight
         for a, b in zip(toks, toks[1:]):
             pair = a + " " + b
             i, s = cached(pair) or feature(pair)
-            acc[i] = get(i, 0.0) + s * bw
-        vec = np.zeros(self.dim, dtype=np.float64)
-        for i, x in acc.items():  # (for ~20 entries, faster than one fancy assignment of two lists)
-            vec[i] = x
+            add_index(i)
+            add_weight(s * bw)
+        vec = np.bincount(index, weight, self.dim)
         # np.linalg.norm of a 1-D float64 vector is sqrt(x.dot(x)) (and sqrt is correctly rounded)
         norm = math.sqrt(vec.dot(vec))
         if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
