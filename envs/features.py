@@ -408,7 +408,7 @@ class FeatureBuilder:
         embed_threshold = dedup_cfg.embed_threshold
         value_aware = dedup_cfg.value_aware
         ev_content = ev_sig.content if ev_sig is not None else None
-        best_j, best_score = -1, None
+        best_offset, best_score = -1, None
         recent = store.recent_ids(self.n_recent) if self.n_recent else ()
         link_column = self._link_columns(store, links).get
         chain_length = _chain_length_of(store)
@@ -420,12 +420,11 @@ class FeatureBuilder:
         links_get = links.get
         n_superseded = n_semantic = 0
         offset = 0
-        for j, mid in enumerate(ids):
+        for mid, sim in zip(ids, sims):
             st = static_get(mid)
             if st is None:
                 st = static[mid] = self._static_row(store, mid, event_keys)
             rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig, has_text = st
-            sim = sims[j]
             imp = rec.importance / IMPORTANCE_CAP
             age = now - written_at
             key = rec.key
@@ -453,7 +452,7 @@ class FeatureBuilder:
             elif same_subj and (same_topic or sim >= KEY_SIM) and not superseded and has_text:
                 score = (len(ev_subj & subj) + len(ev_topic & topic), sim)
                 if best_score is None or score > best_score:  # ties: the earlier slot
-                    best_j, best_score = j, score
+                    best_offset, best_score = offset, score
             if ev_sig is None or not has_text:
                 dup = False
             elif ev_sig.fp == sig.fp:
@@ -473,7 +472,7 @@ class FeatureBuilder:
                 age_f,
                 t_fact, t_pref, t_inf, sem,
                 link_column(mid, 0.0),
-                len(ev_cues.intersection(cues)) / n_ev if (ev_cues and cues) else 0.0,
+                len(ev_cues & cues) / n_ev,  # (0.0 when either set is empty: n_ev >= 1)
                 mid in recent,
                 superseded,
                 chain,
@@ -485,8 +484,8 @@ class FeatureBuilder:
                 dup,
             )
             offset += row_size
-        if best_j >= 0:
-            _FLOAT.pack_into(buffer, best_j * row_size + _KEY_BEST * _FLOAT.size, 1.0)
+        if best_offset >= 0:
+            _FLOAT.pack_into(buffer, best_offset + _KEY_BEST * _FLOAT.size, 1.0)
         return n_superseded, n_semantic
 
     def _link_columns(self, store, links: dict) -> dict[str, float]:
