@@ -40,6 +40,7 @@ import numpy as np
 from world.config import DEFAULT_REWARDS, WorldConfig
 from world.cues import extract_cues
 from world.dedup import TextSignature, signature
+from world.embedding import CachedEmbedder
 from world.entities import HABITS, RELATIONS
 from world.families import QUESTION, REQUEST, EventLog, ScriptEvent, ScriptGenerator, release_before
 from world.grading import (
@@ -409,10 +410,17 @@ class World:
         the embedder is a model that batches (sentence-transformers): every text is known in advance,
         and one batched forward pass costs about what one or two single encodes do. The world keeps
         these vectors with its script (``event_vector`` uses them), so that a text dropped from the
-        shared cache by an erasure is not embedded again, alone, when it recurs. Hashing embedders
-        (cheap per text, no batching gain) are left alone."""
+        shared cache by an erasure is not embedded again, alone, when it recurs. A hashing embedder behind
+        the shared cache computes the script's vectors in one Python batch (``CachedEmbedder.prepare``)
+        and hands each out when its event asks: the shared cache takes them as it takes fresh ones, at
+        the same moments, so its entries and counts are those of one-by-one embedding."""
         emb = self._embedder
         if not getattr(getattr(emb, "inner", emb), "prefers_batches", False):
+            # a hashing model batches too, in Python (HashingEmbedder.prepare: ~5 us a text instead of ~8,
+            # more in a busy step): it computes the script's vectors now and hands each out when its event
+            # asks (the shared cache then takes it as it would a fresh one: same entries, same counts)
+            if isinstance(emb, CachedEmbedder):
+                emb.prepare([e.text for e in self._gen.events[start:] if e is not None])
             return
         encode_batch = getattr(emb, "encode_batch", None)
         if encode_batch is None:
