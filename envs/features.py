@@ -170,6 +170,17 @@ def _link_columns(store) -> dict[str, float]:
     return {mid: (n if n < LINK_CAP else LINK_CAP) / LINK_CAP for mid, n in counts.items()}
 
 
+def _chain_length_of(store):
+    """key -> ``len(store.versions(key))``: the length of the default namespace's chain read from the
+    store's chain index (``store.versions`` builds the list of records only to be counted), else by
+    ``versions``."""
+    try:
+        chains = store._spaces[store.default_namespace].chains
+    except (AttributeError, KeyError, TypeError):
+        return lambda key: len(store.versions(key))
+    return lambda key: len(chains.get(key, ()))
+
+
 def _store_signature(store, mid: str, text: str):
     """``signature(text)`` of a stored memory: the store's own (it keeps those of recent writes, and
     the world handed it the event's), else computed here."""
@@ -397,9 +408,10 @@ class FeatureBuilder:
         embed_threshold = dedup_cfg.embed_threshold
         value_aware = dedup_cfg.value_aware
         ev_content = ev_sig.content if ev_sig is not None else None
-        best_j, best_score = -1, None
+        best_offset, best_score = -1, None
         recent = store.recent_ids(self.n_recent) if self.n_recent else ()
         link_column = self._link_columns(store, links).get
+        chain_length = _chain_length_of(store)
         buffer = self.candidates
         pack_into = _ROW.pack_into
         row_size = _ROW.size
@@ -408,12 +420,11 @@ class FeatureBuilder:
         links_get = links.get
         n_superseded = n_semantic = 0
         offset = 0
-        for j, mid in enumerate(ids):
+        for mid, sim in zip(ids, sims):
             st = static_get(mid)
             if st is None:
                 st = static[mid] = self._static_row(store, mid, event_keys)
             rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig, has_text = st
-            sim = sims[j]
             imp = rec.importance / IMPORTANCE_CAP
             age = now - written_at
             key = rec.key
@@ -422,7 +433,7 @@ class FeatureBuilder:
             else:
                 chain = links_get(key)
                 if chain is None:
-                    chain = links[key] = min(max(len(store.versions(key)), 1), CHAIN_CAP) / CHAIN_CAP
+                    chain = links[key] = min(max(chain_length(key), 1), CHAIN_CAP) / CHAIN_CAP
             if age > 0:
                 age_f = log1p(age) / _LOG_AGE_CAP
                 if age_f > 1.0:
@@ -441,7 +452,7 @@ class FeatureBuilder:
             elif same_subj and (same_topic or sim >= KEY_SIM) and not superseded and has_text:
                 score = (len(ev_subj & subj) + len(ev_topic & topic), sim)
                 if best_score is None or score > best_score:  # ties: the earlier slot
-                    best_j, best_score = j, score
+                    best_offset, best_score = offset, score
             if ev_sig is None or not has_text:
                 dup = False
             elif ev_sig.fp == sig.fp:
@@ -461,7 +472,7 @@ class FeatureBuilder:
                 age_f,
                 t_fact, t_pref, t_inf, sem,
                 link_column(mid, 0.0),
-                len(ev_cues.intersection(cues)) / n_ev if (ev_cues and cues) else 0.0,
+                len(ev_cues & cues) / n_ev,  # (0.0 when either set is empty: n_ev >= 1)
                 mid in recent,
                 superseded,
                 chain,
@@ -473,8 +484,8 @@ class FeatureBuilder:
                 dup,
             )
             offset += row_size
-        if best_j >= 0:
-            _FLOAT.pack_into(buffer, best_j * row_size + _KEY_BEST * _FLOAT.size, 1.0)
+        if best_offset >= 0:
+            _FLOAT.pack_into(buffer, best_offset + _KEY_BEST * _FLOAT.size, 1.0)
         return n_superseded, n_semantic
 
     def _link_columns(self, store, links: dict) -> dict[str, float]:

@@ -632,3 +632,46 @@ def test_a_batch_of_the_wrong_shape_is_refused_and_nothing_cached(tmp_path):
         c.encode_batch(["a", "b"])
     assert len(c) == 0
     c.close()
+
+
+def test_hashing_batches_and_prepared_vectors_are_the_single_encodes_bit_for_bit():
+    """HashingEmbedder.encode_batch rows and the vectors prepare() computed ahead are encode()'s own bits
+    (one bincount per batch, each row's norm by its own dot); a prepared vector is handed out once, the
+    prepared store is bounded and not pickled, and a CachedEmbedder counts a prepared text as a miss when
+    it is asked for, as a fresh one."""
+    import world.embedding as E
+    from world.embedding import CachedEmbedder, HashingEmbedder
+
+    words = "Alice Bob's the a cat Renault kayaking 42 x y é 张伟 don't it's I my car is".split()
+    rng = np.random.default_rng(3)
+    texts = ["", " ", "...", "a a a a", "x y x y"] + [
+        " ".join(rng.choice(words, size=int(rng.integers(1, 12)))) for _ in range(400)]
+    for dim, bw in ((8, 0.5), (256, 0.5), (64, 0.0)):
+        plain, ahead = HashingEmbedder(dim, bw), HashingEmbedder(dim, bw)
+        batch = ahead.encode_batch(texts)
+        assert batch.dtype == np.float32 and batch.shape == (len(texts), dim)
+        ahead.prepare(texts)
+        for j, t in enumerate(texts):
+            want = plain.encode(t)
+            assert np.array_equal(batch[j], want) and np.array_equal(np.signbit(batch[j]), np.signbit(want))
+            got = ahead.encode(t)
+            assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))
+        assert len(ahead._prepared) == 0  # each handed out once (the texts' repeats are encoded again)
+    assert HashingEmbedder(8).encode_batch([]).shape == (0, 8)
+    h = HashingEmbedder(16)
+    h.prepare(["one text", "another text"])
+    assert len(h._prepared) == 2 and len(pickle.loads(pickle.dumps(h))._prepared) == 0
+    old = E.PREPARED_ENTRIES
+    try:
+        E.PREPARED_ENTRIES = 3
+        h.prepare([f"text {i}" for i in range(5)])
+        assert list(h._prepared) == ["text 2", "text 3", "text 4"]  # oldest dropped first
+    finally:
+        E.PREPARED_ENTRIES = old
+    cached, fresh = CachedEmbedder(HashingEmbedder(32)), CachedEmbedder(HashingEmbedder(32))
+    cached.encode("held text")
+    cached.prepare(["held text", "new text"])
+    assert list(cached.inner._prepared) == ["new text"]  # a held text is not prepared again
+    for t in ("new text", "new text", "held text"):
+        assert np.array_equal(cached.encode(t), fresh.encode(t))
+    assert (cached.hits, cached.misses) == (2, 2) and (fresh.hits, fresh.misses) == (1, 2)

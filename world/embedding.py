@@ -75,6 +75,11 @@ def tokenize(text: str) -> list[str]:
     return [t[:-2] if t.endswith("'s") else t for t in (w.lower() for w in raw_words(text))]
 
 
+#: Vectors a HashingEmbedder keeps from :meth:`HashingEmbedder.prepare` until asked for (a Life episode
+#: prepares ~60 texts; a few hundred KB at most)
+PREPARED_ENTRIES = 4096
+
+
 class HashingEmbedder:
     """Signed feature hashing of word unigrams and bigrams, L2-normalised float32."""
 
@@ -93,6 +98,7 @@ class HashingEmbedder:
         self.bigram_weight = float(bigram_weight)
         self.name = f"hashing-{dim}"
         self._feature_cache: dict[str, tuple[int, float]] = {}
+        self._prepared: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> vector (see prepare)
 
     def _feature(self, token: str) -> tuple[int, float]:
         hit = self._feature_cache.get(token)
@@ -104,29 +110,37 @@ class HashingEmbedder:
                 self._feature_cache[token] = hit
         return hit
 
-    def encode(self, text: str) -> np.ndarray:
-        # accumulate in Python floats (IEEE doubles, the same additions in the same order as on a
-        # float64 array, without numpy's per-element indexing cost), only for the entries a feature
-        # touches (a sentence touches ~20 of the 256): each starts as 0.0 + its first feature, as it
-        # would in a full list of zeros, and the rest of the vector stays 0.0
-        acc: dict[int, float] = {}
-        get = acc.get
+    def _features(self, text: str) -> tuple[list[str], list[int], list[float]]:
+        """(tokens, indices, signed weights) of ``text``'s features in order: its unigrams, then its
+        bigrams (weighted by ``bigram_weight``)."""
         toks = tokenize(text)
         if not toks:
             toks = ["\x00empty:" + text.strip()]
         feature = self._feature
         cached = self._feature_cache.get  # (the common case inline: one call less per token)
+        index: list[int] = []
+        weight: list[float] = []
+        add_index, add_weight = index.append, weight.append
         for t in toks:
             i, s = cached(t) or feature(t)
-            acc[i] = get(i, 0.0) + s
+            add_index(i)
+            add_weight(s)
         bw = self.bigram_weight
         for a, b in zip(toks, toks[1:]):
             pair = a + " " + b
             i, s = cached(pair) or feature(pair)
-            acc[i] = get(i, 0.0) + s * bw
-        vec = np.zeros(self.dim, dtype=np.float64)
-        for i, x in acc.items():  # (for ~20 entries, faster than one fancy assignment of two lists)
-            vec[i] = x
+            add_index(i)
+            add_weight(s * bw)
+        return toks, index, weight
+
+    def encode(self, text: str) -> np.ndarray:
+        prepared = self._prepared.pop(text, None) if self._prepared else None
+        if prepared is not None:
+            return prepared
+        # the features summed per index by one bincount: each entry is 0.0 + its features in order, the
+        # additions a float64 vector of zeros would make one feature at a time; untouched entries stay 0.0
+        toks, index, weight = self._features(text)
+        vec = np.bincount(index, weight, self.dim)
         # np.linalg.norm of a 1-D float64 vector is sqrt(x.dot(x)) (and sqrt is correctly rounded)
         norm = math.sqrt(vec.dot(vec))
         if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
@@ -137,11 +151,50 @@ class HashingEmbedder:
         return vec.astype(np.float32)
 
     def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
+        """Rows of :meth:`encode`, bit for bit: every row's features summed by one bincount over the
+        batch (each row's entries in encode's order), each row's norm by its own ``row.dot(row)`` (the
+        same BLAS dot of the same 1-d float64 row), one division by the norms (elementwise, correctly
+        rounded as encode's) and one cast. About 5 us a short text instead of ~8."""
         texts = list(texts)
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for r, t in enumerate(texts):
-            out[r] = self.encode(t)
-        return out
+        dim = self.dim
+        if not texts:
+            return np.empty((0, dim), dtype=np.float32)
+        index: list[int] = []
+        weight: list[float] = []
+        firsts = []
+        for r, text in enumerate(texts):
+            toks, idx, w = self._features(text)
+            base = r * dim
+            index.extend([i + base for i in idx] if base else idx)
+            weight.extend(w)
+            firsts.append(toks[0])
+        acc = np.bincount(index, weight, len(texts) * dim).reshape(len(texts), dim)
+        norms = np.empty(len(texts))
+        for r, row in enumerate(acc):
+            norm = math.sqrt(row.dot(row))
+            if norm == 0.0:  # (as encode)
+                i, s = self._feature(firsts[r])
+                row[i] = s
+                norm = 1.0
+            norms[r] = norm
+        acc /= norms[:, None]
+        return acc.astype(np.float32)
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        """Compute the vectors of ``texts`` now, in one :meth:`encode_batch`, for :meth:`encode` to
+        hand out (each once) when asked for them: a world prepares the texts of its script at reset,
+        which costs less than embedding them one by one as events arrive. The same vectors either way.
+        Only for texts the caller generated (a world's script: the world holds them anyway); at most
+        ``PREPARED_ENTRIES`` are kept (oldest dropped first), and none in a pickle."""
+        fresh = [t for t in dict.fromkeys(texts) if type(t) is str and t not in self._prepared]
+        if not fresh:
+            return
+        rows = self.encode_batch(fresh)
+        prepared = self._prepared
+        for t, row in zip(fresh, rows):
+            prepared[t] = row
+        while len(prepared) > PREPARED_ENTRIES:
+            prepared.popitem(last=False)
 
     def drop(self, text: str) -> bool:
         """Forget the cached hash features of `text`'s words and word pairs, so that no word of an
@@ -179,7 +232,13 @@ class HashingEmbedder:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_feature_cache"] = {}
+        state["_prepared"] = OrderedDict()
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if "_prepared" not in state:  # (pickled before prepare existed)
+            self._prepared = OrderedDict()
 
 
 _MODELS: dict[str, object] = {}
@@ -557,6 +616,15 @@ class CachedEmbedder:
         warnings.warn(f"CachedEmbedder: {self.path!r}: a cached vector is corrupted ({problem}, key {key[:12]}...); "
                       f"the row was dropped and its text is embedded again", UserWarning, stacklevel=4)
         return None
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        """Let the inner embedder compute the vectors of ``texts`` it is about to be asked for in one batch
+        (``inner.prepare``, if it has one: :meth:`HashingEmbedder.prepare`), leaving out texts held in
+        memory. Nothing is cached or counted here: :meth:`encode` caches and counts as always."""
+        prepare = getattr(self.inner, "prepare", None)
+        if prepare is not None:
+            mem = self._mem
+            prepare([t for t in texts if _held(t) not in mem])
 
     def lookup(self, text: str) -> np.ndarray | None:
         """The cached vector of `text` (read-only), or None; never embeds nor adds an entry."""

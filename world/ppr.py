@@ -221,12 +221,14 @@ def _power_batched(n, p, alpha, dangling, indptr, indices, data_a, max_iter, sto
     matvec = _csr_matvec if _csr_matvec is not None else _matvec_add
     X = np.empty((min(_PPR_BATCH_CAP, max_iter) + 1, n))
     X[0] = 1.0 / n
-    rows = list(X)  # row views (contiguous: the CSR kernel writes into them)
+    rows = list(X[:_PPR_BATCH + 1])  # row views (contiguous: the CSR kernel writes into them), made as needed
     cp = p * teleport  # c p without dangling nodes: c = 1 - alpha
     done = 0
     b = _PPR_BATCH
     while done < max_iter:
         b = min(b, max_iter - done)
+        if len(rows) <= b:  # (a view costs ~0.2 us: a query needs ~45-60 rows, not all 65)
+            rows.extend(X[len(rows):b + 1])
         if not has_dangling:
             X[1:b + 1] = cp
         for x, y in zip(rows[:b], rows[1:b + 1]):

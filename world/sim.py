@@ -40,6 +40,7 @@ import numpy as np
 from world.config import DEFAULT_REWARDS, WorldConfig
 from world.cues import extract_cues
 from world.dedup import TextSignature, signature
+from world.embedding import CachedEmbedder
 from world.entities import HABITS, RELATIONS
 from world.families import QUESTION, REQUEST, EventLog, ScriptEvent, ScriptGenerator, release_before
 from world.grading import (
@@ -315,6 +316,7 @@ class World:
         self._prefetch(0)
         self.store = MemoryStore(_StoreEmbedder(self._embedder), forget_threshold=cfg.forget_threshold,
                                  decay=cfg.decay)
+        self._analyse_script(0)
         self._payloads: dict[str, dict] = {}
         self._by_key: dict[tuple, dict[str, None]] = {}  # (subject, relation) -> ids (insertion order)
         self._i = 0
@@ -403,16 +405,46 @@ class World:
         if vecs:  # the embeddings of events the script released go with them
             release_before(vecs, self._gen._released, released)
         self._prefetch(start)
+        self._analyse_script(start)
+
+    def _analyse_script(self, start: int) -> None:
+        """Fill the script-text memo (:func:`_script_text`) for the script's texts from ``start`` on: their
+        cues for the store's ``max_cues``, signatures and version keys, which :meth:`event_cues`,
+        :meth:`event_signature` and :meth:`event_key` then read (the env's features read all three every
+        event). The same pure functions of the same texts, computed in one loop here rather than one text
+        at a time inside busy steps (about half the cost per new text); an evicted entry is computed
+        again when asked for."""
+        max_cues = self.store.max_cues
+        for e in self._gen.events[start:]:
+            if e is None:
+                continue
+            text = e.text
+            entry = _SCRIPT_TEXTS.get(text) or _script_text(text)
+            if entry[1] is None or entry[0] != max_cues:
+                entry[1] = tuple(extract_cues(text, max_cues))
+                entry[0] = max_cues
+            sig = entry[2]
+            if sig is None:
+                sig = entry[2] = signature(text)
+            if entry[3] is None:
+                entry[3] = (*subject_and_topic_of(sig), sig)
 
     def _prefetch(self, start: int) -> None:
         """Embed the script's event texts from ``start`` on in one batch (through the shared cache), when
         the embedder is a model that batches (sentence-transformers): every text is known in advance,
         and one batched forward pass costs about what one or two single encodes do. The world keeps
         these vectors with its script (``event_vector`` uses them), so that a text dropped from the
-        shared cache by an erasure is not embedded again, alone, when it recurs. Hashing embedders
-        (cheap per text, no batching gain) are left alone."""
+        shared cache by an erasure is not embedded again, alone, when it recurs. A hashing embedder behind
+        the shared cache computes the script's vectors in one Python batch (``CachedEmbedder.prepare``)
+        and hands each out when its event asks: the shared cache takes them as it takes fresh ones, at
+        the same moments, so its entries and counts are those of one-by-one embedding."""
         emb = self._embedder
         if not getattr(getattr(emb, "inner", emb), "prefers_batches", False):
+            # a hashing model batches too, in Python (HashingEmbedder.prepare: ~5 us a text instead of ~8,
+            # more in a busy step): it computes the script's vectors now and hands each out when its event
+            # asks (the shared cache then takes it as it would a fresh one: same entries, same counts)
+            if isinstance(emb, CachedEmbedder):
+                emb.prepare([e.text for e in self._gen.events[start:] if e is not None])
             return
         encode_batch = getattr(emb, "encode_batch", None)
         if encode_batch is None:
@@ -738,7 +770,7 @@ class World:
             room = k - len(out)
             if len(ids) and room > 0:
                 recent = set(out)
-                get = store.get
+                get = store._records.get  # (store.get behind one method call less per ranked id)
                 for j in order:  # (ids are distinct: only the recent ones can come twice)
                     mid = ids[j]
                     if mid in recent:
