@@ -102,7 +102,7 @@ def _split(id_: str, steps: int) -> dict[str, float]:
     from world import World
 
     env = gym.make(id_).unwrapped
-    parts = {"reset": "world.reset (script generation)", "apply": "world.apply", "advance": "world.advance",
+    parts = {"reset": "world.reset (script, its texts analysed)", "apply": "world.apply", "advance": "world.advance",
              "candidates": "world.candidates+embed", "event_vector": "world.candidates+embed",
              "event_cues": "world.event cues+signature+key", "event_signature": "world.event cues+signature+key",
              "event_key": "world.event cues+signature+key"}
