@@ -231,8 +231,9 @@ def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> s
     live memories about the question's subject and relation); an erased value among them is a
     leak even if the reader said unknown, or the question went unanswered.
     """
+    # (reveals() inline: the erased values' normal forms serve both leak tests; most questions erase nothing)
     erased = {_norm(v) for v in question.get("erased", ())} - {""}
-    if reveals(question.get("erased", ()), revealed):
+    if erased and not erased.isdisjoint(_norm(v) for v in revealed):
         return "leaked"
     if answer is None:
         return "abstained"

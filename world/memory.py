@@ -394,6 +394,8 @@ def _is_finite_number(value: object) -> bool:
 def _finite(name: str, value: object, allowed: str = "a finite number") -> float:
     """``value`` as a float; ValueError naming the parameter unless it is a finite real number
     (NaN and inf would corrupt every later score, silently)."""
+    if type(value) is float and value - value == 0.0:  # a finite float as it is (inf - inf and NaN give NaN)
+        return value
     if not _is_finite_number(value):
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return float(value)
@@ -1412,7 +1414,8 @@ class MemoryStore:
             raise ValueError(f"query_text must be a string, got {query_text!r}")
         if not query_text.isascii():  # (isascii is O(1): the common case costs nothing)
             _check_unicode("query_text", query_text)
-        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
+        if type(top_k) is not int and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer))) \
+                or top_k < 0:  # (a plain int first: one test)
             raise ValueError(f"top_k must be an int >= 0, got {top_k!r}")
         alpha_ppr = _finite("alpha_ppr", alpha_ppr)
         alpha_sim = _finite("alpha_sim", alpha_sim)
@@ -1452,9 +1455,10 @@ class MemoryStore:
         qvec = self.embed(query_text)
         sims = _matvec(space.emb[: space.hi], qvec)[slots].astype(np.float64)
         query_cues = cues if cues else extract_cues(query_text, self.max_cues)
-        seeds = [_cue_node(c) for c in query_cues if _cue_node(c) in space.graph]
+        graph = space.graph
+        seeds = [node for node in [_CUE + c for c in query_cues] if node in graph]  # (_cue_node's names)
         if seeds and alpha_ppr != 0.0:
-            x, pos, method = space.graph.ppr(
+            x, pos, method = graph.ppr(
                 seeds, alpha=self.ppr_alpha, max_iter=self.ppr_max_iter, tol=self.ppr_tol, fallback=self.ppr_fallback
             )
             self.counters["ppr_" + method] += 1
