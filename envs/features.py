@@ -360,12 +360,16 @@ class FeatureBuilder:
                 mask.setflags(write=False)
         self.mask = masks[m]
         # store features
+        try:  # (the store's dicts: the public properties wrap each in a new read-only proxy)
+            live_episodes, live_rules = len(store._episodic), len(store._semantic)
+        except AttributeError:
+            live_episodes, live_rules = len(store.episodic), len(store.semantic)
         step = max(0, int(event_index))
         _STORE_ROW.pack_into(
             self.store, 0,
             min(n_live / cap, 1.0),
-            min(len(store.episodic) / cap, 1.0),
-            min(len(store.semantic) / cap, 1.0),
+            min(live_episodes / cap, 1.0),
+            min(live_rules / cap, 1.0),
             mean_act,
             (every - (now % every)) / every,
             min(step / horizon, 1.0) if horizon else step / (step + ENDLESS_CLOCK_SCALE),
@@ -420,7 +424,7 @@ class FeatureBuilder:
         if first_recent is None:
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
         link_column = self._link_columns(store, links).get
-        chain_length = _chain_length_of(store)
+        chain_length = None  # (_chain_length_of(store) when a chain's length is first needed this version)
         buffer = self.candidates
         pack_into = _ROW.pack_into
         row_size = _ROW.size
@@ -442,6 +446,8 @@ class FeatureBuilder:
             else:
                 chain = links_get(key)
                 if chain is None:
+                    if chain_length is None:
+                        chain_length = _chain_length_of(store)
                     chain = links[key] = min(max(chain_length(key), 1), CHAIN_CAP) / CHAIN_CAP
             if age > 0:
                 age_f = log1p(age) / _LOG_AGE_CAP
