@@ -123,10 +123,11 @@ class _StoreArrays:
     fast = True  # False forces the public-API path (tests compare the two)
 
     @classmethod
-    def read(cls, store, ids: list[str], vec: np.ndarray | None, threshold: float) -> tuple[list, list, list, float]:
+    def read(cls, store, ids: list[str], vec: np.ndarray | None, threshold: float) -> tuple[list, list, list, float, bool]:
         """(similarities of ``ids`` to ``vec``, every live memory's id, their squashed activations in
-        that order, the mean of those), as Python lists and floats; the store must not be empty, and
-        ``vec`` may be None only without ``ids``.
+        that order, the mean of those, whether those ids are in write order), as Python lists, a float
+        and a bool; the store must not be empty, and ``vec`` may be None only without ``ids``. In write
+        order (the default namespace's view, the fast path), the last n ids are ``store.recent_ids(n)``.
 
         The candidates' activations are to be picked out of the store-wide list (``ids`` are live
         memories): each row of ``hybrid_base_level_batch`` and of the squash is computed on its own
@@ -146,12 +147,14 @@ class _StoreArrays:
                 sims = (space.emb.take([loc[mid][1] for mid in ids], axis=0) @ vec).tolist()
             else:
                 sims = []
+            write_order = True
         except (AttributeError, KeyError, LookupError, TypeError, ValueError):
             all_ids = list(store.episodic) + list(store.semantic)
             squashed = squash_activation(store.activations(all_ids), threshold)
             sims = store.similarities(vec, ids)[1].tolist() if ids else []
+            write_order = False
         mean = float(np.add.reduce(squashed)) / len(all_ids)  # (= ndarray.sum)
-        return sims, all_ids, squashed.tolist(), mean
+        return sims, all_ids, squashed.tolist(), mean, write_order
 
 
 def _link_columns(store) -> dict[str, float]:
@@ -331,15 +334,17 @@ class FeatureBuilder:
         if n_live:
             # (after the last event there are no candidates, so no similarity to take: embedding a
             # placeholder text here ran the model once per episode with MiniLM, ~15 ms)
-            sims, all_ids, squashed, mean_act = _StoreArrays.read(store, ids, event_vec, threshold)
+            sims, all_ids, squashed, mean_act, write_order = _StoreArrays.read(store, ids, event_vec, threshold)
         else:
             mean_act = 0.0
         links = self._link_counts(world)
         static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
         n_superseded = n_semantic = 0
         if m:
+            # the n_recent newest memories: the view's last positions (write order), else the store's list
+            recent = len(all_ids) - self.n_recent if write_order else None
             n_superseded, n_semantic = self._fill_rows(world, store, ids, sims, self._positions(all_ids), squashed,
-                                                       event_text, now, links, static)
+                                                       event_text, now, links, static, recent)
         c = self.candidates
         filled = self._filled if self._filled is not None else self.k  # rows an earlier step may have filled
         if filled > m:
@@ -355,12 +360,16 @@ class FeatureBuilder:
                 mask.setflags(write=False)
         self.mask = masks[m]
         # store features
+        try:  # (the store's dicts: the public properties wrap each in a new read-only proxy)
+            live_episodes, live_rules = len(store._episodic), len(store._semantic)
+        except AttributeError:
+            live_episodes, live_rules = len(store.episodic), len(store.semantic)
         step = max(0, int(event_index))
         _STORE_ROW.pack_into(
             self.store, 0,
             min(n_live / cap, 1.0),
-            min(len(store.episodic) / cap, 1.0),
-            min(len(store.semantic) / cap, 1.0),
+            min(live_episodes / cap, 1.0),
+            min(live_rules / cap, 1.0),
             mean_act,
             (every - (now % every)) / every,
             min(step / horizon, 1.0) if horizon else step / (step + ENDLESS_CLOCK_SCALE),
@@ -378,10 +387,13 @@ class FeatureBuilder:
         return cached[1]
 
     def _fill_rows(self, world: World, store, ids: list[str], sims: list, position: dict, squashed: list,
-                   event_text: str | None, now: int, links: dict, static: dict) -> tuple[int, int]:
+                   event_text: str | None, now: int, links: dict, static: dict,
+                   first_recent: int | None = None) -> tuple[int, int]:
         """Write the feature rows of the candidates ``ids`` (all live) into ``self.candidates``;
         return (superseded, semantic) candidate counts. ``squashed[position[mid]]``: a candidate's
-        squashed activation."""
+        squashed activation; ``first_recent``: when positions are in write order, the first position
+        among the ``n_recent`` newest (``recent`` is then ``position[mid] >= first_recent``; None: ask
+        ``store.recent_ids``)."""
         world_event = world.event if getattr(world, "event_cues", None) is not None else None
         same_event = world_event is not None and world_event.text == event_text
         if not event_text:
@@ -409,9 +421,10 @@ class FeatureBuilder:
         value_aware = dedup_cfg.value_aware
         ev_content = ev_sig.content if ev_sig is not None else None
         best_offset, best_score = -1, None
-        recent = store.recent_ids(self.n_recent) if self.n_recent else ()
+        if first_recent is None:
+            recent = store.recent_ids(self.n_recent) if self.n_recent else ()
         link_column = self._link_columns(store, links).get
-        chain_length = _chain_length_of(store)
+        chain_length = None  # (_chain_length_of(store) when a chain's length is first needed this version)
         buffer = self.candidates
         pack_into = _ROW.pack_into
         row_size = _ROW.size
@@ -433,6 +446,8 @@ class FeatureBuilder:
             else:
                 chain = links_get(key)
                 if chain is None:
+                    if chain_length is None:
+                        chain_length = _chain_length_of(store)
                     chain = links[key] = min(max(chain_length(key), 1), CHAIN_CAP) / CHAIN_CAP
             if age > 0:
                 age_f = log1p(age) / _LOG_AGE_CAP
@@ -464,16 +479,17 @@ class FeatureBuilder:
             else:  # embedding_duplicate is False below its threshold: tested first, it saves a call
                 dup = (duplicate_rule(ev_sig, sig, dedup_cfg) is not None
                        or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))
+            pos = position[mid]
             pack_into(
                 buffer, offset,
                 sim,
-                squashed[position[mid]],
+                squashed[pos],
                 1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
                 age_f,
                 t_fact, t_pref, t_inf, sem,
                 link_column(mid, 0.0),
                 len(ev_cues & cues) / n_ev,  # (0.0 when either set is empty: n_ev >= 1)
-                mid in recent,
+                pos >= first_recent if first_recent is not None else mid in recent,
                 superseded,
                 chain,
                 conf,

@@ -821,9 +821,12 @@ class MemoryStore:
         if space is None or not space.order:
             return [], []
         id_list, slots = space.view()
-        sims = _matvec(space.emb[: space.hi], np.asarray(vec, dtype=np.float32))[slots]
+        if type(vec) is not np.ndarray or vec.dtype != np.float32:  # (the event's vector already is)
+            vec = np.asarray(vec, dtype=np.float32)
+        sims = _matvec(space.emb[: space.hi], vec).take(slots)  # (take: the rows of [slots], one call cheaper)
         np.negative(sims, out=sims)
-        return id_list, sims.argsort(kind="stable")[:limit].tolist()
+        order = sims.argsort(kind="stable")
+        return id_list, (order if limit >= len(order) else order[:limit]).tolist()
 
     def activations(self, ids: Iterable[str]) -> np.ndarray:
         """ACT-R base-level activation (Petrov hybrid, exact for n <= k) at current_step."""

@@ -760,10 +760,12 @@ class World:
             return list(self._cand_cache[1])
         store = self.store
         out: list[str] = []
+        recent: list[str] = out
         if len(store):
             n_rec = min(self.config.n_recent, k)
             if n_rec:
-                out.extend(store.recent_ids(n_rec))
+                recent = store.recent_ids(n_rec)
+                out.extend(recent)
             # most similar first, ties in write order (stable sort); store.similarities(vec) ranked
             # the whole ranking (it is one stable argsort anyway): a window of the top 2k + recent ran out
             # when superseded versions of a chain filled it, leaving slots empty while active memories
@@ -771,7 +773,8 @@ class World:
             ids, order = store._ranked(self.event_vector(), len(store))
             room = k - len(out)
             if len(ids) and room > 0:
-                recent = set(out)
+                # (the recent ids, a list of at most n_recent: a membership test by identity first,
+                # no set to build)
                 get = store._records.get  # (store.get behind one method call less per ranked id)
                 for j in order:  # (ids are distinct: only the recent ones can come twice)
                     mid = ids[j]
