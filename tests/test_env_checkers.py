@@ -4,7 +4,9 @@ run under SyncVectorEnv, SB3's DummyVecEnv / SubprocVecEnv, and MaskablePPO trai
 from __future__ import annotations
 
 import functools
+import tempfile
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -115,8 +117,11 @@ def test_maskable_ppo_learns_a_few_hundred_steps():
     env = gym.make("MemGym/Recall-Easy-v0", horizon=40)
     model = MaskablePPO("MultiInputPolicy", env, n_steps=128, batch_size=64, n_epochs=2, seed=0, device="cpu",
                         policy_kwargs={"net_arch": [32]})
+    before = set(Path(tempfile.gettempdir()).glob("SB3-*"))
     model.learn(total_timesteps=256)
     assert model.num_timesteps >= 256
+    # (tests/conftest.py sends SB3's default log folder to pytest's own temp folder)
+    assert set(Path(tempfile.gettempdir()).glob("SB3-*")) <= before
     obs, _ = env.reset(seed=1)
     for _ in range(40):
         masks = get_action_masks(env)
