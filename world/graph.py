@@ -25,6 +25,14 @@ from world.ppr import TransitionMatrix, personalized_pagerank, transition_from_e
 __all__ = ["AssocGraph"]
 
 
+def _edge_weight(weight: float) -> float:
+    """``weight`` as a float, or ValueError: an edge weight is finite and >= 0 (PageRank's transition
+    probabilities are weight / out-weight)."""
+    if not 0.0 <= weight < math.inf:  # (NaN fails too)
+        raise ValueError(f"edge weight must be finite and >= 0, got {weight!r}")
+    return float(weight)
+
+
 class AssocGraph:
     def __init__(self) -> None:
         self._idx: dict[str, int] = {}
@@ -109,9 +117,6 @@ class AssocGraph:
         i = self._idx.pop(name, None)
         if i is None:
             return 0
-        p = bisect_left(self._sorted, name)
-        del self._sorted[p]
-        del self._sorted_idx[p]
         # (each edge slot freed in place, in the order out-edges then in-edges: the free list's order
         # decides which slot a later edge takes)
         ealive, free_edges = self._ealive, self._free_edges
@@ -133,11 +138,18 @@ class AssocGraph:
         self._n_edges -= removed
         out_i.clear()  # (the node's own dicts: no other node holds them)
         in_i.clear()
+        self._release_node(i, name)
+        return removed
+
+    def _release_node(self, i: int, name: str) -> None:
+        """Free index ``i`` of the edgeless node ``name`` (already out of ``_idx``) for a later node."""
+        p = bisect_left(self._sorted, name)
+        del self._sorted[p]
+        del self._sorted_idx[p]
         self._names[i] = None
         self._kinds[i] = None
         self._free_nodes.append(i)
         self.version += 1
-        return removed
 
     def remove_hub(self, name: str, leaf_rel: str) -> tuple[int, list[str]]:
         """Remove the node ``name`` and its edges (as :meth:`remove_node`), then each node it pointed to
@@ -152,19 +164,13 @@ class AssocGraph:
         leaves = [] if code is None else [j for j, slot in self._out[i].items() if j != i and erel[slot] == code]
         removed = self.remove_node(name)
         orphans = []
-        outs, ins, names, kinds = self._out, self._in, self._names, self._kinds
+        outs, ins, names = self._out, self._in, self._names
         for j in leaves:
             if not outs[j] and not ins[j]:  # (degree 0; every leaf is still a node: none was removed yet)
                 # remove_node of an isolated node: no edge to free, its edge dicts empty already
                 leaf = names[j]
                 del self._idx[leaf]  # type: ignore[arg-type]
-                p = bisect_left(self._sorted, leaf)
-                del self._sorted[p]
-                del self._sorted_idx[p]
-                names[j] = None
-                kinds[j] = None
-                self._free_nodes.append(j)
-                self.version += 1
+                self._release_node(j, leaf)  # type: ignore[arg-type]
                 orphans.append(leaf)
         return removed, orphans  # type: ignore[return-value]
 
@@ -231,10 +237,8 @@ class AssocGraph:
     def add_edge(self, src: str, dst: str, rel: str, weight: float = 1.0) -> None:
         """Add (or overwrite the relation / weight of) the edge src -> dst. Both nodes must exist; the
         weight is finite and >= 0 (PageRank's transition probabilities are weight / out-weight)."""
-        if not 0.0 <= weight < math.inf:  # (NaN fails too)
-            raise ValueError(f"edge weight must be finite and >= 0, got {weight!r}")
         s, d = self._idx[src], self._idx[dst]
-        self._put_edge(s, d, self._rel_code_of(rel), float(weight))
+        self._put_edge(s, d, self._rel_code_of(rel), _edge_weight(weight))
         self.version += 1
 
     def add_star(self, center: str, kind: str, leaves: Iterable[str], leaf_kind: str, out_rel: str, in_rel: str,
@@ -243,9 +247,7 @@ class AssocGraph:
         order, the node (of ``leaf_kind``, unless it exists) with the edges center -> leaf (``out_rel``)
         and leaf -> center (``in_rel``), both of ``weight``: the graph that these add_node / add_edge
         calls give, in fewer Python calls (a memory and its cue nodes). Returns center's index."""
-        if not 0.0 <= weight < math.inf:  # (NaN fails too)
-            raise ValueError(f"edge weight must be finite and >= 0, got {weight!r}")
-        weight = float(weight)
+        weight = _edge_weight(weight)
         i = self.add_node(center, kind)
         out_code, in_code = self._rel_code_of(out_rel), self._rel_code_of(in_rel)
         idx, put = self._idx, self._put_edge

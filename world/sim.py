@@ -149,6 +149,21 @@ def _script_text(text: str) -> list:
     return entry
 
 
+def _analysed(text: str, max_cues: int) -> list:
+    """The memo entry of a script text (:func:`_script_text`) with its cues for ``max_cues``, its
+    signature and its version key filled in (each computed only where missing)."""
+    entry = _SCRIPT_TEXTS.get(text) or _script_text(text)
+    if entry[1] is None or entry[0] != max_cues:
+        entry[1] = tuple(extract_cues(text, max_cues))
+        entry[0] = max_cues
+    sig = entry[2]
+    if sig is None:
+        sig = entry[2] = signature(text)
+    if entry[3] is None:
+        entry[3] = (*subject_and_topic_of(sig), sig)
+    return entry
+
+
 def shared_embedder(name: str, dim: int):
     """One cached embedder per (name, dim) per process: repeated texts are embedded once. It is the
     worlds' perception cache: the texts of their scripts (see :class:`_StoreEmbedder`)."""
@@ -410,26 +425,14 @@ class World:
         self._analyse_script(start)
 
     def _analyse_script(self, start: int) -> None:
-        """Fill the script-text memo (:func:`_script_text`) for the script's texts from ``start`` on: their
-        cues for the store's ``max_cues``, signatures and version keys, which :meth:`event_cues`,
-        :meth:`event_signature` and :meth:`event_key` then read (the env's features read all three every
-        event). The same pure functions of the same texts, computed in one loop here rather than one text
-        at a time inside busy steps (about half the cost per new text); an evicted entry is computed
-        again when asked for."""
+        """Fill the script-text memo (:func:`_analysed`) for the script's texts from ``start`` on, which
+        :meth:`event_cues`, :meth:`event_signature` and :meth:`event_key` then read (the env's features
+        read all three every event): the same pure functions of the same texts, computed in one loop
+        here rather than one text at a time inside busy steps (about half the cost per new text)."""
         max_cues = self.store.max_cues
         for e in self._gen.events[start:]:
-            if e is None:
-                continue
-            text = e.text
-            entry = _SCRIPT_TEXTS.get(text) or _script_text(text)
-            if entry[1] is None or entry[0] != max_cues:
-                entry[1] = tuple(extract_cues(text, max_cues))
-                entry[0] = max_cues
-            sig = entry[2]
-            if sig is None:
-                sig = entry[2] = signature(text)
-            if entry[3] is None:
-                entry[3] = (*subject_and_topic_of(sig), sig)
+            if e is not None:
+                _analysed(e.text, max_cues)
 
     def _prefetch(self, start: int) -> None:
         """Embed the script's event texts from ``start`` on in one batch (through the shared cache), when
@@ -823,12 +826,7 @@ class World:
         each call."""
         cached = self._cue_cache
         if cached is None or cached[0] != self._i:
-            text, max_cues = self._se.text, self.store.max_cues
-            entry = _SCRIPT_TEXTS.get(text) or _script_text(text)
-            if entry[1] is None or entry[0] != max_cues:
-                entry[1] = tuple(extract_cues(text, max_cues))
-                entry[0] = max_cues
-            cached = self._cue_cache = (self._i, entry[1])
+            cached = self._cue_cache = (self._i, _analysed(self._se.text, self.store.max_cues)[1])
         return list(cached[1])
 
     def event_signature(self) -> TextSignature:
@@ -836,10 +834,7 @@ class World:
         store's write / update of the event and the env's candidate features)."""
         cached = getattr(self, "_sig_cache", None)  # (absent from snapshots taken before it existed)
         if cached is None or cached[0] != self._i:
-            entry = _SCRIPT_TEXTS.get(self._se.text) or _script_text(self._se.text)
-            if entry[2] is None:
-                entry[2] = signature(self._se.text)
-            cached = self._sig_cache = (self._i, entry[2])
+            cached = self._sig_cache = (self._i, _analysed(self._se.text, self.store.max_cues)[2])
         return cached[1]
 
     def event_key(self) -> tuple[frozenset, frozenset, TextSignature]:
@@ -847,13 +842,7 @@ class World:
         :func:`world.keys.subject_and_topic_of` reads from :meth:`event_signature`, memoised with the
         script text (the env's candidate features read it every event; about half of an episode's
         texts recur in later episodes)."""
-        text = self._se.text
-        entry = _SCRIPT_TEXTS.get(text) or _script_text(text)
-        key = entry[3]
-        if key is None:
-            sig = self.event_signature()
-            key = entry[3] = (*subject_and_topic_of(sig), sig)
-        return key
+        return _analysed(self._se.text, self.store.max_cues)[3]
 
     def view(self) -> WorldView:
         return WorldView(self)
