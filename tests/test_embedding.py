@@ -675,3 +675,19 @@ def test_hashing_batches_and_prepared_vectors_are_the_single_encodes_bit_for_bit
     for t in ("new text", "new text", "held text"):
         assert np.array_equal(cached.encode(t), fresh.encode(t))
     assert (cached.hits, cached.misses) == (2, 2) and (fresh.hits, fresh.misses) == (1, 2)
+
+
+def test_a_prepared_vector_holds_no_other_texts_vector():
+    """A vector prepare() computed owns its memory: the batch it came from (the other texts' rows) is not
+    kept alive through it, so a text erased from the store leaves no vector behind a cached neighbour."""
+    from world.embedding import CachedEmbedder, HashingEmbedder
+
+    emb = CachedEmbedder(HashingEmbedder())
+    secret = "Alice's locker code is qzx123987."
+    emb.prepare(["Bob likes tea.", secret])
+    store = MemoryStore(emb)
+    store.write_episode(1, "Bob likes tea.")
+    gone = store.write_episode(2, secret).memory_id
+    store.erase(memory_id=gone)
+    kept = emb.lookup("Bob likes tea.")
+    assert kept is not None and kept.base is None

@@ -192,7 +192,7 @@ class HashingEmbedder:
         rows = self.encode_batch(fresh)
         prepared = self._prepared
         for t, row in zip(fresh, rows):
-            prepared[t] = row
+            prepared[t] = row.copy()  # (a row view would keep the whole batch, every other text's row, alive)
         while len(prepared) > PREPARED_ENTRIES:
             prepared.popitem(last=False)
 
