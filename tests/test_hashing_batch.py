@@ -28,3 +28,36 @@ def test_batch_with_words_new_to_the_cache_is_the_single_encodes():
         got = warm.encode_batch(texts)
         want = np.stack([HashingEmbedder(dim, bw).encode(t) for t in texts])
         assert np.array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_prepared_texts_read_token_by_token_are_the_single_encodes():
+    """prepare() reads a plain-ASCII text whitespace token by whitespace token (HashingEmbedder._token_group,
+    kept per token): the same features in the same order as encode's, also across a token without words
+    ("-") and in texts that are not plain ASCII or hold no word; the kept groups are bounded and not pickled."""
+    import pickle
+
+    import world.embedding as E
+
+    words = "Alice's the a - -- x's it's-a 42, (tea) Zoë 张伟 ’s b’s ... I my".split()
+    rng = np.random.default_rng(2)
+    texts = ["", " ", "...", "- -", "a - b", "a a a a"] + [
+        " ".join(rng.choice(words, size=int(rng.integers(1, 10)))) for _ in range(400)]
+    for dim, bw in ((16, 0.5), (256, 0.5), (8, 0.0)):
+        ahead = HashingEmbedder(dim, bw)
+        for start in (0, 200):  # the second half finds part of its tokens kept
+            ahead.prepare(texts[start:start + 200] + texts[start:start + 200])
+            for t in texts[start:start + 200]:
+                want = HashingEmbedder(dim, bw).encode(t)
+                got = ahead._prepared.pop(t, None)
+                assert got is None or np.array_equal(got.view(np.int32), want.view(np.int32)), t
+    assert ahead._token_groups and not pickle.loads(pickle.dumps(ahead))._token_groups
+    old = E.TOKEN_GROUP_ENTRIES
+    try:
+        E.TOKEN_GROUP_ENTRIES = 5
+        h = HashingEmbedder(16)
+        h.prepare(["one two three four five six seven"])
+        assert len(h._token_groups) <= 5
+        assert np.array_equal(h.encode("one two three four five six seven"),
+                              HashingEmbedder(16).encode("one two three four five six seven"))
+    finally:
+        E.TOKEN_GROUP_ENTRIES = old

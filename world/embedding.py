@@ -80,6 +80,10 @@ def tokenize(text: str) -> list[str]:
 #: prepares ~60 texts; a few hundred KB at most)
 PREPARED_ENTRIES = 4096
 
+#: Whitespace tokens of prepared texts a HashingEmbedder keeps with their features (a Life script's texts
+#: are a few thousand distinct tokens: names, values, template words); emptied when full
+TOKEN_GROUP_ENTRIES = 20_000
+
 
 class HashingEmbedder:
     """Signed feature hashing of word unigrams and bigrams, L2-normalised float32."""
@@ -100,6 +104,7 @@ class HashingEmbedder:
         self.name = f"hashing-{dim}"
         self._feature_cache: dict[str, tuple[int, float]] = {}
         self._prepared: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> vector (see prepare)
+        self._token_groups: dict[str, tuple] = {}  # whitespace token of a prepared text -> its features
 
     def _feature(self, token: str) -> tuple[int, float]:
         hit = self._feature_cache.get(token)
@@ -190,11 +195,19 @@ class HashingEmbedder:
                     j = missing(None, j + 1)
                 except ValueError:
                     break
-        # index, sign, index, sign, ... as float64 (the indices exactly: they are below 2**53)
-        flat = np.fromiter(chain.from_iterable(found), np.float64, 2 * len(keys))
+        return self._rows(texts, chain.from_iterable(found), len(keys), len(unigrams), n_uni, n_bi)
+
+    def _rows(self, texts: list[str], pairs, n_features: int, n_unigrams: int, n_uni: list[int],
+              n_bi: list[int]) -> np.ndarray:
+        """:meth:`encode_batch`'s rows from ``pairs``: index, sign, index, sign, ... of ``n_features``
+        features, every row's unigrams (``n_uni`` per row, ``n_unigrams`` in all), then every row's
+        bigrams (``n_bi`` per row), each row's in encode's order."""
+        dim, n = self.dim, len(texts)
+        # as float64 (the indices exactly: they are below 2**53)
+        flat = np.fromiter(pairs, np.float64, 2 * n_features)
         index = flat[0::2].astype(np.intp)
         weight = flat[1::2]
-        weight[len(unigrams):] *= self.bigram_weight
+        weight[n_unigrams:] *= self.bigram_weight
         bases = np.arange(0, n * dim, dim)
         index += np.concatenate((bases.repeat(n_uni), bases.repeat(n_bi)))
         acc = np.bincount(index, weight, n * dim).reshape(n, dim)
@@ -208,6 +221,64 @@ class HashingEmbedder:
         acc /= norms[:, None]
         return acc.astype(np.float32)
 
+    def _script_batch(self, texts: list[str]) -> np.ndarray:
+        """:meth:`encode_batch` of texts a caller generated (:meth:`prepare`'s), a plain-ASCII text read
+        whitespace token by whitespace token through :meth:`_token_group`: a text's tokens are its
+        whitespace tokens' tokens in order (no token spans white space), so its unigrams are theirs in
+        order and its bigrams theirs with, between two of them, the pair of the last token of one and
+        the first of the next (a whitespace token without words, such as "-", joins its neighbours).
+        The same features in the same order, so the same rows."""
+        groups_of, token_group = self._token_groups.get, self._token_group
+        cached, feature = self._feature_cache.get, self._feature
+        uni: list = []
+        bi: list = []
+        n_uni: list[int] = []
+        n_bi: list[int] = []
+        for text in texts:
+            count = 0
+            if text.isascii():
+                split = text.split()
+                groups = list(map(groups_of, split))
+                if None in groups:
+                    groups = [g or token_group(raw) for g, raw in zip(groups, split)]
+                last = None
+                for first, end, k, u, b in groups:
+                    if k:
+                        uni += u
+                        if last is not None:
+                            pair = last + " " + first
+                            bi += cached(pair) or feature(pair)
+                        bi += b
+                        last = end
+                        count += k
+            if count:
+                n_uni.append(count)
+                n_bi.append(count - 1)
+                continue
+            toks = tokenize(text) or ["\x00empty:" + text.strip()]  # (no words, or not plain ASCII)
+            uni += chain.from_iterable(map(feature, toks))
+            bi += chain.from_iterable(feature(a + " " + c) for a, c in zip(toks, toks[1:]))
+            n_uni.append(len(toks))
+            n_bi.append(len(toks) - 1)
+        return self._rows(texts, chain(uni, bi), (len(uni) + len(bi)) // 2, len(uni) // 2, n_uni, n_bi)
+
+    def _token_group(self, raw: str) -> tuple:
+        """``(first token, last token, token count, unigram features, inner bigram features)`` of a
+        whitespace token of a plain-ASCII text (the features flat: index, sign, ...), kept for
+        :meth:`_script_batch` (texts a caller generated only; emptied when full, so bounded)."""
+        toks = tokenize(raw)
+        if not toks:
+            group = (None, None, 0, (), ())
+        else:
+            feature = self._feature
+            group = (toks[0], toks[-1], len(toks), tuple(chain.from_iterable(map(feature, toks))),
+                     tuple(chain.from_iterable(feature(a + " " + c) for a, c in zip(toks, toks[1:]))))
+        groups = self._token_groups
+        if len(groups) >= TOKEN_GROUP_ENTRIES:
+            groups.clear()
+        groups[raw] = group
+        return group
+
     def prepare(self, texts: Iterable[str]) -> None:
         """Compute the vectors of ``texts`` now, in one :meth:`encode_batch`, for :meth:`encode` to
         hand out (each once) when asked for them: a world prepares the texts of its script at reset,
@@ -217,7 +288,7 @@ class HashingEmbedder:
         fresh = [t for t in dict.fromkeys(texts) if type(t) is str and t not in self._prepared]
         if not fresh:
             return
-        rows = self.encode_batch(fresh)
+        rows = self._script_batch(fresh)
         prepared = self._prepared
         for t, row in zip(fresh, rows):
             prepared[t] = row.copy()  # (a row view would keep the whole batch, every other text's row, alive)
@@ -261,12 +332,14 @@ class HashingEmbedder:
         state = dict(self.__dict__)
         state["_feature_cache"] = {}
         state["_prepared"] = OrderedDict()
+        state["_token_groups"] = {}
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         if "_prepared" not in state:  # (pickled before prepare existed)
             self._prepared = OrderedDict()
+        self.__dict__.setdefault("_token_groups", {})
 
 
 _MODELS: dict[str, object] = {}
