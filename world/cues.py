@@ -24,7 +24,7 @@ import re
 import unicodedata
 
 __all__ = ["extract_cues", "STOP_WORDS", "is_entity_like", "NO_SPACE_RANGES", "is_no_space_letter",
-           "cue_name_ok", "colon_rule"]
+           "cue_name_ok", "colon_rule", "cue_of_token", "cues_of_tokens"]
 
 STOP_WORDS = frozenset(
     "the a an and or but of in on at to for with by is are was were be been being this that these "
@@ -167,6 +167,39 @@ def extract_cues(text: str, max_cues: int = 8) -> list[str]:
             # (marked seen only when kept: a word skipped in lower case may come back capitalised)
             seen.add(low)
             cues.append(low)
+            if len(cues) >= max_cues:
+                break
+    return cues
+
+
+def cue_of_token(raw: str) -> tuple[str | None, bool]:
+    """What :func:`extract_cues` reads from ``raw``, one whitespace token (``str.split``) of a plain-ASCII
+    text holding no "::": ``(cue, entity_like)``, the lower-cased cue word (None when the token gives
+    none: 2 characters or fewer once stripped, or a stop word) and whether it is entity-like. A pure
+    function of the token, so a caller may keep it per token (the worlds do for their script texts:
+    :func:`cues_of_tokens` then picks the text's cues)."""
+    w = raw.strip(_STRIP)
+    low = w.lower()
+    if low.endswith(_POSSESSIVE):  # (as extract_cues: the full rule only with a possessive)
+        w = _clean(raw)
+        low = w.lower()
+    if len(w) <= 2 or low in STOP_WORDS:
+        return None, False
+    return low, bool(w[0].isupper() or _HAS_DIGIT(w))
+
+
+def cues_of_tokens(tokens, max_cues: int) -> list[str]:
+    """``extract_cues(text, max_cues)`` from the :func:`cue_of_token` of each whitespace token of
+    ``text`` (a plain-ASCII text holding no "::"), in text order; ``max_cues`` an int >= 1."""
+    cues: list[str] = []
+    seen: set[str] = set()
+    half = max_cues // 2
+    for cue, entity_like in tokens:
+        if cue is None or cue in seen:
+            continue
+        if entity_like or len(cues) < half:
+            seen.add(cue)
+            cues.append(cue)
             if len(cues) >= max_cues:
                 break
     return cues

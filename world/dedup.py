@@ -42,12 +42,15 @@ import numbers
 import re
 import unicodedata
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 
 from world.cues import NO_SPACE_RANGES, STOP_WORDS
 
 __all__ = [
     "TextSignature", "signature", "fingerprint", "normalize", "value_change", "duplicate_rule",
     "embedding_duplicate", "DedupConfig", "words", "raw_words", "is_entity_word", "unicode_word_pattern",
+    "words_of_token", "signature_of_tokens",
 ]
 
 # plain-ASCII texts (everything the environments produce): the fast path
@@ -155,6 +158,12 @@ def signature(text: str) -> TextSignature:
     else:  # ... or a digit; an all-letter word has no digit
         entities = frozenset([lw for w, lw in zip(raw, words)
                               if w[0] <= "Z" or (not w.isalpha() and not _DIGITS.isdisjoint(w))])
+    return _signature_of(norm, words, word_set, entities)
+
+
+def _signature_of(norm: str, words: tuple[str, ...], word_set: frozenset[str],
+                  entities: frozenset[str]) -> TextSignature:
+    """The TextSignature of these fields, its fingerprint and content words added."""
     # the frozen dataclass's fields set directly (its __init__ costs one object.__setattr__ each)
     sig = _new_signature(TextSignature)
     sig.__dict__.update(
@@ -169,6 +178,31 @@ def signature(text: str) -> TextSignature:
 
 
 _new_signature = object.__new__
+
+
+def words_of_token(raw: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(words, entity_words)`` of ``raw``, one whitespace token (``str.split``) of a plain-ASCII text,
+    as :func:`signature` reads them: its lower-cased words in order (possessive removed) and those of
+    them that are entity-like. No word spans white space, so a text's words are its tokens' words in
+    order. A pure function of the token, so a caller may keep it per token (the worlds do for their
+    script texts: :func:`signature_of_tokens` then builds the text's signature)."""
+    raw_w = [w[:-2] if w.endswith(_POSSESSIVE) else w for w in _ASCII_WORD_RE.findall(raw)]
+    words = tuple(w.lower() for w in raw_w)
+    # (signature's entity rule word by word: a word holding a digit can only occur in a text holding one)
+    return words, tuple(lw for w, lw in zip(raw_w, words)
+                        if w[0] <= "Z" or (not w.isalpha() and not _DIGITS.isdisjoint(w)))
+
+
+_WORDS_OF, _ENTITIES_OF = itemgetter(0), itemgetter(1)
+
+
+def signature_of_tokens(tokens: list[str], words: list[tuple]) -> TextSignature:
+    """``signature(text)`` of a plain-ASCII text from its whitespace tokens (``text.split()``) and their
+    :func:`words_of_token` (``words``, in the same order): the same fields, built in the same order."""
+    all_words = tuple(chain.from_iterable(map(_WORDS_OF, words)))
+    # (the lower-cased text's tokens joined: lower-casing plain ASCII moves no white space)
+    return _signature_of(" ".join(tokens).lower(), all_words, frozenset(all_words),
+                         frozenset(chain.from_iterable(map(_ENTITIES_OF, words))))
 
 
 def _signature_unicode(text: str) -> TextSignature:

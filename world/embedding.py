@@ -25,6 +25,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from itertools import chain
 
 import numpy as np
 
@@ -79,6 +80,10 @@ def tokenize(text: str) -> list[str]:
 #: prepares ~60 texts; a few hundred KB at most)
 PREPARED_ENTRIES = 4096
 
+#: Whitespace tokens of prepared texts a HashingEmbedder keeps with their features (a Life script's texts
+#: are a few thousand distinct tokens: names, values, template words); emptied when full
+TOKEN_GROUP_ENTRIES = 20_000
+
 
 class HashingEmbedder:
     """Signed feature hashing of word unigrams and bigrams, L2-normalised float32."""
@@ -99,6 +104,7 @@ class HashingEmbedder:
         self.name = f"hashing-{dim}"
         self._feature_cache: dict[str, tuple[int, float]] = {}
         self._prepared: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> vector (see prepare)
+        self._token_groups: dict[str, tuple] = {}  # whitespace token of a prepared text -> its features
 
     def _feature(self, token: str) -> tuple[int, float]:
         hit = self._feature_cache.get(token)
@@ -152,33 +158,126 @@ class HashingEmbedder:
 
     def encode_batch(self, texts: Iterable[str]) -> np.ndarray:
         """Rows of :meth:`encode`, bit for bit: every row's features summed by one bincount over the
-        batch (each row's entries in encode's order), each row's norm by its own ``row.dot(row)`` (the
-        same BLAS dot of the same 1-d float64 row), one division by the norms (elementwise, correctly
-        rounded as encode's) and one cast. About 5 us a short text instead of ~8."""
+        batch, each row's norm by the BLAS dot of its 1-d float64 row with itself, one division by the
+        norms (elementwise, correctly rounded as encode's) and one cast.
+
+        The bincount takes every row's unigrams, then every row's bigrams: each row's entries lie in its
+        own ``dim`` bins, so each entry gets its features in encode's order (unigrams, then bigrams),
+        from 0.0. The features are read from the word cache in one pass (``map``), the row offsets and
+        bigram weights added by numpy (``±1.0 * bigram_weight`` is encode's product), and the norms'
+        dots come from one ``matmul`` of the rows as (1, dim) @ (dim, 1) stacks: numpy computes each such
+        vector @ vector product with the dot function ``row.dot(row)`` calls (cblas ddot of the same
+        row, stride 1), so each is that float64 exactly. About 3-4 us a short text instead of ~8."""
         texts = list(texts)
         dim = self.dim
-        if not texts:
+        n = len(texts)
+        if not n:
             return np.empty((0, dim), dtype=np.float32)
-        index: list[int] = []
-        weight: list[float] = []
-        firsts = []
-        for r, text in enumerate(texts):
-            toks, idx, w = self._features(text)
-            base = r * dim
-            index.extend([i + base for i in idx] if base else idx)
-            weight.extend(w)
-            firsts.append(toks[0])
-        acc = np.bincount(index, weight, len(texts) * dim).reshape(len(texts), dim)
-        norms = np.empty(len(texts))
-        for r, row in enumerate(acc):
-            norm = math.sqrt(row.dot(row))
-            if norm == 0.0:  # (as encode)
-                i, s = self._feature(firsts[r])
-                row[i] = s
-                norm = 1.0
-            norms[r] = norm
+        unigrams: list[str] = []
+        bigrams: list[str] = []
+        n_uni: list[int] = []
+        n_bi: list[int] = []
+        for text in texts:
+            toks = tokenize(text) or ["\x00empty:" + text.strip()]
+            unigrams += toks
+            n_uni.append(len(toks))
+            n_bi.append(len(toks) - 1)
+            if len(toks) > 1:
+                bigrams += map(" ".join, zip(toks, toks[1:]))
+        keys = unigrams + bigrams
+        found = list(map(self._feature_cache.get, keys))
+        if None in found:  # words new to the cache (a few a script): hashed and cached as encode does
+            feature, missing = self._feature, found.index
+            j = missing(None)
+            while True:
+                found[j] = feature(keys[j])
+                try:
+                    j = missing(None, j + 1)
+                except ValueError:
+                    break
+        return self._rows(texts, chain.from_iterable(found), len(keys), len(unigrams), n_uni, n_bi)
+
+    def _rows(self, texts: list[str], pairs, n_features: int, n_unigrams: int, n_uni: list[int],
+              n_bi: list[int]) -> np.ndarray:
+        """:meth:`encode_batch`'s rows from ``pairs``: index, sign, index, sign, ... of ``n_features``
+        features, every row's unigrams (``n_uni`` per row, ``n_unigrams`` in all), then every row's
+        bigrams (``n_bi`` per row), each row's in encode's order."""
+        dim, n = self.dim, len(texts)
+        # as float64 (the indices exactly: they are below 2**53)
+        flat = np.fromiter(pairs, np.float64, 2 * n_features)
+        index = flat[0::2].astype(np.intp)
+        weight = flat[1::2]
+        weight[n_unigrams:] *= self.bigram_weight
+        bases = np.arange(0, n * dim, dim)
+        index += np.concatenate((bases.repeat(n_uni), bases.repeat(n_bi)))
+        acc = np.bincount(index, weight, n * dim).reshape(n, dim)
+        dots = np.matmul(acc[:, None, :], acc[:, :, None]).reshape(n)
+        norms = np.sqrt(dots)  # (correctly rounded, as math.sqrt)
+        if not dots.all():  # all features cancelled out: the first unigram alone (as encode)
+            for r in np.flatnonzero(dots == 0.0).tolist():
+                i, s = self._feature((tokenize(texts[r]) or ["\x00empty:" + texts[r].strip()])[0])
+                acc[r, i] = s
+                norms[r] = 1.0
         acc /= norms[:, None]
         return acc.astype(np.float32)
+
+    def _script_batch(self, texts: list[str]) -> np.ndarray:
+        """:meth:`encode_batch` of texts a caller generated (:meth:`prepare`'s), a plain-ASCII text read
+        whitespace token by whitespace token through :meth:`_token_group`: a text's tokens are its
+        whitespace tokens' tokens in order (no token spans white space), so its unigrams are theirs in
+        order and its bigrams theirs with, between two of them, the pair of the last token of one and
+        the first of the next (a whitespace token without words, such as "-", joins its neighbours).
+        The same features in the same order, so the same rows."""
+        groups_of, token_group = self._token_groups.get, self._token_group
+        cached, feature = self._feature_cache.get, self._feature
+        uni: list = []
+        bi: list = []
+        n_uni: list[int] = []
+        n_bi: list[int] = []
+        for text in texts:
+            count = 0
+            if text.isascii():
+                split = text.split()
+                groups = list(map(groups_of, split))
+                if None in groups:
+                    groups = [g or token_group(raw) for g, raw in zip(groups, split)]
+                last = None
+                for first, end, k, u, b in groups:
+                    if k:
+                        uni += u
+                        if last is not None:
+                            pair = last + " " + first
+                            bi += cached(pair) or feature(pair)
+                        bi += b
+                        last = end
+                        count += k
+            if count:
+                n_uni.append(count)
+                n_bi.append(count - 1)
+                continue
+            toks = tokenize(text) or ["\x00empty:" + text.strip()]  # (no words, or not plain ASCII)
+            uni += chain.from_iterable(map(feature, toks))
+            bi += chain.from_iterable(feature(a + " " + c) for a, c in zip(toks, toks[1:]))
+            n_uni.append(len(toks))
+            n_bi.append(len(toks) - 1)
+        return self._rows(texts, chain(uni, bi), (len(uni) + len(bi)) // 2, len(uni) // 2, n_uni, n_bi)
+
+    def _token_group(self, raw: str) -> tuple:
+        """``(first token, last token, token count, unigram features, inner bigram features)`` of a
+        whitespace token of a plain-ASCII text (the features flat: index, sign, ...), kept for
+        :meth:`_script_batch` (texts a caller generated only; emptied when full, so bounded)."""
+        toks = tokenize(raw)
+        if not toks:
+            group = (None, None, 0, (), ())
+        else:
+            feature = self._feature
+            group = (toks[0], toks[-1], len(toks), tuple(chain.from_iterable(map(feature, toks))),
+                     tuple(chain.from_iterable(feature(a + " " + c) for a, c in zip(toks, toks[1:]))))
+        groups = self._token_groups
+        if len(groups) >= TOKEN_GROUP_ENTRIES:
+            groups.clear()
+        groups[raw] = group
+        return group
 
     def prepare(self, texts: Iterable[str]) -> None:
         """Compute the vectors of ``texts`` now, in one :meth:`encode_batch`, for :meth:`encode` to
@@ -189,7 +288,7 @@ class HashingEmbedder:
         fresh = [t for t in dict.fromkeys(texts) if type(t) is str and t not in self._prepared]
         if not fresh:
             return
-        rows = self.encode_batch(fresh)
+        rows = self._script_batch(fresh)
         prepared = self._prepared
         for t, row in zip(fresh, rows):
             prepared[t] = row.copy()  # (a row view would keep the whole batch, every other text's row, alive)
@@ -233,12 +332,14 @@ class HashingEmbedder:
         state = dict(self.__dict__)
         state["_feature_cache"] = {}
         state["_prepared"] = OrderedDict()
+        state["_token_groups"] = {}
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         if "_prepared" not in state:  # (pickled before prepare existed)
             self._prepared = OrderedDict()
+        self.__dict__.setdefault("_token_groups", {})
 
 
 _MODELS: dict[str, object] = {}

@@ -33,12 +33,13 @@ from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from operator import itemgetter
 
 import numpy as np
 
 from world.config import DEFAULT_REWARDS, WorldConfig
-from world.cues import extract_cues
-from world.dedup import TextSignature, signature
+from world.cues import cue_of_token, cues_of_tokens, extract_cues
+from world.dedup import TextSignature, signature, signature_of_tokens, words_of_token
 from world.embedding import CachedEmbedder
 from world.entities import HABITS, RELATIONS
 from world.families import QUESTION, REQUEST, EventLog, ScriptEvent, ScriptGenerator, release_before
@@ -149,16 +150,54 @@ def _script_text(text: str) -> list:
     return entry
 
 
+#: Entries of the worlds' process-wide memo of the whitespace tokens of their script texts (see
+#: :func:`_script_token`): a Life script's texts are a few thousand distinct tokens ("Alice's", "Velholm.",
+#: names, values, template words); emptied when full, so bounded (a few MB at most)
+SCRIPT_TOKEN_ENTRIES = 20_000
+
+_SCRIPT_TOKENS: dict[str, tuple] = {}
+
+
+def _script_token(token: str) -> tuple:
+    """The memo entry of a whitespace token of a plain-ASCII script text: ``(cue_of_token(token),
+    words_of_token(token))`` (:mod:`world.cues`, :mod:`world.dedup`), pure functions of the token. A text
+    that misses the script-text memo is mostly tokens seen before (names, values and template words
+    recur across episodes), so its cues and signature are put together from these. As
+    :func:`_script_text`: script texts only, not in snapshots or pickles."""
+    if len(_SCRIPT_TOKENS) >= SCRIPT_TOKEN_ENTRIES:
+        _SCRIPT_TOKENS.clear()
+    entry = _SCRIPT_TOKENS[token] = (cue_of_token(token), words_of_token(token))
+    return entry
+
+
+_CUE_OF, _WORDS_OF = itemgetter(0), itemgetter(1)
+
+
 def _analysed(text: str, max_cues: int) -> list:
     """The memo entry of a script text (:func:`_script_text`) with its cues for ``max_cues``, its
-    signature and its version key filled in (each computed only where missing)."""
-    entry = _SCRIPT_TEXTS.get(text) or _script_text(text)
+    signature and its version key filled in (each computed only where missing). A plain-ASCII text
+    without "::" (every text the worlds generate) is read token by token through :func:`_script_token`:
+    the cues :func:`extract_cues` and the signature :func:`signature` give (tests compare them)."""
+    entry = _SCRIPT_TEXTS.get(text)
+    if entry is not None and entry[0] == max_cues and entry[3] is not None:
+        return entry  # (the usual case: cues, signature and key were filled together)
+    if entry is None:
+        entry = _script_text(text)
+    tokens = parts = None
+    if text.isascii() and "::" not in text:
+        tokens = text.split()
+        parts = list(map(_SCRIPT_TOKENS.get, tokens))
+        if None in parts:
+            parts = [part or _script_token(token) for part, token in zip(parts, tokens)]
     if entry[1] is None or entry[0] != max_cues:
-        entry[1] = tuple(extract_cues(text, max_cues))
+        if parts is None or type(max_cues) is not int or max_cues < 1:  # (extract_cues checks max_cues)
+            entry[1] = tuple(extract_cues(text, max_cues))
+        else:
+            entry[1] = tuple(cues_of_tokens(map(_CUE_OF, parts), max_cues))
         entry[0] = max_cues
     sig = entry[2]
     if sig is None:
-        sig = entry[2] = signature(text)
+        sig = entry[2] = signature(text) if parts is None else signature_of_tokens(tokens, list(map(_WORDS_OF, parts)))
     if entry[3] is None:
         entry[3] = (*subject_and_topic_of(sig), sig)
     return entry
