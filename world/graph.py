@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 import networkx as nx
 import numpy as np
 
-from world.ppr import TransitionMatrix, personalized_pagerank, transition_from_edges
+from world.ppr import TransitionMatrix, seeded_pagerank, transition_from_edges
 
 __all__ = ["AssocGraph"]
 
@@ -330,12 +330,12 @@ class AssocGraph:
         Returns (scores by matrix row, pos, method). Raises ValueError if no seed is in the graph.
         """
         tm, pos = self.transition()
-        idx = [self._idx[s] for s in seeds if s in self._idx]
+        node_idx = self._idx
+        # each seed node once (a dict keeps the first-seen order; the personalisation does not depend on it)
+        idx = list(dict.fromkeys([node_idx[s] for s in seeds if s in node_idx]))
         if not idx:
             raise ValueError("personalized PageRank needs at least one seed node present in the graph")
-        p = np.zeros(tm.n)
-        p[pos[np.asarray(idx, dtype=np.int64)]] = 1.0
-        x, method = personalized_pagerank(tm, p, alpha=alpha, max_iter=max_iter, tol=tol, fallback=fallback)
+        x, method = seeded_pagerank(tm, pos[idx], alpha=alpha, max_iter=max_iter, tol=tol, fallback=fallback)
         return x, pos, method
 
     # ------------------------------------------------------------------ views
