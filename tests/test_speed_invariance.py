@@ -50,6 +50,28 @@ def test_transition_from_edges_is_bit_identical_to_scipy_route():
         assert np.array_equal(x, personalized_pagerank(ref_tm, p)[0])
 
 
+@pytest.mark.parametrize(("weights", "exact"), [
+    ((1.0,), True), ((1.0, 0.5), True), ((0.0, 1.0, 0.5), True), ((-0.0, 0.25, 3.0), True), ((2.0 ** -10, 7.0), True),
+    ((2.0 ** -11, 1.0), False), ((1.0, 0.3), False), ((2.0 ** 40, 2.0 ** 42, 1.0), False)])
+def test_transition_rows_summed_by_either_route_are_the_scipy_routes(weights, exact):
+    """Weights whose partial sums are all exact (the store's 1.0 and 0.5) take transition_from_edges'
+    bincount route for the out-weights, others the column-ordered reduceat: both give the scipy
+    route's matrix bit for bit (rows of zero weights included: dangling either way)."""
+    from world.ppr import _sums_exact
+
+    rng = np.random.default_rng(len(weights))
+    for trial in range(25):
+        n = int(rng.integers(1, 90))
+        src, dst, _ = _random_graph(rng, n, int(rng.integers(1, 6 * n)))
+        w = rng.choice(weights, size=len(src))
+        tm = transition_from_edges(n, src, dst, w)
+        ref, dangling = _reference_pt(n, src, dst, w)
+        assert tm.indptr.tobytes() == ref.indptr.astype(np.int32).tobytes(), trial
+        assert np.array_equal(tm.indices, ref.indices) and tm.data.tobytes() == ref.data.tobytes(), trial
+        assert np.array_equal(tm.dangling, dangling), trial
+    assert _sums_exact(np.array(weights)) == exact
+
+
 def _extract_cues_reference(text: str, max_cues: int = 8) -> list[str]:
     """The cue rule written plainly (as world.cues had it before its fast loop)."""
     from world.cues import STOP_WORDS, _clean, is_entity_like

@@ -309,10 +309,12 @@ class AssocGraph:
         pos = np.empty(len(self._names), dtype=np.int64)
         pos.fill(-1)  # (np.full adds a Python wrapper to every rebuild)
         pos[order] = np.arange(len(order), dtype=np.int64)
-        alive = self._ealive[: self._ehi]
-        rows = pos[self._esrc[: self._ehi][alive]]
-        cols = pos[self._edst[: self._ehi][alive]]
-        data = self._ew[: self._ehi][alive]
+        hi = self._ehi
+        if self._n_edges == hi:  # every slot below the high-water mark holds an edge: no selection
+            rows, cols, data = pos.take(self._esrc[:hi]), pos.take(self._edst[:hi]), self._ew[:hi]
+        else:
+            live = self._ealive[:hi].nonzero()[0]
+            rows, cols, data = pos.take(self._esrc.take(live)), pos.take(self._edst.take(live)), self._ew.take(live)
         tm = transition_from_edges(len(order), rows, cols, data)
         self._cache = (self.version, tm, pos)
         return tm, pos

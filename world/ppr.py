@@ -111,26 +111,31 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     weight = np.asarray(weight, dtype=np.float64)
+    m = len(src)
     # (ndarray methods and in-place ufuncs below: np.argsort, np.cumsum and ndarray.all add a Python
     # wrapper per call, which a small store's rebuild notices)
-    # out-weights: each row's entries in column order (the order of the CSR of the adjacency)
-    key = src * n
-    key += dst
-    w_sorted = weight[key.argsort(kind="stable")]
-    row_counts = np.bincount(src, minlength=n)
-    out_w = np.zeros(n, dtype=np.float64)
-    nonempty = row_counts.nonzero()[0]
-    if len(nonempty):
-        starts = row_counts.cumsum()
-        starts -= row_counts  # each row's first entry
-        out_w[nonempty] = np.add.reduceat(w_sorted, starts[nonempty])
+    if _sums_exact(weight):
+        # every partial sum is exact, so each row's sum is the same whatever the order: one bincount
+        out_w = np.bincount(src, weights=weight, minlength=n)
+    else:
+        # out-weights: each row's entries in column order (the order of the CSR of the adjacency)
+        key = src * n
+        key += dst
+        w_sorted = weight[key.argsort(kind="stable")]
+        row_counts = np.bincount(src, minlength=n)
+        out_w = np.zeros(n, dtype=np.float64)
+        nonempty = row_counts.nonzero()[0]
+        if len(nonempty):
+            starts = row_counts.cumsum()
+            starts -= row_counts  # each row's first entry
+            out_w[nonempty] = np.add.reduceat(w_sorted, starts[nonempty])
     inv = np.zeros(n, dtype=np.float64)
-    nz = out_w != 0
+    nz = out_w != 0  # (a row of zero weights sums to +0.0 or -0.0 by either route: both are 0 here)
     np.divide(1.0, out_w, out=inv, where=nz)
     vals = inv[src]
     vals *= weight
-    keep = vals != 0
-    if np.count_nonzero(keep) < len(keep):
+    if np.count_nonzero(vals) < m:
+        keep = vals != 0
         src, dst, vals = src[keep], dst[keep], vals[keep]
     # P^T: rows = targets, columns (sources) ascending
     key = dst * n
@@ -138,9 +143,26 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     order = key.argsort(kind="stable")
     indices = src[order].astype(np.int32)
     data = vals[order]
-    indptr = np.zeros(n + 1, dtype=np.int32)
-    np.bincount(dst, minlength=n).cumsum(out=indptr[1:])
+    # row starts: the running sum of the rows' entry counts shifted by one row (the first start is 0)
+    indptr = np.add.accumulate(np.bincount(dst + 1, minlength=n + 1), dtype=np.int32)
     return TransitionMatrix(indptr, indices, data, ~nz, n)
+
+
+#: Weights that are whole multiples of this power of two, below 2**33 and summing to less than 2**53
+#: of it, add up exactly in any order (see :func:`_sums_exact`).
+_EXACT_UNIT = 2.0 ** -10
+
+
+def _sums_exact(weight: np.ndarray) -> bool:
+    """Whether every partial sum of the (finite, non-negative) ``weight`` entries, in any order, is
+    exact: all are whole multiples of ``_EXACT_UNIT`` and their total is below 2**53 units, so each
+    partial sum is a whole number of units below 2**53, which a float64 holds exactly (the store's
+    weights, 1.0 and 0.5, always are). Then a row's sum is the same float by any summation route.
+    (The maximum is tested first, so that scaling and summing cannot overflow.)"""
+    if not len(weight) or not np.maximum.reduce(weight) < 2.0 ** 33:
+        return False
+    units = weight * (1.0 / _EXACT_UNIT)  # (a power of two: exact)
+    return not np.count_nonzero(np.modf(units)[0]) and np.add.reduce(units) < 2.0 ** 53
 
 
 def transition_matrix(adj: sp.spmatrix) -> TransitionMatrix:
