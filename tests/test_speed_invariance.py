@@ -606,9 +606,10 @@ def test_actr_bump_list_search_matches_numpy_search():
     expect = {mid: space.a_recent[store._loc[mid][1]].copy() for mid in ids}
     for step in range(1, 60):
         store.tick(step)
-        for mid in rng.choice(ids, size=int(rng.integers(1, 4)), replace=False):
-            slot = store._loc[mid][1]
-            store._bump(space, slot, store.get(mid))
+        chosen = rng.choice(ids, size=int(rng.integers(1, 4)), replace=False).tolist()
+        slots = [store._loc[mid][1] for mid in chosen]
+        store._bump(space, slots, [store.get(mid) for mid in chosen])  # (one retrieval's rows at once)
+        for mid, slot in zip(chosen, slots, strict=True):
             _bump_reference(expect[mid], float(step))
             assert np.array_equal(space.a_recent[slot], expect[mid])
     assert all(np.isfinite(v).all() for v in expect.values())  # rows filled up, then shifted
@@ -1025,3 +1026,35 @@ def test_the_observation_after_the_last_event_embeds_no_text():
     obs = env._observe()
     assert embedded == []
     assert obs["candidate_mask"].sum() == 0 and 0.0 < obs["store"][3] < 1.0  # the store mean is still read
+
+
+def _top_k_reference(scores, k):
+    """query_scored's top-k as first written: partition at the k-th score, lexsort (-score, position)."""
+    n = len(scores)
+    if k < n:
+        kth = np.partition(scores, n - k)[n - k]
+        cand = np.flatnonzero(scores >= kth)
+    else:
+        cand = np.arange(n)
+    return cand[np.lexsort((cand, -scores[cand]))][:k]
+
+
+def test_query_top_k_is_the_partition_and_lexsort_selection():
+    """The store's top-k (a stable argsort of -scores when no score is NaN) picks the same positions in
+    the same order as the partition + lexsort it replaced: ties (zeros of both signs included), -inf
+    for inactive rows, and NaN scores (kept on the old route)."""
+    from world.memory import _top_k
+
+    rng = np.random.default_rng(21)
+    for trial in range(3000):
+        n = int(rng.integers(1, 70))
+        scores = np.round(rng.normal(size=n), int(rng.integers(0, 3)))  # (rounding makes ties)
+        if trial % 3 == 0:
+            scores[rng.random(n) < 0.3] = -np.inf
+        if trial % 5 == 0:
+            scores[rng.random(n) < 0.2] = 0.0
+            scores[rng.random(n) < 0.2] = -0.0
+        if trial % 11 == 0:
+            scores[rng.random(n) < 0.2] = np.nan
+        for k in {1, min(5, n), n, int(rng.integers(1, n + 1))}:
+            assert _top_k(scores, k).tolist() == _top_k_reference(scores, k).tolist(), (trial, k)

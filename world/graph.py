@@ -301,6 +301,11 @@ class AssocGraph:
                 yield name, dst, rel, w  # type: ignore[misc]
 
     # ------------------------------------------------------------------ PPR
+    def present(self, names: Iterable[str]) -> list[str]:
+        """The ``names`` that are nodes of the graph, in their order (PPR seeds: :meth:`ppr` needs one)."""
+        idx = self._idx
+        return [name for name in names if name in idx]
+
     def transition(self) -> tuple[TransitionMatrix, np.ndarray]:
         """Cached (TransitionMatrix, pos) with pos[node index] = row in the matrix (-1 if dead)."""
         if self._cache is not None and self._cache[0] == self.version:
