@@ -84,3 +84,45 @@ def test_a_transition_matrix_pickled_without_the_dangling_rows_slot_loads():
     loaded = pickle.loads(pickle.dumps(old))
     p = np.array([1.0, 0.0, 0.0])
     assert personalized_pagerank(loaded, p)[0].tobytes() == personalized_pagerank(tm, p)[0].tobytes()
+
+
+@pytest.mark.parametrize("scratch_floats", [0, 65 * 40, 1 << 17])
+def test_iterate_buffer_reuse_changes_no_result(scratch_floats, monkeypatch):
+    """The batched power iteration's per-thread iterate buffer (kept between calls, wider than a small
+    graph's n, or not kept at all past _SCRATCH_FLOATS) gives the scores of a fresh buffer in a fresh
+    thread, bit for bit, in any call order: with and without dangling nodes, graphs growing and
+    shrinking."""
+    import threading
+
+    import world.ppr
+    from world.ppr import transition_from_edges
+
+    monkeypatch.setattr(world.ppr, "_SCRATCH_FLOATS", scratch_floats)
+    rng = np.random.default_rng(17)
+    cases = []
+    for n in (5, 60, 3, 120, 40, 41, 7, 200, 99):
+        m = int(rng.integers(n, 4 * n))
+        live = n - n % 2  # (odd n: the last node has no out-edge, it dangles; the others have one at least)
+        src = np.concatenate((rng.integers(0, live, m), np.arange(live)))
+        dst = np.concatenate((rng.integers(0, n, m), (np.arange(live) + 1) % n))
+        pairs = dict.fromkeys(zip(src.tolist(), dst.tolist(), strict=True))
+        src, dst = (np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True))
+        tm = transition_from_edges(n, src, dst, rng.choice([1.0, 0.5, 0.3], size=len(src)))
+        p = np.zeros(n)
+        p[rng.integers(0, n, size=2)] = 1.0
+        assert tm.dangling.any() == bool(n % 2)
+        cases.append((tm, p))
+
+    def fresh(tm, p, out):
+        world.ppr._scratch.__dict__.clear()  # (a new thread's local is empty anyway)
+        out.append(personalized_pagerank(tm, p)[0])
+
+    for order in (range(len(cases)), reversed(range(len(cases)))):
+        for i in order:
+            tm, p = cases[i]
+            got = personalized_pagerank(tm, p)[0]
+            ref: list = []
+            t = threading.Thread(target=fresh, args=(tm, p, ref))
+            t.start()
+            t.join()
+            assert got.tobytes() == ref[0].tobytes() and got.shape == (tm.n,), i

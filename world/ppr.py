@@ -18,6 +18,7 @@ y (I - alpha P) = p, x = y / sum(y) (valid because sum(x) = 1 is preserved); wit
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import scipy.sparse as sp
@@ -288,21 +289,27 @@ def _power_batched(n, p, alpha, dangling, indptr, indices, data_a, max_iter, sto
     only, where they are cheaper than the calls saved).
 
     The first batch has ``first`` iterations (capped by ``_PPR_BATCH_CAP``); each later one as many as
-    the steps of the batch before predict are still needed (see :func:`_next_batch`)."""
+    the steps of the batch before predict are still needed (see :func:`_next_batch`). The iterates
+    are the first n entries of the rows of a buffer (see :func:`_iterates`)."""
     teleport = 1.0 - alpha
     add_reduce, multiply, subtract, absolute = np.add.reduce, np.multiply, np.subtract, np.absolute
     matvec = _csr_matvec if _csr_matvec is not None else _matvec_add
     cap = min(_PPR_BATCH_CAP, max_iter)
     b = min(first, cap)
-    X = np.empty((cap + 1, n))
+    buf, rows = _iterates(n, cap + 1)
+    X = buf[:, :n] if buf.shape[1] != n else buf  # the iterates: X[i] is the first n entries of rows[i]
     X[0] = 1.0 / n
-    rows = list(X[:b + 1])  # row views (contiguous: the CSR kernel writes into them), made as needed
-    cp = None if len(dangling) else p * teleport  # c p without dangling nodes: c = 1 - alpha
+    if len(dangling):
+        cp = None
+        if buf.shape[1] != n:  # (the kernel writes n entries; multiply writes the whole row)
+            p = np.concatenate((p, np.zeros(buf.shape[1] - n)))
+    else:
+        cp = p * teleport  # c p without dangling nodes: c = 1 - alpha
     done = 0
     while done < max_iter:
         b = min(b, max_iter - done)
         if len(rows) <= b:  # (a view costs ~0.1 us: made only for the rows a batch uses)
-            rows.extend(X[len(rows):b + 1])
+            rows.extend(buf[len(rows):b + 1])
         if cp is None:
             for x, y in zip(rows[:b], rows[1:b + 1]):
                 multiply(p, alpha * add_reduce(x.take(dangling)) + teleport, out=y)
@@ -321,6 +328,33 @@ def _power_batched(n, p, alpha, dangling, indptr, indices, data_a, max_iter, sto
         X[0] = X[b]
         b = _next_batch(steps.tolist(), stop)
     return None
+
+
+#: Iterate buffers of at most this many floats (1 MiB) are kept, one per thread, for the next PPR.
+_SCRATCH_FLOATS = 1 << 17
+_scratch = threading.local()
+
+
+def _iterates(n: int, n_rows: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """A float buffer of at least ``n_rows`` rows and ``n`` columns (its row views contiguous: the CSR
+    kernel reads and writes the first n entries of a row) and a list of the views of its first rows.
+
+    A small graph's PPR takes the thread's buffer, kept with the views of all its rows (making ~65
+    views cost ~6 us a call); it is widened when a larger graph needs it, up to ``_SCRATCH_FLOATS``.
+    Its contents are never read before the power iteration writes them, and what the iteration
+    returns is a copy, so reusing it changes no result. A larger graph gets a buffer of its own, its
+    views made as the batches need them."""
+    rows_cap = _PPR_BATCH_CAP + 1
+    if n_rows <= rows_cap and rows_cap * n <= _SCRATCH_FLOATS:
+        kept = getattr(_scratch, "iterates", None)
+        if kept is not None and kept[0].shape[1] >= n:
+            return kept
+        width = min(max(n, 2 * kept[0].shape[1]) if kept is not None else max(n, 128), _SCRATCH_FLOATS // rows_cap)
+        buf = np.empty((rows_cap, width))
+        kept = _scratch.iterates = (buf, list(buf))
+        return kept
+    buf = np.empty((n_rows, n))
+    return buf, list(buf[:_PPR_BATCH + 1])
 
 
 def _first_batch(alpha: float, stop: float) -> int:
@@ -354,6 +388,7 @@ def _next_batch(steps: list[float], stop: float) -> int:
 
 
 def _matvec_add(n_row, n_col, indptr, indices, data, x, y) -> None:  # pragma: no cover
-    """y += A x for the CSR matrix (data, indices, indptr), in place: scipy's private kernel's
-    signature, for a scipy without it."""
-    y += sp.csr_matrix((data, indices, indptr), shape=(n_row, n_col)) @ x
+    """y[:n_row] += A x[:n_col] for the CSR matrix (data, indices, indptr), in place: scipy's private
+    kernel's signature (which reads and writes only those entries of longer vectors), for a scipy
+    without it."""
+    y[:n_row] += sp.csr_matrix((data, indices, indptr), shape=(n_row, n_col)) @ x[:n_col]
