@@ -312,7 +312,8 @@ class AssocGraph:
             return self._cache[1], self._cache[2]
         order = np.array(self._sorted_idx, dtype=np.int64)  # node indices by sorted name
         pos = np.empty(len(self._names), dtype=np.int64)
-        pos.fill(-1)  # (np.full adds a Python wrapper to every rebuild)
+        if self._free_nodes:  # (without a free index every entry is written below)
+            pos.fill(-1)  # (np.full adds a Python wrapper to every rebuild)
         pos[order] = np.arange(len(order), dtype=np.int64)
         hi = self._ehi
         if self._n_edges == hi:  # every slot below the high-water mark holds an edge: no selection
