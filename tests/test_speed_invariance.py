@@ -1058,3 +1058,26 @@ def test_query_top_k_is_the_partition_and_lexsort_selection():
             scores[rng.random(n) < 0.2] = np.nan
         for k in {1, min(5, n), n, int(rng.integers(1, n + 1))}:
             assert _top_k(scores, k).tolist() == _top_k_reference(scores, k).tolist(), (trial, k)
+
+
+@pytest.mark.parametrize("alpha_ppr", [0.5, 0.0, -0.0, -0.3])
+def test_query_scores_without_ppr_seeds_are_the_written_formula(alpha_ppr):
+    """A query whose cues are not in the graph scores alpha_ppr * 0 * 10 for PPR without computing it
+    (+0.0, or -0.0 for a negative or -0.0 alpha_ppr): the formula's bits, signed zeros included."""
+    from world import MemoryStore
+    from world.memory import _matvec
+
+    store = MemoryStore()
+    for i in range(7):
+        store.write_episode(i, f"note {i} about the garden shed and tool number {i * 3}")
+    store.tick(9)
+    space = store._space(store.default_namespace)
+    ids, slots = space.view()
+    text = "zzz qqq"
+    sims = _matvec(space.emb[: space.hi], store.embed(text))[slots].astype(np.float64)
+    act = store._activation_rows(space, slots)
+    ppr = np.zeros(len(slots))
+    ref = 0.35 * sims + alpha_ppr * ppr * 10.0 + 0.15 * act * 0.1 + 0.1 * space.importance[slots]
+    ref = ref - (1.0 - space.conf_w[slots]) * np.abs(ref)
+    got = store._scores(space, ids, slots, text, ["nowhere"], alpha_ppr, 0.35, 0.15)
+    assert store.last_ppr_method is None and got.tobytes() == ref.tobytes()

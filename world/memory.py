@@ -1475,12 +1475,14 @@ class MemoryStore:
             )
             self.counters["ppr_" + method] += 1
             self.last_ppr_method = method
-            ppr = x.take(pos.take(space.gnode.take(slots)))
+            ppr_term = alpha_ppr * x.take(pos.take(space.gnode.take(slots))) * 10.0
         else:
             self.last_ppr_method = None
-            ppr = np.zeros(len(slots))
+            ppr_term = np.zeros(len(slots))  # alpha_ppr * 0.0 * 10.0, exactly: +0.0 for a finite alpha_ppr >= +0.0
+            if math.copysign(1.0, alpha_ppr) < 0.0:  # (-0.0 for a negative one)
+                ppr_term = alpha_ppr * ppr_term * 10.0
         act = self._activation_rows(space, slots)
-        score = alpha_sim * sims + alpha_ppr * ppr * 10.0 + alpha_actr * act * 0.1 + 0.1 * space.importance.take(slots)
+        score = alpha_sim * sims + ppr_term + alpha_actr * act * 0.1 + 0.1 * space.importance.take(slots)
         conf = space.conf_w.take(slots)
         return score - (1.0 - conf) * np.abs(score)
 
