@@ -133,3 +133,24 @@ def test_edge_weights_must_be_finite_and_non_negative(weight):
     assert g.number_of_edges() == 1  # nothing half-added
     scores, _, _ = g.ppr(["a"])
     assert np.isfinite(scores).all() and (scores >= 0).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_graph_ppr_is_the_seed_indicators_pagerank_with_repeated_and_unknown_seeds(seed):
+    """AssocGraph.ppr (seeded_pagerank on the seeds' rows) scores as personalized_pagerank of the 0/1
+    vector of its distinct known seeds, bit for bit: a repeated seed counts once, an unknown one not at
+    all; its parameter errors are personalized_pagerank's."""
+    g, _ = _random_graphs(seed)
+    tm, pos = g.transition()
+    for seeds in (["n003"], ["n003", "n003", "n010"], ["n010", "nope", "n003", "n049", "n010"]):
+        p = np.zeros(tm.n)
+        p[[pos[g.index(s)] for s in seeds if s in g]] = 1.0
+        x, got_pos, method = g.ppr(seeds)
+        ref, ref_method = personalized_pagerank(tm, p)
+        assert x.tobytes() == ref.tobytes() and method == ref_method and got_pos is pos
+    with pytest.raises(ValueError, match=r"max_iter must be an integer >= 0"):
+        g.ppr(["n003"], max_iter=1.5)
+    with pytest.raises(ValueError, match=r"alpha must be in \(0, 1\)"):
+        g.ppr(["n003"], alpha=1.0)
+    with pytest.raises(ValueError, match=r"fallback must be"):
+        g.ppr(["n003"], fallback="nope")

@@ -50,6 +50,28 @@ def test_transition_from_edges_is_bit_identical_to_scipy_route():
         assert np.array_equal(x, personalized_pagerank(ref_tm, p)[0])
 
 
+@pytest.mark.parametrize(("weights", "exact"), [
+    ((1.0,), True), ((1.0, 0.5), True), ((0.0, 1.0, 0.5), True), ((-0.0, 0.25, 3.0), True), ((2.0 ** -10, 7.0), True),
+    ((2.0 ** -11, 1.0), False), ((1.0, 0.3), False), ((2.0 ** 40, 2.0 ** 42, 1.0), False)])
+def test_transition_rows_summed_by_either_route_are_the_scipy_routes(weights, exact):
+    """Weights whose partial sums are all exact (the store's 1.0 and 0.5) take transition_from_edges'
+    bincount route for the out-weights, others the column-ordered reduceat: both give the scipy
+    route's matrix bit for bit (rows of zero weights included: dangling either way)."""
+    from world.ppr import _sums_exact
+
+    rng = np.random.default_rng(len(weights))
+    for trial in range(25):
+        n = int(rng.integers(1, 90))
+        src, dst, _ = _random_graph(rng, n, int(rng.integers(1, 6 * n)))
+        w = rng.choice(weights, size=len(src))
+        tm = transition_from_edges(n, src, dst, w)
+        ref, dangling = _reference_pt(n, src, dst, w)
+        assert tm.indptr.tobytes() == ref.indptr.astype(np.int32).tobytes(), trial
+        assert np.array_equal(tm.indices, ref.indices) and tm.data.tobytes() == ref.data.tobytes(), trial
+        assert np.array_equal(tm.dangling, dangling), trial
+    assert _sums_exact(np.array(weights)) == exact
+
+
 def _extract_cues_reference(text: str, max_cues: int = 8) -> list[str]:
     """The cue rule written plainly (as world.cues had it before its fast loop)."""
     from world.cues import STOP_WORDS, _clean, is_entity_like
@@ -584,9 +606,10 @@ def test_actr_bump_list_search_matches_numpy_search():
     expect = {mid: space.a_recent[store._loc[mid][1]].copy() for mid in ids}
     for step in range(1, 60):
         store.tick(step)
-        for mid in rng.choice(ids, size=int(rng.integers(1, 4)), replace=False):
-            slot = store._loc[mid][1]
-            store._bump(space, slot, store.get(mid))
+        chosen = rng.choice(ids, size=int(rng.integers(1, 4)), replace=False).tolist()
+        slots = [store._loc[mid][1] for mid in chosen]
+        store._bump(space, slots, [store.get(mid) for mid in chosen])  # (one retrieval's rows at once)
+        for mid, slot in zip(chosen, slots, strict=True):
             _bump_reference(expect[mid], float(step))
             assert np.array_equal(space.a_recent[slot], expect[mid])
     assert all(np.isfinite(v).all() for v in expect.values())  # rows filled up, then shifted
@@ -1003,3 +1026,58 @@ def test_the_observation_after_the_last_event_embeds_no_text():
     obs = env._observe()
     assert embedded == []
     assert obs["candidate_mask"].sum() == 0 and 0.0 < obs["store"][3] < 1.0  # the store mean is still read
+
+
+def _top_k_reference(scores, k):
+    """query_scored's top-k as first written: partition at the k-th score, lexsort (-score, position)."""
+    n = len(scores)
+    if k < n:
+        kth = np.partition(scores, n - k)[n - k]
+        cand = np.flatnonzero(scores >= kth)
+    else:
+        cand = np.arange(n)
+    return cand[np.lexsort((cand, -scores[cand]))][:k]
+
+
+def test_query_top_k_is_the_partition_and_lexsort_selection():
+    """The store's top-k (a stable argsort of -scores when no score is NaN) picks the same positions in
+    the same order as the partition + lexsort it replaced: ties (zeros of both signs included), -inf
+    for inactive rows, and NaN scores (kept on the old route)."""
+    from world.memory import _top_k
+
+    rng = np.random.default_rng(21)
+    for trial in range(3000):
+        n = int(rng.integers(1, 70))
+        scores = np.round(rng.normal(size=n), int(rng.integers(0, 3)))  # (rounding makes ties)
+        if trial % 3 == 0:
+            scores[rng.random(n) < 0.3] = -np.inf
+        if trial % 5 == 0:
+            scores[rng.random(n) < 0.2] = 0.0
+            scores[rng.random(n) < 0.2] = -0.0
+        if trial % 11 == 0:
+            scores[rng.random(n) < 0.2] = np.nan
+        for k in {1, min(5, n), n, int(rng.integers(1, n + 1))}:
+            assert _top_k(scores, k).tolist() == _top_k_reference(scores, k).tolist(), (trial, k)
+
+
+@pytest.mark.parametrize("alpha_ppr", [0.5, 0.0, -0.0, -0.3])
+def test_query_scores_without_ppr_seeds_are_the_written_formula(alpha_ppr):
+    """A query whose cues are not in the graph scores alpha_ppr * 0 * 10 for PPR without computing it
+    (+0.0, or -0.0 for a negative or -0.0 alpha_ppr): the formula's bits, signed zeros included."""
+    from world import MemoryStore
+    from world.memory import _matvec
+
+    store = MemoryStore()
+    for i in range(7):
+        store.write_episode(i, f"note {i} about the garden shed and tool number {i * 3}")
+    store.tick(9)
+    space = store._space(store.default_namespace)
+    ids, slots = space.view()
+    text = "zzz qqq"
+    sims = _matvec(space.emb[: space.hi], store.embed(text))[slots].astype(np.float64)
+    act = store._activation_rows(space, slots)
+    ppr = np.zeros(len(slots))
+    ref = 0.35 * sims + alpha_ppr * ppr * 10.0 + 0.15 * act * 0.1 + 0.1 * space.importance[slots]
+    ref = ref - (1.0 - space.conf_w[slots]) * np.abs(ref)
+    got = store._scores(space, ids, slots, text, ["nowhere"], alpha_ppr, 0.35, 0.15)
+    assert store.last_ppr_method is None and got.tobytes() == ref.tobytes()

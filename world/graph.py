@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 import networkx as nx
 import numpy as np
 
-from world.ppr import TransitionMatrix, personalized_pagerank, transition_from_edges
+from world.ppr import TransitionMatrix, seeded_pagerank, transition_from_edges
 
 __all__ = ["AssocGraph"]
 
@@ -301,18 +301,26 @@ class AssocGraph:
                 yield name, dst, rel, w  # type: ignore[misc]
 
     # ------------------------------------------------------------------ PPR
+    def present(self, names: Iterable[str]) -> list[str]:
+        """The ``names`` that are nodes of the graph, in their order (PPR seeds: :meth:`ppr` needs one)."""
+        idx = self._idx
+        return [name for name in names if name in idx]
+
     def transition(self) -> tuple[TransitionMatrix, np.ndarray]:
         """Cached (TransitionMatrix, pos) with pos[node index] = row in the matrix (-1 if dead)."""
         if self._cache is not None and self._cache[0] == self.version:
             return self._cache[1], self._cache[2]
         order = np.array(self._sorted_idx, dtype=np.int64)  # node indices by sorted name
         pos = np.empty(len(self._names), dtype=np.int64)
-        pos.fill(-1)  # (np.full adds a Python wrapper to every rebuild)
+        if self._free_nodes:  # (without a free index every entry is written below)
+            pos.fill(-1)  # (np.full adds a Python wrapper to every rebuild)
         pos[order] = np.arange(len(order), dtype=np.int64)
-        alive = self._ealive[: self._ehi]
-        rows = pos[self._esrc[: self._ehi][alive]]
-        cols = pos[self._edst[: self._ehi][alive]]
-        data = self._ew[: self._ehi][alive]
+        hi = self._ehi
+        if self._n_edges == hi:  # every slot below the high-water mark holds an edge: no selection
+            rows, cols, data = pos.take(self._esrc[:hi]), pos.take(self._edst[:hi]), self._ew[:hi]
+        else:
+            live = self._ealive[:hi].nonzero()[0]
+            rows, cols, data = pos.take(self._esrc.take(live)), pos.take(self._edst.take(live)), self._ew.take(live)
         tm = transition_from_edges(len(order), rows, cols, data)
         self._cache = (self.version, tm, pos)
         return tm, pos
@@ -330,12 +338,12 @@ class AssocGraph:
         Returns (scores by matrix row, pos, method). Raises ValueError if no seed is in the graph.
         """
         tm, pos = self.transition()
-        idx = [self._idx[s] for s in seeds if s in self._idx]
+        node_idx = self._idx
+        # each seed node once (a dict keeps the first-seen order; the personalisation does not depend on it)
+        idx = list(dict.fromkeys([node_idx[s] for s in seeds if s in node_idx]))
         if not idx:
             raise ValueError("personalized PageRank needs at least one seed node present in the graph")
-        p = np.zeros(tm.n)
-        p[pos[np.asarray(idx, dtype=np.int64)]] = 1.0
-        x, method = personalized_pagerank(tm, p, alpha=alpha, max_iter=max_iter, tol=tol, fallback=fallback)
+        x, method = seeded_pagerank(tm, pos[idx], alpha=alpha, max_iter=max_iter, tol=tol, fallback=fallback)
         return x, pos, method
 
     # ------------------------------------------------------------------ views

@@ -370,6 +370,24 @@ def _matvec(mat: np.ndarray, vec: np.ndarray) -> np.ndarray:
     return out
 
 
+def _top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """The positions of the ``k`` (1 <= k <= len) highest ``scores``, highest first, ties in position
+    (write) order: the first k candidates of the partition at the k-th highest score, sorted by
+    (-score, position). Without a NaN that is the first k of the stable argsort of -scores, one call
+    instead of seven; a NaN (which never compares) keeps the partition route and what it gives."""
+    top = _max_reduce(scores)  # (NaN if any score is)
+    if top == top:
+        return np.negative(scores).argsort(kind="stable")[:k]
+    n = len(scores)
+    if k < n:
+        kth = scores.copy()
+        kth.partition(n - k)  # (the method: np.partition adds a Python wrapper)
+        cand = (scores >= kth[n - k]).nonzero()[0]
+    else:
+        cand = np.arange(n)
+    return cand[np.lexsort((cand, -scores[cand]))][:k]
+
+
 def _cue_node(cue: str) -> str:
     return _CUE + cue
 
@@ -1424,7 +1442,7 @@ class MemoryStore:
         alpha_sim = _finite("alpha_sim", alpha_sim)
         alpha_actr = _finite("alpha_actr", alpha_actr)
         cues = _check_cues(cues)  # (the write's check, before anything is bumped)
-        space = self._space(self._ns(namespace))
+        space = self._spaces.get(self.default_namespace if namespace is None else self._ns(namespace))
         if space is None or not space.order or top_k == 0:
             return []
         ids, slots = space.view()
@@ -1436,62 +1454,60 @@ class MemoryStore:
         n = len(scores)
         if n_ok < n:  # (np.where with an all-True mask would only copy)
             scores = np.where(mask, scores, -np.inf)
-        k = min(int(top_k), n_ok)
-        if k < n:
-            kth = scores.copy()
-            kth.partition(n - k)  # (the method: np.partition adds a Python wrapper)
-            cand = (scores >= kth[n - k]).nonzero()[0]
-        else:
-            cand = np.arange(n)
-        # highest score first; ties broken by write order (earlier first)
-        cand = cand[np.lexsort((cand, -scores[cand]))][:k]
+        cand = _top_k(scores, min(int(top_k), n_ok))
         records = self._records
         picked = [records[ids[j]] for j in cand.tolist()]
-        out = list(zip(picked, scores[cand].tolist()))
+        out = list(zip(picked, scores.take(cand).tolist()))
         if bump:
-            for slot, rec in zip(slots[cand].tolist(), picked):
-                self._bump(space, slot, rec)
+            self._bump(space, slots.take(cand).tolist(), picked)
         return out
 
     def _scores(self, space: _Space, ids: list[str], slots: np.ndarray, query_text: str, cues,
                 alpha_ppr: float, alpha_sim: float, alpha_actr: float) -> np.ndarray:
         qvec = self.embed(query_text)
-        sims = _matvec(space.emb[: space.hi], qvec)[slots].astype(np.float64)
+        sims = _matvec(space.emb[: space.hi], qvec).take(slots).astype(np.float64)
         query_cues = cues if cues else extract_cues(query_text, self.max_cues)
         graph = space.graph
-        seeds = [node for node in [_CUE + c for c in query_cues] if node in graph]  # (_cue_node's names)
+        seeds = graph.present([_CUE + c for c in query_cues])  # (_cue_node's names)
         if seeds and alpha_ppr != 0.0:
             x, pos, method = graph.ppr(
                 seeds, alpha=self.ppr_alpha, max_iter=self.ppr_max_iter, tol=self.ppr_tol, fallback=self.ppr_fallback
             )
             self.counters["ppr_" + method] += 1
             self.last_ppr_method = method
-            ppr = x[pos[space.gnode[slots]]]
+            ppr_term = alpha_ppr * x.take(pos.take(space.gnode.take(slots))) * 10.0
         else:
             self.last_ppr_method = None
-            ppr = np.zeros(len(slots))
+            ppr_term = np.zeros(len(slots))  # alpha_ppr * 0.0 * 10.0, exactly: +0.0 for a finite alpha_ppr >= +0.0
+            if math.copysign(1.0, alpha_ppr) < 0.0:  # (-0.0 for a negative one)
+                ppr_term = alpha_ppr * ppr_term * 10.0
         act = self._activation_rows(space, slots)
-        score = alpha_sim * sims + alpha_ppr * ppr * 10.0 + alpha_actr * act * 0.1 + 0.1 * space.importance[slots]
-        conf = space.conf_w[slots]
+        score = alpha_sim * sims + ppr_term + alpha_actr * act * 0.1 + 0.1 * space.importance.take(slots)
+        conf = space.conf_w.take(slots)
         return score - (1.0 - conf) * np.abs(score)
 
-    def _bump(self, space: _Space, slot: int, rec: Record) -> None:
-        space.acts = None  # (the row's activation changes)
+    def _bump(self, space: _Space, slots: list[int], recs: list[Record]) -> None:
+        """Record a retrieval of each record ``recs[i]`` at its row ``slots[i]``: an ACT-R presentation
+        at current_step, importance +0.02 up to 1.0 for an episode, applications +1 for a semantic
+        memory (one call for a query's records: row by row, a fancy-indexed batch costs more)."""
+        space.acts = None  # (the rows' activations change)
         t = float(self.current_step)
-        space.a_n[slot] += 1
-        row = space.a_recent[slot]
-        times = row.tolist()  # (k floats: a list search beats two numpy calls)
-        if _NEG_INF in times:
-            row[times.index(_NEG_INF)] = t  # the first empty (-inf) place
-        else:
-            row[:-1] = row[1:]
-            row[-1] = t
-        if rec.kind == "episodic":
-            if rec.importance < 1.0:  # seed: min(1.0, imp + 0.02); never lowers importance > 1
-                rec.importance = min(1.0, rec.importance + 0.02)
-                space.importance[slot] = rec.importance
-        else:
-            rec.applications += 1  # type: ignore[union-attr]
+        a_n, a_recent, importance = space.a_n, space.a_recent, space.importance
+        for slot, rec in zip(slots, recs):
+            a_n[slot] += 1
+            row = a_recent[slot]
+            times = row.tolist()  # (k floats: a list search beats two numpy calls)
+            if _NEG_INF in times:
+                row[times.index(_NEG_INF)] = t  # the first empty (-inf) place
+            else:
+                row[:-1] = row[1:]
+                row[-1] = t
+            if rec.kind == "episodic":
+                if rec.importance < 1.0:  # seed: min(1.0, imp + 0.02); never lowers importance > 1
+                    rec.importance = min(1.0, rec.importance + 0.02)
+                    importance[slot] = rec.importance
+            else:
+                rec.applications += 1  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------ versions
     def supersede(self, memory_id: str, new_content: str, step: int, **write_kwargs) -> Record:

@@ -18,6 +18,7 @@ y (I - alpha P) = p, x = y / sum(y) (valid because sum(x) = 1 is preserved); wit
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,7 +30,7 @@ except ImportError:  # pragma: no cover
     _csr_matvec = None
 
 __all__ = ["PPRConvergenceError", "TransitionMatrix", "transition_from_edges", "transition_matrix",
-           "personalized_pagerank"]
+           "personalized_pagerank", "seeded_pagerank"]
 
 
 #: Power iterations in the first stopping-test batch (see :func:`_power_batched`; later batches are
@@ -41,6 +42,10 @@ _PPR_BATCH = 8
 _PPR_BATCH_MAX_NNZ = 16_384
 #: The longest batch (see :func:`_power_batched`): bounds the iterates held at once.
 _PPR_BATCH_CAP = 64
+#: Up to this many edges the first batch is the contraction bound of :func:`_first_batch` (a Life
+#: store's PPR then takes one batch, a few iterations past convergence thrown away, instead of ~3);
+#: above it an iteration costs more than a batch's overhead, and the first batch is ``_PPR_BATCH``.
+_PPR_BOUND_MAX_NNZ = 1024
 
 
 class PPRConvergenceError(RuntimeError):
@@ -55,7 +60,7 @@ class TransitionMatrix:
     building scipy objects costs far more than the power iteration on a small store.
     """
 
-    __slots__ = ("indptr", "indices", "data", "dangling", "n", "_pt", "_scaled")
+    __slots__ = ("indptr", "indices", "data", "dangling", "n", "_pt", "_scaled", "_dangling_rows")
 
     def __init__(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, dangling: np.ndarray, n: int):
         self.indptr = indptr
@@ -65,6 +70,14 @@ class TransitionMatrix:
         self.n = n
         self._pt: sp.csr_matrix | None = None
         self._scaled: tuple[float, np.ndarray] | None = None  # (alpha, alpha * data)
+        self._dangling_rows: np.ndarray | None = None
+
+    def __setstate__(self, state: tuple[dict | None, dict]) -> None:
+        # (the slots' state; a matrix pickled inside a graph's cache before a cache slot existed
+        # gets that slot empty)
+        self._dangling_rows = None
+        for name, value in state[1].items():
+            setattr(self, name, value)
 
     @property
     def pt(self) -> sp.csr_matrix:
@@ -79,6 +92,13 @@ class TransitionMatrix:
             cached = self._scaled = (alpha, alpha * self.data)
         return cached[1]
 
+    def dangling_rows(self) -> np.ndarray:
+        """The rows of the dangling nodes, ascending (``dangling.nonzero()[0]``, found once per matrix)."""
+        rows = self._dangling_rows
+        if rows is None:
+            rows = self._dangling_rows = self.dangling.nonzero()[0]
+        return rows
+
 
 def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray) -> TransitionMatrix:
     """The transition matrix of a graph on nodes 0..n-1 given as edge arrays (at most one edge per
@@ -92,26 +112,31 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     weight = np.asarray(weight, dtype=np.float64)
+    m = len(src)
     # (ndarray methods and in-place ufuncs below: np.argsort, np.cumsum and ndarray.all add a Python
     # wrapper per call, which a small store's rebuild notices)
-    # out-weights: each row's entries in column order (the order of the CSR of the adjacency)
-    key = src * n
-    key += dst
-    w_sorted = weight[key.argsort(kind="stable")]
-    row_counts = np.bincount(src, minlength=n)
-    out_w = np.zeros(n, dtype=np.float64)
-    nonempty = row_counts.nonzero()[0]
-    if len(nonempty):
-        starts = row_counts.cumsum()
-        starts -= row_counts  # each row's first entry
-        out_w[nonempty] = np.add.reduceat(w_sorted, starts[nonempty])
+    if _sums_exact(weight):
+        # every partial sum is exact, so each row's sum is the same whatever the order: one bincount
+        out_w = np.bincount(src, weights=weight, minlength=n)
+    else:
+        # out-weights: each row's entries in column order (the order of the CSR of the adjacency)
+        key = src * n
+        key += dst
+        w_sorted = weight[key.argsort(kind="stable")]
+        row_counts = np.bincount(src, minlength=n)
+        out_w = np.zeros(n, dtype=np.float64)
+        nonempty = row_counts.nonzero()[0]
+        if len(nonempty):
+            starts = row_counts.cumsum()
+            starts -= row_counts  # each row's first entry
+            out_w[nonempty] = np.add.reduceat(w_sorted, starts[nonempty])
     inv = np.zeros(n, dtype=np.float64)
-    nz = out_w != 0
+    nz = out_w != 0  # (a row of zero weights sums to +0.0 or -0.0 by either route: both are 0 here)
     np.divide(1.0, out_w, out=inv, where=nz)
     vals = inv[src]
     vals *= weight
-    keep = vals != 0
-    if np.count_nonzero(keep) < len(keep):
+    if np.count_nonzero(vals) < m:
+        keep = vals != 0
         src, dst, vals = src[keep], dst[keep], vals[keep]
     # P^T: rows = targets, columns (sources) ascending
     key = dst * n
@@ -119,9 +144,26 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     order = key.argsort(kind="stable")
     indices = src[order].astype(np.int32)
     data = vals[order]
-    indptr = np.zeros(n + 1, dtype=np.int32)
-    np.bincount(dst, minlength=n).cumsum(out=indptr[1:])
+    # row starts: the running sum of the rows' entry counts shifted by one row (the first start is 0)
+    indptr = np.add.accumulate(np.bincount(dst + 1, minlength=n + 1), dtype=np.int32)
     return TransitionMatrix(indptr, indices, data, ~nz, n)
+
+
+#: Weights that are whole multiples of this power of two, below 2**33 and summing to less than 2**53
+#: of it, add up exactly in any order (see :func:`_sums_exact`).
+_EXACT_UNIT = 2.0 ** -10
+
+
+def _sums_exact(weight: np.ndarray) -> bool:
+    """Whether every partial sum of the (finite, non-negative) ``weight`` entries, in any order, is
+    exact: all are whole multiples of ``_EXACT_UNIT`` and their total is below 2**53 units, so each
+    partial sum is a whole number of units below 2**53, which a float64 holds exactly (the store's
+    weights, 1.0 and 0.5, always are). Then a row's sum is the same float by any summation route.
+    (The maximum is tested first, so that scaling and summing cannot overflow.)"""
+    if not len(weight) or not np.maximum.reduce(weight) < 2.0 ** 33:
+        return False
+    units = weight * (1.0 / _EXACT_UNIT)  # (a power of two: exact)
+    return not np.count_nonzero(np.modf(units)[0]) and np.add.reduce(units) < 2.0 ** 53
 
 
 def transition_matrix(adj: sp.spmatrix) -> TransitionMatrix:
@@ -146,14 +188,7 @@ def personalized_pagerank(
 
     `personalization` is a non-negative (n,) vector (normalised here); it must not be all zero.
     """
-    if fallback not in ("solve", "raise"):
-        raise ValueError(f"fallback must be 'solve' or 'raise', got {fallback!r}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
-        # (checked up front: the batched loop would otherwise accept or reject a float by convergence)
-        raise ValueError(f"max_iter must be an integer >= 0, got {max_iter!r}")
-    max_iter = int(max_iter)
+    max_iter = _checked_params(alpha, max_iter, fallback)
     n = tm.n
     if n == 0:
         return np.zeros(0), "power"
@@ -163,12 +198,53 @@ def personalized_pagerank(
     total = np.add.reduce(p)
     if not 0 < total < np.inf or np.count_nonzero(p < 0):  # (a NaN or inf entry makes the sum NaN or inf)
         raise ValueError("personalization must be finite and non-negative with a positive sum")
-    p = p / total
-    dangling = tm.dangling.nonzero()[0]
+    return _pagerank(tm, p / total, alpha, max_iter, tol, fallback)
+
+
+def seeded_pagerank(
+    tm: TransitionMatrix,
+    rows: np.ndarray,
+    alpha: float = 0.85,
+    max_iter: int = 100,
+    tol: float = 1.0e-6,
+    fallback: str = "solve",
+) -> tuple[np.ndarray, str]:
+    """:func:`personalized_pagerank` with the personalisation 1 on the matrix rows ``rows`` (distinct
+    valid row indices, at least one) and 0 elsewhere: the same scores, without building and checking
+    that vector (a seed's normalised weight 1.0 / k for k seeds is exactly the 0/1 vector divided by
+    its sum, k)."""
+    max_iter = _checked_params(alpha, max_iter, fallback)
+    if not len(rows):
+        raise ValueError("personalization must be finite and non-negative with a positive sum")
+    p = np.zeros(tm.n)
+    p[rows] = 1.0 / len(rows)
+    return _pagerank(tm, p, alpha, max_iter, tol, fallback)
+
+
+def _checked_params(alpha: float, max_iter: int, fallback: str) -> int:
+    """``max_iter`` as an int, or ValueError for a bad fallback, alpha or max_iter (in that order)."""
+    if fallback not in ("solve", "raise"):
+        raise ValueError(f"fallback must be 'solve' or 'raise', got {fallback!r}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
+        # (checked up front: the batched loop would otherwise accept or reject a float by convergence)
+        raise ValueError(f"max_iter must be an integer >= 0, got {max_iter!r}")
+    return int(max_iter)
+
+
+def _pagerank(tm: TransitionMatrix, p: np.ndarray, alpha: float, max_iter: int, tol: float,
+              fallback: str) -> tuple[np.ndarray, str]:
+    """The scores for a checked, normalised personalisation ``p`` (shape (n,), n > 0)."""
+    n = tm.n
     indptr, indices = tm.indptr, tm.indices
     data_a = tm.scaled_data(alpha)  # alpha folded into the matrix once per graph
-    power = _power_batched if len(indices) <= _PPR_BATCH_MAX_NNZ else _power_plain
-    x = power(n, p, alpha, dangling, indptr, indices, data_a, max_iter, n * tol)
+    stop = n * tol
+    if len(indices) <= _PPR_BATCH_MAX_NNZ:
+        first = _first_batch(alpha, stop) if len(indices) <= _PPR_BOUND_MAX_NNZ else _PPR_BATCH
+        x = _power_batched(n, p, alpha, tm.dangling_rows(), indptr, indices, data_a, max_iter, stop, first)
+    else:
+        x = _power_plain(n, p, alpha, tm.dangling_rows(), indptr, indices, data_a, max_iter, stop)
     if x is not None:
         return x, "power"
     if fallback == "raise":
@@ -205,36 +281,43 @@ def _power_plain(n, p, alpha, dangling, indptr, indices, data_a, max_iter, stop)
     return None
 
 
-def _power_batched(n, p, alpha, dangling, indptr, indices, data_a, max_iter, stop):
+def _power_batched(n, p, alpha, dangling, indptr, indices, data_a, max_iter, stop, first=_PPR_BATCH):
     """:func:`_power_plain` with the stopping test run on a batch of iterates at once (one subtract,
     absolute and row-wise add.reduce instead of three calls per iteration; a row's reduce is the 1-D
     reduce of that row). The answer is the same first iterate whose step passes the test, whatever
     the batch sizes; the iterations computed after it in its batch are thrown away (small graphs
     only, where they are cheaper than the calls saved).
 
-    The first batch has ``_PPR_BATCH`` iterations; each later one as many as the steps of the batch
-    before predict are still needed (see :func:`_next_batch`): a Life store's PPR (~45-75
-    iterations) then takes two or three batches instead of six to ten."""
-    has_dangling = len(dangling) > 0
+    The first batch has ``first`` iterations (capped by ``_PPR_BATCH_CAP``); each later one as many as
+    the steps of the batch before predict are still needed (see :func:`_next_batch`). The iterates
+    are the first n entries of the rows of a buffer (see :func:`_iterates`)."""
     teleport = 1.0 - alpha
     add_reduce, multiply, subtract, absolute = np.add.reduce, np.multiply, np.subtract, np.absolute
     matvec = _csr_matvec if _csr_matvec is not None else _matvec_add
-    X = np.empty((min(_PPR_BATCH_CAP, max_iter) + 1, n))
+    cap = min(_PPR_BATCH_CAP, max_iter)
+    b = min(first, cap)
+    buf, rows = _iterates(n, cap + 1)
+    X = buf[:, :n] if buf.shape[1] != n else buf  # the iterates: X[i] is the first n entries of rows[i]
     X[0] = 1.0 / n
-    rows = list(X[:_PPR_BATCH + 1])  # row views (contiguous: the CSR kernel writes into them), made as needed
-    cp = p * teleport  # c p without dangling nodes: c = 1 - alpha
+    if len(dangling):
+        cp = None
+        if buf.shape[1] != n:  # (the kernel writes n entries; multiply writes the whole row)
+            p = np.concatenate((p, np.zeros(buf.shape[1] - n)))
+    else:
+        cp = p * teleport  # c p without dangling nodes: c = 1 - alpha
     done = 0
-    b = _PPR_BATCH
     while done < max_iter:
         b = min(b, max_iter - done)
-        if len(rows) <= b:  # (a view costs ~0.2 us: a query needs ~45-60 rows, not all 65)
-            rows.extend(X[len(rows):b + 1])
-        if not has_dangling:
-            X[1:b + 1] = cp
-        for x, y in zip(rows[:b], rows[1:b + 1]):
-            if has_dangling:
+        if len(rows) <= b:  # (a view costs ~0.1 us: made only for the rows a batch uses)
+            rows.extend(buf[len(rows):b + 1])
+        if cp is None:
+            for x, y in zip(rows[:b], rows[1:b + 1]):
                 multiply(p, alpha * add_reduce(x.take(dangling)) + teleport, out=y)
-            matvec(n, n, indptr, indices, data_a, x, y)
+                matvec(n, n, indptr, indices, data_a, x, y)
+        else:
+            X[1:b + 1] = cp
+            for x, y in zip(rows[:b], rows[1:b + 1]):
+                matvec(n, n, indptr, indices, data_a, x, y)
         diff = subtract(X[1:b + 1], X[:b])
         absolute(diff, out=diff)
         steps = add_reduce(diff, axis=1)
@@ -245,6 +328,46 @@ def _power_batched(n, p, alpha, dangling, indptr, indices, data_a, max_iter, sto
         X[0] = X[b]
         b = _next_batch(steps.tolist(), stop)
     return None
+
+
+#: Iterate buffers of at most this many floats (1 MiB) are kept, one per thread, for the next PPR.
+_SCRATCH_FLOATS = 1 << 17
+_scratch = threading.local()
+
+
+def _iterates(n: int, n_rows: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """A float buffer of at least ``n_rows`` rows and ``n`` columns (its row views contiguous: the CSR
+    kernel reads and writes the first n entries of a row) and a list of the views of its first rows.
+
+    A small graph's PPR takes the thread's buffer, kept with the views of all its rows (making ~65
+    views cost ~6 us a call); it is widened when a larger graph needs it, up to ``_SCRATCH_FLOATS``.
+    Its contents are never read before the power iteration writes them, and what the iteration
+    returns is a copy, so reusing it changes no result. A larger graph gets a buffer of its own, its
+    views made as the batches need them."""
+    rows_cap = _PPR_BATCH_CAP + 1
+    if n_rows <= rows_cap and rows_cap * n <= _SCRATCH_FLOATS:
+        kept = getattr(_scratch, "iterates", None)
+        if kept is not None and kept[0].shape[1] >= n:
+            return kept
+        width = min(max(n, 2 * kept[0].shape[1]) if kept is not None else max(n, 128), _SCRATCH_FLOATS // rows_cap)
+        buf = np.empty((rows_cap, width))
+        kept = _scratch.iterates = (buf, list(buf))
+        return kept
+    buf = np.empty((n_rows, n))
+    return buf, list(buf[:_PPR_BATCH + 1])
+
+
+def _first_batch(alpha: float, stop: float) -> int:
+    """The iterations after which the L1 step is surely below ``stop`` in exact arithmetic (at least
+    1, capped by ``_PPR_BATCH_CAP``): the first step is at most 2 (both iterates are probability
+    vectors) and each later one at most alpha times the one before (the iteration map is an
+    alpha-contraction in L1), so step k <= 2 alpha^(k-1). Only a batch size: a Life store's PPR
+    passes the test ~3-9 iterations before it. A threshold that is never met (<= 0 or NaN) runs
+    batches of the cap."""
+    if not 0.0 < stop < 2.0:
+        return 1 if stop >= 2.0 else _PPR_BATCH_CAP
+    need = math.floor(math.log(stop / 2.0) / math.log(alpha)) + 2
+    return min(max(need, 1), _PPR_BATCH_CAP)
 
 
 def _next_batch(steps: list[float], stop: float) -> int:
@@ -265,6 +388,7 @@ def _next_batch(steps: list[float], stop: float) -> int:
 
 
 def _matvec_add(n_row, n_col, indptr, indices, data, x, y) -> None:  # pragma: no cover
-    """y += A x for the CSR matrix (data, indices, indptr), in place: scipy's private kernel's
-    signature, for a scipy without it."""
-    y += sp.csr_matrix((data, indices, indptr), shape=(n_row, n_col)) @ x
+    """y[:n_row] += A x[:n_col] for the CSR matrix (data, indices, indptr), in place: scipy's private
+    kernel's signature (which reads and writes only those entries of longer vectors), for a scipy
+    without it."""
+    y[:n_row] += sp.csr_matrix((data, indices, indptr), shape=(n_row, n_col)) @ x[:n_col]
