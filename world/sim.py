@@ -759,41 +759,55 @@ class World:
         (most similar first), deduplicated; at most ``k`` (default ``n_candidates``)."""
         k = self.config.n_candidates if k is None else k
         key = (self._i, self._version, k)
-        if self._cand_cache is not None and self._cand_cache[0] == key:
-            return list(self._cand_cache[1])
+        cached = self._cand_cache
+        if cached is not None and cached[0] == key:
+            return list(cached[1])
         store = self.store
         out: list[str] = []
-        recent: list[str] = out
-        if len(store):
-            n_rec = min(self.config.n_recent, k)
-            if n_rec:
-                recent = store.recent_ids(n_rec)
-                out.extend(recent)
+        n_live = len(store)
+        if n_live:
             # most similar first, ties in write order (stable sort); store.similarities(vec) ranked
             # the whole ranking (it is one stable argsort anyway): a window of the top 2k + recent ran out
             # when superseded versions of a chain filled it, leaving slots empty while active memories
             # were left out
-            ids, order = store._ranked(self.event_vector(), len(store))
+            ids, order = store._ranked(self.event_vector(), n_live)
+            n_rec = min(self.config.n_recent, k)
+            if n_rec > 0:
+                # the n_rec newest, newest first: store.recent_ids(n_rec), read off the write-order ids
+                out = ids[:-n_rec - 1:-1]
             room = k - len(out)
-            if len(ids) and room > 0:
-                # (the recent ids, a list of at most n_recent: a membership test by identity first,
-                # no set to build)
-                get = store._records.get  # (store.get behind one method call less per ranked id)
-                for j in order:  # (ids are distinct: only the recent ones can come twice)
-                    mid = ids[j]
-                    if mid in recent:
-                        continue
-                    rec = get(mid)
-                    if rec is None or rec.superseded_at is not None:
-                        continue
-                    out.append(mid)
-                    room -= 1
-                    if not room:
-                        break
+            if ids and room > 0:
+                # (ids are distinct; the recent ones and superseded versions are not eligible)
+                eligible = self._eligible(store, ids, n_rec)
+                for j in order:
+                    if eligible[j]:
+                        out.append(ids[j])
+                        room -= 1
+                        if not room:
+                            break
         if len(out) > k:
             out = out[:k]
         self._cand_cache = (key, tuple(out))
         return out
+
+    _eligible_cache: tuple | None = None  # (store's ranked id list, n_recent, eligible flags)
+
+    def _eligible(self, store, ids: list[str], n_rec: int) -> list[bool]:
+        """Per position of ``ids`` (the store's default namespace in write order, as ``_ranked`` gives
+        it): whether that memory may fill a similarity slot of :meth:`candidates`, i.e. it is active
+        (not a superseded version) and not among the ``n_rec`` newest (those come first anyway). Kept
+        while the store hands out the same id list: it makes a new one whenever its slots change
+        (writes, removals, a superseded version), and the kept list holds ids only."""
+        cached = self._eligible_cache
+        if cached is not None and cached[0] is ids and cached[1] == n_rec:
+            return cached[2]
+        get = store._records.get
+        eligible = [rec is not None and rec.superseded_at is None for rec in map(get, ids)]
+        if n_rec > 0:
+            cut = max(len(ids) - n_rec, 0)
+            eligible[cut:] = [False] * (len(ids) - cut)
+        self._eligible_cache = (ids, n_rec, eligible)
+        return eligible
 
     def event_vector(self) -> np.ndarray:
         """Unit embedding of the current event text (computed once per event)."""
