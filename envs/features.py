@@ -210,6 +210,7 @@ class FeatureBuilder:
     _position_cache: tuple | None = None  # (the store's view id list, id -> index in it)
     _link_cache: tuple | None = None  # (store, store._link_changes, _link_columns(store))
     _config_consts: tuple | None = None  # (config, threshold, capacity, sweep_every, horizon) as build reads them
+    _state_key: tuple | None = None  # (store, world._version, store._link_changes) when links / static were last read
     n_current = 0  # filled slots whose memory is the newest version of its chain (last build)
     n_episodes = 0  # filled slots holding an episode (last build)
 
@@ -340,8 +341,13 @@ class FeatureBuilder:
             sims, all_ids, squashed, mean_act, write_order = _StoreArrays.read(store, ids, event_vec, threshold)
         else:
             mean_act = 0.0
-        links = self._link_counts(world)
-        static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
+        state = (store, getattr(world, "_version", None), getattr(store, "_link_changes", None))
+        if state[1] is None or state[2] is None or state != self._state_key:
+            self._state_key = state
+            links = self._link_counts(world)
+            static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
+        else:  # (neither the world's version nor the store's link / removal counter moved: both as they were)
+            links, static = self._links, self._static
         n_superseded = n_semantic = 0
         if m:
             # the n_recent newest memories: the view's last positions (write order), else the store's list

@@ -22,6 +22,7 @@ OP_NAMES: tuple[str, ...] = tuple(op.name for op in _OPS)
 TARGETED = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
 _SUPERSEDED = F.CANDIDATE_FEATURES.index("superseded")
 _SEMANTIC = F.CANDIDATE_FEATURES.index("semantic")
+_FLOAT32 = np.dtype(np.float32)
 
 
 def resolve_config(config: Any = None, preset: str | None = None, **overrides: Any) -> WorldConfig:
@@ -245,6 +246,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     """
 
     metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 4}
+    _mask_cache: dict | None = None  # (class default: envs pickled before the cache existed load with None)
 
     def __init__(self, config: Any = None, render_mode: str | None = None, preset: str | None = None,
                  registered_as: str | None = None, **overrides: Any) -> None:
@@ -587,7 +589,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             text = None
         else:
             vec = self._embed(event.text)
-            if vec.dtype == np.float32 and getattr(self.world.store.embedder, "unit_norm", False):
+            # (a native float32 dtype is numpy's one instance: the identity test spares the comparison)
+            if (vec.dtype is _FLOAT32 or vec.dtype == np.float32) and getattr(world.store.embedder, "unit_norm", False):
                 ev = vec.copy()  # every |x_i| <= 1 already (unit_norm): the clip below would copy it
             else:
                 ev = np.minimum(vec, 1.0, dtype=np.float32)  # a unit vector; the clip only guards rounding
@@ -637,7 +640,9 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             else:
                 key = (True, fb.n_current > 0, m > 0, fb.n_episodes > 0, m > 0, True, n)
         self._pair_stale = True
-        cache = self.__dict__.setdefault("_mask_cache", {})
+        cache = self._mask_cache
+        if cache is None:  # (an env pickled before the cache existed)
+            cache = self._mask_cache = {}
         mask = cache.get(key)
         if mask is None:  # a few dozen distinct masks per env: each built once
             k = self.K

@@ -382,21 +382,26 @@ class World:
             # storage is paid per live memory per event, whether or not an operation was applied
             # (apply charges it itself); a driver that skips apply on idle events pays the same
             st.terms["storage_cost"] += self.config.rewards["storage"] * len(self.store)
+        store = self.store
         st.events += 1
-        st.live_sum += len(self.store)
+        st.live_sum += len(store)
         nxt = self._i + 1
         cfg = self.config
         if cfg.horizon is not None and nxt >= cfg.horizon:
             self._done = True
             return None
-        if nxt >= len(self._gen.events):
+        events = self._gen.events
+        if nxt >= len(events):
             self._extend()
+            events = self._gen.events
         self._i = nxt
-        se = self._gen.events[nxt]
-        old = self.store.current_step
-        self.store.tick(se.step)
-        if se.step // cfg.sweep_every > old // cfg.sweep_every:
-            swept = self.store.sweep_decayed()
+        se = events[nxt]
+        old = store.current_step
+        step = se.step
+        store.tick(step)
+        every = cfg.sweep_every
+        if step // every > old // every:
+            swept = store.sweep_decayed()
             if swept:
                 for mid in swept:
                     self._drop_payload(mid)
@@ -834,29 +839,34 @@ class World:
         self._vec_cache = (self._i, vec)
         return vec
 
+    def _event_analysis(self) -> tuple:
+        """``(event index, cues, signature, version key)`` of the current event text: the script-text
+        memo's values (:func:`_analysed`, for the store's ``max_cues``), read once per event and kept in
+        ``_cue_cache`` (which ``reset`` clears and snapshots carry; one taken before it held all three
+        held ``(index, cues)`` only and is read again)."""
+        cached = self._cue_cache
+        if cached is None or cached[0] != self._i or len(cached) != 4:
+            entry = _analysed(self._se.text, self.store.max_cues)
+            cached = self._cue_cache = (self._i, entry[1], entry[2], entry[3])
+        return cached
+
     def event_cues(self) -> list[str]:
         """``extract_cues`` of the current event text with the store's ``max_cues`` (computed once per
         event; the store would compute exactly these for a write or query of the text). A new list
         each call."""
-        cached = self._cue_cache
-        if cached is None or cached[0] != self._i:
-            cached = self._cue_cache = (self._i, _analysed(self._se.text, self.store.max_cues)[1])
-        return list(cached[1])
+        return list(self._event_analysis()[1])
 
     def event_signature(self) -> TextSignature:
         """``world.dedup.signature`` of the current event text, computed once per event (shared by the
         store's write / update of the event and the env's candidate features)."""
-        cached = getattr(self, "_sig_cache", None)  # (absent from snapshots taken before it existed)
-        if cached is None or cached[0] != self._i:
-            cached = self._sig_cache = (self._i, _analysed(self._se.text, self.store.max_cues)[2])
-        return cached[1]
+        return self._event_analysis()[2]
 
     def event_key(self) -> tuple[frozenset, frozenset, TextSignature]:
         """(subject words, topic words, dedup signature) of the current event text: the version key
         :func:`world.keys.subject_and_topic_of` reads from :meth:`event_signature`, memoised with the
         script text (the env's candidate features read it every event; about half of an episode's
         texts recur in later episodes)."""
-        return _analysed(self._se.text, self.store.max_cues)[3]
+        return self._event_analysis()[3]
 
     def view(self) -> WorldView:
         return WorldView(self)
