@@ -144,8 +144,8 @@ class _StoreArrays:
             if ids:
                 # every live memory is in the default namespace (checked above), so are the candidates;
                 # (ndarray.dot: the same BLAS gemv as ``@``, bit for bit, with less call overhead)
-                loc = store._loc
-                sims = space.emb.take([loc[mid][1] for mid in ids], axis=0).dot(vec).tolist()
+                # (the slots from the space's id -> slot dict, looked up in C)
+                sims = space.emb.take(list(map(space.order.__getitem__, ids)), axis=0).dot(vec).tolist()
             else:
                 sims = []
             write_order = True
@@ -392,7 +392,7 @@ class FeatureBuilder:
         per version of its slot view; the public path makes a new list each step)."""
         cached = self._position_cache
         if cached is None or cached[0] is not ids:
-            cached = self._position_cache = (ids, {mid: i for i, mid in enumerate(ids)})
+            cached = self._position_cache = (ids, dict(zip(ids, range(len(ids)))))  # (built in C)
         return cached[1]
 
     def _fill_rows(self, world: World, store, ids: list[str], sims: list, position: dict, squashed: list,

@@ -806,8 +806,14 @@ class World:
         cached = self._eligible_cache
         if cached is not None and cached[0] is ids and cached[1] == n_rec:
             return cached[2]
-        get = store._records.get
-        eligible = [rec is not None and rec.superseded_at is None for rec in map(get, ids)]
+        try:  # (the default namespace's active flags, in C)
+            view_ids, slots = store._spaces[store.default_namespace].view()
+            if view_ids is not ids:
+                raise LookupError("not the store's view")
+            eligible = store._spaces[store.default_namespace].active.take(slots).tolist()
+        except (AttributeError, KeyError, LookupError):
+            get = store._records.get
+            eligible = [rec is not None and rec.superseded_at is None for rec in map(get, ids)]
         if n_rec > 0:
             cut = max(len(ids) - n_rec, 0)
             eligible[cut:] = [False] * (len(ids) - cut)
