@@ -271,7 +271,8 @@ class FeatureBuilder:
         ``event_keys``: entries ``(text, (subject, topic, signature))`` of :meth:`event_key`; a memory
         written from one of those texts (a write of the previous event, as a rule) takes its key from
         there (the same pure functions of the same text)."""
-        rec = store.episodic.get(mid)
+        episodic = getattr(store, "_episodic", None)  # (the public property wraps it in a new proxy)
+        rec = (episodic if isinstance(episodic, dict) else store.episodic).get(mid)
         semantic = rec is None
         if semantic:
             rec = store.semantic[mid]

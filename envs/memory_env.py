@@ -588,7 +588,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             vec = None
             text = None
         else:
-            vec = self._embed(event.text)
+            vector = getattr(world, "event_vector", None)  # (self._embed without its frame)
+            vec = vector() if vector is not None else self._embed(event.text)
             # (a native float32 dtype is numpy's one instance: the identity test spares the comparison)
             if (vec.dtype is _FLOAT32 or vec.dtype == np.float32) and getattr(world.store.embedder, "unit_norm", False):
                 ev = vec.copy()  # every |x_i| <= 1 already (unit_norm): the clip below would copy it
@@ -628,17 +629,13 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         when asked for."""
         fb = self._features
         m = len(self._ids)
-        n = max(m, 1)
         if not live:
             self._full = None
-            key = (False, False, False, False, False, n)
+            key = (None, m)
         else:
             world = self.world
             full = self._full = len(world.store) >= world.config.capacity
-            if full:  # no creating op: only FORGET targets
-                key = (False, False, False, False, m > 0, True, n)
-            else:
-                key = (True, fb.n_current > 0, m > 0, fb.n_episodes > 0, m > 0, True, n)
+            key = (True, m) if full else (False, fb.n_current > 0, fb.n_episodes > 0, m)
         self._pair_stale = True
         cache = self._mask_cache
         if cache is None:  # (an env pickled before the cache existed)
@@ -646,11 +643,15 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         mask = cache.get(key)
         if mask is None:  # a few dozen distinct masks per env: each built once
             k = self.K
+            n = max(m, 1)
             slots = [True] * n + [False] * (k - n)
+            some = m > 0
             if not live:
                 flags = [True, False, False, False, False, False, False]
-            else:
-                flags = [True, key[0], key[1], key[2], key[3], True, key[4]]
+            elif full:  # no creating op: only FORGET targets
+                flags = [True, False, False, False, False, True, some]
+            else:  # NOOP, WRITE, UPDATE (a newest version), LINK, REFLECT (an episode), QUERY, FORGET
+                flags = [True, True, key[1], some, key[2], True, some]
             mask = cache[key] = np.array(flags + slots, dtype=bool)
             mask.setflags(write=False)  # shared by every step with these flags: handed out as copies
         self._mask = mask
