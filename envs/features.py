@@ -375,14 +375,17 @@ class FeatureBuilder:
         except AttributeError:
             live_episodes, live_rules = len(store.episodic), len(store.semantic)
         step = max(0, int(event_index))
+        # (``1.0 if 1.0 < x else x`` is ``min(x, 1.0)``, without a builtin call per entry)
+        fill, episodic, semantic = n_live / cap, live_episodes / cap, live_rules / cap
+        clock = step / horizon if horizon else step / (step + ENDLESS_CLOCK_SCALE)
         _STORE_ROW.pack_into(
             self.store, 0,
-            min(n_live / cap, 1.0),
-            min(live_episodes / cap, 1.0),
-            min(live_rules / cap, 1.0),
+            1.0 if 1.0 < fill else fill,
+            1.0 if 1.0 < episodic else episodic,
+            1.0 if 1.0 < semantic else semantic,
             mean_act,
             (every - (now % every)) / every,
-            min(step / horizon, 1.0) if horizon else step / (step + ENDLESS_CLOCK_SCALE),
+            (1.0 if 1.0 < clock else clock) if horizon else clock,
             m / self.k,
             1.0 if last_invalid else 0.0,
         )

@@ -344,10 +344,11 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """One env step applying ``op`` to memory ``target`` (a targeted op with ``target=None`` is
         invalid; so is any op given an ``invalid_reason``)."""
         op_i = int(op)
+        world = self.world
         if invalid_reason is None:
-            outcome = self.world.apply(op, target)
+            outcome = world.apply(op, target)
         else:
-            outcome = self.world.apply(op, None, invalid_reason=invalid_reason)
+            outcome = world.apply(op, None, invalid_reason=invalid_reason)
         terms = outcome.reward_terms  # a fresh dict per outcome, already weighted by config.rewards
         reward = float(sum(terms.values()))
         invalid = not outcome.valid
@@ -356,8 +357,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._last_action = (op_i, slot)
         self._episode_return += reward
         self._steps += 1
-        self.world.advance()
-        truncated = bool(self.world.done)
+        world.advance()
+        truncated = bool(world.done)
         obs = self._observe()
         info: dict[str, Any] = {
             "action_mask": self._mask.copy(),
