@@ -85,9 +85,15 @@ _KEY_BEST = CANDIDATE_FEATURES.index("key_best")
 #: features or one entry straight into a buffer from Python numbers (bools as 0 / 1), each rounded to
 #: float32 as numpy's assignment of a list rounds it (a C cast from double), without a list or a
 #: numpy call
-_ROW = struct.Struct(f"={N_CANDIDATE_FEATURES}f")
 _STORE_ROW = struct.Struct(f"={N_STORE_FEATURES}f")
 _FLOAT = struct.Struct("=f")
+#: a candidate row as ``pack_into`` takes it from a memory's static row: the four columns tier_fact ..
+#: semantic and the confidence come packed once per memory (``16s``, ``4s``: the bytes ``=4f`` / ``=f``
+#: give, copied), and key_best as pad bytes (zeros: +0.0; the best row's is set afterwards)
+_ROW = struct.Struct("=4f16s5f4s3f4xf")
+_STATIC_FLOATS = struct.Struct("=4f")
+assert _ROW.size == 4 * N_CANDIDATE_FEATURES and CANDIDATE_FEATURES[4:8] == (
+    "tier_fact", "tier_preference", "tier_inference", "semantic") and CANDIDATE_FEATURES[13] == "confidence"
 # uncached (subject_and_topic_of a fresh signature): the env must not keep the words of erased memories
 # in a process-wide cache; the builder computes a memory's key once, in its per-memory row, and the
 # event's once per event
@@ -266,8 +272,9 @@ class FeatureBuilder:
     @staticmethod
     def _static_row(store, mid: str, event_keys: tuple = ()) -> tuple:
         """The parts of a live memory's feature row that stay while it lives: ``(record, written_at,
-        confidence clipped, cues, tier_fact, tier_preference, tier_inference, semantic, subject words,
-        topic words, signature, has text, the signature's fingerprint and content words)``.
+        confidence clipped, cues, its confidence column packed, its tier_fact .. semantic columns packed,
+        semantic, subject words, topic words, has text, signature, the signature's fingerprint and
+        content words)``.
         ``event_keys``: entries ``(text, (subject, topic, signature))`` of :meth:`event_key`; a memory
         written from one of those texts (a write of the previous event, as a rule) takes its key from
         there (the same pure functions of the same text)."""
@@ -286,9 +293,11 @@ class FeatureBuilder:
         else:
             sig = _store_signature(store, mid, text)
             subj, topic = subject_and_topic_of(sig)
-        return (rec, int(rec.written_at), min(max(conf, 0.0), 1.0), frozenset(rec.cues or ()),
-                float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
-                subj, topic, sig, bool(text), sig.fp, sig.content)
+        conf = min(max(conf, 0.0), 1.0)
+        return (rec, int(rec.written_at), conf, frozenset(rec.cues or ()), _FLOAT.pack(conf),
+                _STATIC_FLOATS.pack(float(tier == "fact"), float(tier == "preference"), float(tier == "inference"),
+                                    float(semantic)),
+                semantic, subj, topic, bool(text), sig, sig.fp, sig.content)
 
     def event_cues(self, text: str) -> frozenset[str]:
         """Cues of the current event text (``world.extract_cues``), computed once per event."""
@@ -452,7 +461,7 @@ class FeatureBuilder:
                 st = static[mid]
             except KeyError:
                 st = static[mid] = self._static_row(store, mid, event_keys)
-            rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, _, has_text, fp, content = st
+            rec, written_at, _, cues, conf, tiers, sem, subj, topic, has_text, _, fp, content = st
             imp = rec.importance / IMPORTANCE_CAP
             key = rec.key
             if key is None:
@@ -492,8 +501,9 @@ class FeatureBuilder:
                 # tests build no set): neither rule fires (world.dedup)
                 dup = False
             else:  # embedding_duplicate is False below its threshold: tested first, it saves a call
-                dup = (duplicate_rule(ev_sig, st[10], dedup_cfg) is not None
-                       or (sim >= embed_threshold and embedding_duplicate(ev_sig, st[10], sim, dedup_cfg)))
+                sig = st[10]
+                dup = (duplicate_rule(ev_sig, sig, dedup_cfg) is not None
+                       or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))
             pos = position[mid]
             pack_into(
                 buffer, offset,
@@ -501,7 +511,7 @@ class FeatureBuilder:
                 squashed[pos],
                 1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
                 age,
-                t_fact, t_pref, t_inf, sem,
+                tiers,  # (tier_fact, tier_preference, tier_inference, semantic)
                 link_column(mid, 0.0),
                 len(ev_cues & cues) / n_ev,  # (0.0 when either set is empty: n_ev >= 1)
                 pos >= first_recent if first_recent is not None else mid in recent,
@@ -511,7 +521,7 @@ class FeatureBuilder:
                 same_subj,
                 same_topic,
                 same_subj and same_topic,
-                0.0,  # key_best: set below for the best row
+                # key_best: 0.0 (pad bytes); set below for the best row
                 dup,
             )
             offset += row_size
