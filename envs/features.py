@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import struct
+from itertools import compress
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -87,6 +89,7 @@ _KEY_BEST = CANDIDATE_FEATURES.index("key_best")
 #: numpy call
 _STORE_ROW = struct.Struct(f"={N_STORE_FEATURES}f")
 _FLOAT = struct.Struct("=f")
+_LINKS = attrgetter("links")
 #: a candidate row as ``pack_into`` takes it from a memory's static row: the four columns tier_fact ..
 #: semantic and the confidence come packed once per memory (``16s``, ``4s``: the bytes ``=4f`` / ``=f``
 #: give, copied), and key_best as pad bytes (zeros: +0.0; the best row's is set afterwards)
@@ -172,11 +175,11 @@ def _link_columns(store) -> dict[str, float]:
     A test checks the counts against ``store.link_count``."""
     counts: dict[str, int] = {}
     for records in (store.episodic, store.semantic):
-        for mid, rec in records.items():
-            if rec.links:
-                counts[mid] = counts.get(mid, 0) + len(rec.links)
-                for dst in rec.links:
-                    counts[dst] = counts.get(dst, 0) + 1
+        # (the records with typed links picked in C: most have none)
+        for mid, rec in compress(records.items(), map(_LINKS, records.values())):
+            counts[mid] = counts.get(mid, 0) + len(rec.links)
+            for dst in rec.links:
+                counts[dst] = counts.get(dst, 0) + 1
     return {mid: (n if n < LINK_CAP else LINK_CAP) / LINK_CAP for mid, n in counts.items()}
 
 
