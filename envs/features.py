@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import struct
+from itertools import compress
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -85,9 +87,16 @@ _KEY_BEST = CANDIDATE_FEATURES.index("key_best")
 #: features or one entry straight into a buffer from Python numbers (bools as 0 / 1), each rounded to
 #: float32 as numpy's assignment of a list rounds it (a C cast from double), without a list or a
 #: numpy call
-_ROW = struct.Struct(f"={N_CANDIDATE_FEATURES}f")
 _STORE_ROW = struct.Struct(f"={N_STORE_FEATURES}f")
 _FLOAT = struct.Struct("=f")
+_LINKS = attrgetter("links")
+#: a candidate row as ``pack_into`` takes it from a memory's static row: the four columns tier_fact ..
+#: semantic and the confidence come packed once per memory (``16s``, ``4s``: the bytes ``=4f`` / ``=f``
+#: give, copied), and key_best as pad bytes (zeros: +0.0; the best row's is set afterwards)
+_ROW = struct.Struct("=4f16s5f4s3f4xf")
+_STATIC_FLOATS = struct.Struct("=4f")
+assert _ROW.size == 4 * N_CANDIDATE_FEATURES and CANDIDATE_FEATURES[4:8] == (
+    "tier_fact", "tier_preference", "tier_inference", "semantic") and CANDIDATE_FEATURES[13] == "confidence"
 # uncached (subject_and_topic_of a fresh signature): the env must not keep the words of erased memories
 # in a process-wide cache; the builder computes a memory's key once, in its per-memory row, and the
 # event's once per event
@@ -136,15 +145,16 @@ class _StoreArrays:
         try:
             if not cls.fast:
                 raise LookupError("public path requested")
-            space = store._space(store.default_namespace)
+            space = store._spaces[store.default_namespace]
             all_ids, all_slots = space.view()
-            if len(all_ids) != len(store):
+            if len(all_ids) != len(store._records):
                 raise LookupError("several namespaces")
             squashed = squash_activation(store._activation_rows(space, all_slots), threshold)
             if ids:
-                # every live memory is in the default namespace (checked above), so are the candidates
-                loc = store._loc
-                sims = (space.emb.take([loc[mid][1] for mid in ids], axis=0) @ vec).tolist()
+                # every live memory is in the default namespace (checked above), so are the candidates;
+                # (ndarray.dot: the same BLAS gemv as ``@``, bit for bit, with less call overhead)
+                # (the slots from the space's id -> slot dict, looked up in C)
+                sims = space.emb.take(list(map(space.order.__getitem__, ids)), axis=0).dot(vec).tolist()
             else:
                 sims = []
             write_order = True
@@ -165,11 +175,11 @@ def _link_columns(store) -> dict[str, float]:
     A test checks the counts against ``store.link_count``."""
     counts: dict[str, int] = {}
     for records in (store.episodic, store.semantic):
-        for mid, rec in records.items():
-            if rec.links:
-                counts[mid] = counts.get(mid, 0) + len(rec.links)
-                for dst in rec.links:
-                    counts[dst] = counts.get(dst, 0) + 1
+        # (the records with typed links picked in C: most have none)
+        for mid, rec in compress(records.items(), map(_LINKS, records.values())):
+            counts[mid] = counts.get(mid, 0) + len(rec.links)
+            for dst in rec.links:
+                counts[dst] = counts.get(dst, 0) + 1
     return {mid: (n if n < LINK_CAP else LINK_CAP) / LINK_CAP for mid, n in counts.items()}
 
 
@@ -209,6 +219,7 @@ class FeatureBuilder:
     _position_cache: tuple | None = None  # (the store's view id list, id -> index in it)
     _link_cache: tuple | None = None  # (store, store._link_changes, _link_columns(store))
     _config_consts: tuple | None = None  # (config, threshold, capacity, sweep_every, horizon) as build reads them
+    _state_key: tuple | None = None  # (store, world._version, store._link_changes) when links / static were last read
     n_current = 0  # filled slots whose memory is the newest version of its chain (last build)
     n_episodes = 0  # filled slots holding an episode (last build)
 
@@ -263,11 +274,15 @@ class FeatureBuilder:
 
     @staticmethod
     def _static_row(store, mid: str, event_keys: tuple = ()) -> tuple:
-        """The parts of a live memory's feature row that stay while it lives. ``event_keys``: entries
-        ``(text, (subject, topic, signature))`` of :meth:`event_key`; a memory written from one of
-        those texts (a write of the previous event, as a rule) takes its key from there (the same
-        pure functions of the same text)."""
-        rec = store.episodic.get(mid)
+        """The parts of a live memory's feature row that stay while it lives: ``(record, written_at,
+        confidence clipped, cues, its confidence column packed, its tier_fact .. semantic columns packed,
+        semantic, subject words, topic words, has text, signature, the signature's fingerprint and
+        content words)``.
+        ``event_keys``: entries ``(text, (subject, topic, signature))`` of :meth:`event_key`; a memory
+        written from one of those texts (a write of the previous event, as a rule) takes its key from
+        there (the same pure functions of the same text)."""
+        episodic = getattr(store, "_episodic", None)  # (the public property wraps it in a new proxy)
+        rec = (episodic if isinstance(episodic, dict) else store.episodic).get(mid)
         semantic = rec is None
         if semantic:
             rec = store.semantic[mid]
@@ -281,9 +296,11 @@ class FeatureBuilder:
         else:
             sig = _store_signature(store, mid, text)
             subj, topic = subject_and_topic_of(sig)
-        return (rec, int(rec.written_at), min(max(conf, 0.0), 1.0), frozenset(rec.cues or ()),
-                float(tier == "fact"), float(tier == "preference"), float(tier == "inference"), float(semantic),
-                subj, topic, sig, bool(text))
+        conf = min(max(conf, 0.0), 1.0)
+        return (rec, int(rec.written_at), conf, frozenset(rec.cues or ()), _FLOAT.pack(conf),
+                _STATIC_FLOATS.pack(float(tier == "fact"), float(tier == "preference"), float(tier == "inference"),
+                                    float(semantic)),
+                semantic, subj, topic, bool(text), sig, sig.fp, sig.content)
 
     def event_cues(self, text: str) -> frozenset[str]:
         """Cues of the current event text (``world.extract_cues``), computed once per event."""
@@ -337,8 +354,13 @@ class FeatureBuilder:
             sims, all_ids, squashed, mean_act, write_order = _StoreArrays.read(store, ids, event_vec, threshold)
         else:
             mean_act = 0.0
-        links = self._link_counts(world)
-        static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
+        state = (store, getattr(world, "_version", None), getattr(store, "_link_changes", None))
+        if state[1] is None or state[2] is None or state != self._state_key:
+            self._state_key = state
+            links = self._link_counts(world)
+            static = self._static_rows(store)  # (after _link_counts: prunes on a store change)
+        else:  # (neither the world's version nor the store's link / removal counter moved: both as they were)
+            links, static = self._links, self._static
         n_superseded = n_semantic = 0
         if m:
             # the n_recent newest memories: the view's last positions (write order), else the store's list
@@ -365,14 +387,17 @@ class FeatureBuilder:
         except AttributeError:
             live_episodes, live_rules = len(store.episodic), len(store.semantic)
         step = max(0, int(event_index))
+        # (``1.0 if 1.0 < x else x`` is ``min(x, 1.0)``, without a builtin call per entry)
+        fill, episodic, semantic = n_live / cap, live_episodes / cap, live_rules / cap
+        clock = step / horizon if horizon else step / (step + ENDLESS_CLOCK_SCALE)
         _STORE_ROW.pack_into(
             self.store, 0,
-            min(n_live / cap, 1.0),
-            min(live_episodes / cap, 1.0),
-            min(live_rules / cap, 1.0),
+            1.0 if 1.0 < fill else fill,
+            1.0 if 1.0 < episodic else episodic,
+            1.0 if 1.0 < semantic else semantic,
             mean_act,
             (every - (now % every)) / every,
-            min(step / horizon, 1.0) if horizon else step / (step + ENDLESS_CLOCK_SCALE),
+            (1.0 if 1.0 < clock else clock) if horizon else clock,
             m / self.k,
             1.0 if last_invalid else 0.0,
         )
@@ -383,7 +408,7 @@ class FeatureBuilder:
         per version of its slot view; the public path makes a new list each step)."""
         cached = self._position_cache
         if cached is None or cached[0] is not ids:
-            cached = self._position_cache = (ids, {mid: i for i, mid in enumerate(ids)})
+            cached = self._position_cache = (ids, dict(zip(ids, range(len(ids)))))  # (built in C)
         return cached[1]
 
     def _fill_rows(self, world: World, store, ids: list[str], sims: list, position: dict, squashed: list,
@@ -419,7 +444,9 @@ class FeatureBuilder:
         dedup_cfg = getattr(store, "dedup_config", None) or DedupConfig()
         embed_threshold = dedup_cfg.embed_threshold
         value_aware = dedup_cfg.value_aware
-        ev_content = ev_sig.content if ev_sig is not None else None
+        check_dup = ev_sig is not None
+        if check_dup:
+            ev_fp, ev_content = ev_sig.fp, ev_sig.content
         best_offset, best_score = -1, None
         if first_recent is None:
             recent = store.recent_ids(self.n_recent) if self.n_recent else ()
@@ -429,17 +456,16 @@ class FeatureBuilder:
         pack_into = _ROW.pack_into
         row_size = _ROW.size
         log1p = math.log1p
-        static_get = static.get
         links_get = links.get
         n_superseded = n_semantic = 0
         offset = 0
         for mid, sim in zip(ids, sims):
-            st = static_get(mid)
-            if st is None:
+            try:
+                st = static[mid]
+            except KeyError:
                 st = static[mid] = self._static_row(store, mid, event_keys)
-            rec, written_at, conf, cues, t_fact, t_pref, t_inf, sem, subj, topic, sig, has_text = st
+            rec, written_at, _, cues, conf, tiers, sem, subj, topic, has_text, _, fp, content = st
             imp = rec.importance / IMPORTANCE_CAP
-            age = now - written_at
             key = rec.key
             if key is None:
                 chain = _CHAIN_ONE
@@ -449,12 +475,13 @@ class FeatureBuilder:
                     if chain_length is None:
                         chain_length = _chain_length_of(store)
                     chain = links[key] = min(max(chain_length(key), 1), CHAIN_CAP) / CHAIN_CAP
+            age = now - written_at
             if age > 0:
-                age_f = log1p(age) / _LOG_AGE_CAP
-                if age_f > 1.0:
-                    age_f = 1.0
+                age = log1p(age) / _LOG_AGE_CAP
+                if age > 1.0:
+                    age = 1.0
             else:
-                age_f = 0.0
+                age = 0.0
             if not -1.0 <= sim <= 1.0:
                 sim = 1.0 if sim > 1.0 else -1.0
             same_subj = not ev_subj.isdisjoint(subj)  # (no intersection set unless key_best needs its size)
@@ -468,15 +495,16 @@ class FeatureBuilder:
                 score = (len(ev_subj & subj) + len(ev_topic & topic), sim)
                 if best_score is None or score > best_score:  # ties: the earlier slot
                     best_offset, best_score = offset, score
-            if ev_sig is None or not has_text:
+            if not (check_dup and has_text):
                 dup = False
-            elif ev_sig.fp == sig.fp:
+            elif ev_fp == fp:
                 dup = True  # duplicate_rule's first rule
-            elif value_aware and not ev_content <= sig.content and not sig.content <= ev_content:
+            elif value_aware and not ev_content <= content and not content <= ev_content:
                 # a value change (words substituted: each side has words the other lacks; two subset
                 # tests build no set): neither rule fires (world.dedup)
                 dup = False
             else:  # embedding_duplicate is False below its threshold: tested first, it saves a call
+                sig = st[10]
                 dup = (duplicate_rule(ev_sig, sig, dedup_cfg) is not None
                        or (sim >= embed_threshold and embedding_duplicate(ev_sig, sig, sim, dedup_cfg)))
             pos = position[mid]
@@ -485,8 +513,8 @@ class FeatureBuilder:
                 sim,
                 squashed[pos],
                 1.0 if imp > 1.0 else (imp if imp > 0.0 else 0.0),
-                age_f,
-                t_fact, t_pref, t_inf, sem,
+                age,
+                tiers,  # (tier_fact, tier_preference, tier_inference, semantic)
                 link_column(mid, 0.0),
                 len(ev_cues & cues) / n_ev,  # (0.0 when either set is empty: n_ev >= 1)
                 pos >= first_recent if first_recent is not None else mid in recent,
@@ -496,7 +524,7 @@ class FeatureBuilder:
                 same_subj,
                 same_topic,
                 same_subj and same_topic,
-                0.0,  # key_best: set below for the best row
+                # key_best: 0.0 (pad bytes); set below for the best row
                 dup,
             )
             offset += row_size

@@ -22,6 +22,7 @@ OP_NAMES: tuple[str, ...] = tuple(op.name for op in _OPS)
 TARGETED = frozenset({Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET})
 _SUPERSEDED = F.CANDIDATE_FEATURES.index("superseded")
 _SEMANTIC = F.CANDIDATE_FEATURES.index("semantic")
+_FLOAT32 = np.dtype(np.float32)
 
 
 def resolve_config(config: Any = None, preset: str | None = None, **overrides: Any) -> WorldConfig:
@@ -245,6 +246,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     """
 
     metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 4}
+    _mask_cache: dict | None = None  # (class default: envs pickled before the cache existed load with None)
 
     def __init__(self, config: Any = None, render_mode: str | None = None, preset: str | None = None,
                  registered_as: str | None = None, **overrides: Any) -> None:
@@ -342,10 +344,11 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """One env step applying ``op`` to memory ``target`` (a targeted op with ``target=None`` is
         invalid; so is any op given an ``invalid_reason``)."""
         op_i = int(op)
+        world = self.world
         if invalid_reason is None:
-            outcome = self.world.apply(op, target)
+            outcome = world.apply(op, target)
         else:
-            outcome = self.world.apply(op, None, invalid_reason=invalid_reason)
+            outcome = world.apply(op, None, invalid_reason=invalid_reason)
         terms = outcome.reward_terms  # a fresh dict per outcome, already weighted by config.rewards
         reward = float(sum(terms.values()))
         invalid = not outcome.valid
@@ -354,8 +357,8 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._last_action = (op_i, slot)
         self._episode_return += reward
         self._steps += 1
-        self.world.advance()
-        truncated = bool(self.world.done)
+        world.advance()
+        truncated = bool(world.done)
         obs = self._observe()
         info: dict[str, Any] = {
             "action_mask": self._mask.copy(),
@@ -586,8 +589,10 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             vec = None
             text = None
         else:
-            vec = self._embed(event.text)
-            if vec.dtype == np.float32 and getattr(self.world.store.embedder, "unit_norm", False):
+            vector = getattr(world, "event_vector", None)  # (self._embed without its frame)
+            vec = vector() if vector is not None else self._embed(event.text)
+            # (a native float32 dtype is numpy's one instance: the identity test spares the comparison)
+            if (vec.dtype is _FLOAT32 or vec.dtype == np.float32) and getattr(world.store.embedder, "unit_norm", False):
                 ev = vec.copy()  # every |x_i| <= 1 already (unit_norm): the clip below would copy it
             else:
                 ev = np.minimum(vec, 1.0, dtype=np.float32)  # a unit vector; the clip only guards rounding
@@ -625,27 +630,29 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         when asked for."""
         fb = self._features
         m = len(self._ids)
-        n = max(m, 1)
         if not live:
             self._full = None
-            key = (False, False, False, False, False, n)
+            key = (None, m)
         else:
             world = self.world
             full = self._full = len(world.store) >= world.config.capacity
-            if full:  # no creating op: only FORGET targets
-                key = (False, False, False, False, m > 0, True, n)
-            else:
-                key = (True, fb.n_current > 0, m > 0, fb.n_episodes > 0, m > 0, True, n)
+            key = (True, m) if full else (False, fb.n_current > 0, fb.n_episodes > 0, m)
         self._pair_stale = True
-        cache = self.__dict__.setdefault("_mask_cache", {})
+        cache = self._mask_cache
+        if cache is None:  # (an env pickled before the cache existed)
+            cache = self._mask_cache = {}
         mask = cache.get(key)
         if mask is None:  # a few dozen distinct masks per env: each built once
             k = self.K
+            n = max(m, 1)
             slots = [True] * n + [False] * (k - n)
+            some = m > 0
             if not live:
                 flags = [True, False, False, False, False, False, False]
-            else:
-                flags = [True, key[0], key[1], key[2], key[3], True, key[4]]
+            elif full:  # no creating op: only FORGET targets
+                flags = [True, False, False, False, False, True, some]
+            else:  # NOOP, WRITE, UPDATE (a newest version), LINK, REFLECT (an episode), QUERY, FORGET
+                flags = [True, True, key[1], some, key[2], True, some]
             mask = cache[key] = np.array(flags + slots, dtype=bool)
             mask.setflags(write=False)  # shared by every step with these flags: handed out as copies
         self._mask = mask

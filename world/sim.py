@@ -421,21 +421,26 @@ class World:
             # storage is paid per live memory per event, whether or not an operation was applied
             # (apply charges it itself); a driver that skips apply on idle events pays the same
             st.terms["storage_cost"] += self.config.rewards["storage"] * len(self.store)
+        store = self.store
         st.events += 1
-        st.live_sum += len(self.store)
+        st.live_sum += len(store)
         nxt = self._i + 1
         cfg = self.config
         if cfg.horizon is not None and nxt >= cfg.horizon:
             self._done = True
             return None
-        if nxt >= len(self._gen.events):
+        events = self._gen.events
+        if nxt >= len(events):
             self._extend()
+            events = self._gen.events
         self._i = nxt
-        se = self._gen.events[nxt]
-        old = self.store.current_step
-        self.store.tick(se.step)
-        if se.step // cfg.sweep_every > old // cfg.sweep_every:
-            swept = self.store.sweep_decayed()
+        se = events[nxt]
+        old = store.current_step
+        step = se.step
+        store.tick(step)
+        every = cfg.sweep_every
+        if step // every > old // every:
+            swept = store.sweep_decayed()
             if swept:
                 for mid in swept:
                     self._drop_payload(mid)
@@ -798,41 +803,61 @@ class World:
         (most similar first), deduplicated; at most ``k`` (default ``n_candidates``)."""
         k = self.config.n_candidates if k is None else k
         key = (self._i, self._version, k)
-        if self._cand_cache is not None and self._cand_cache[0] == key:
-            return list(self._cand_cache[1])
+        cached = self._cand_cache
+        if cached is not None and cached[0] == key:
+            return list(cached[1])
         store = self.store
         out: list[str] = []
-        recent: list[str] = out
-        if len(store):
-            n_rec = min(self.config.n_recent, k)
-            if n_rec:
-                recent = store.recent_ids(n_rec)
-                out.extend(recent)
+        n_live = len(store)
+        if n_live:
             # most similar first, ties in write order (stable sort); store.similarities(vec) ranked
             # the whole ranking (it is one stable argsort anyway): a window of the top 2k + recent ran out
             # when superseded versions of a chain filled it, leaving slots empty while active memories
             # were left out
-            ids, order = store._ranked(self.event_vector(), len(store))
+            ids, order = store._ranked(self.event_vector(), n_live)
+            n_rec = min(self.config.n_recent, k)
+            if n_rec > 0:
+                # the n_rec newest, newest first: store.recent_ids(n_rec), read off the write-order ids
+                out = ids[:-n_rec - 1:-1]
             room = k - len(out)
-            if len(ids) and room > 0:
-                # (the recent ids, a list of at most n_recent: a membership test by identity first,
-                # no set to build)
-                get = store._records.get  # (store.get behind one method call less per ranked id)
-                for j in order:  # (ids are distinct: only the recent ones can come twice)
-                    mid = ids[j]
-                    if mid in recent:
-                        continue
-                    rec = get(mid)
-                    if rec is None or rec.superseded_at is not None:
-                        continue
-                    out.append(mid)
-                    room -= 1
-                    if not room:
-                        break
+            if ids and room > 0:
+                # (ids are distinct; the recent ones and superseded versions are not eligible)
+                eligible = self._eligible(store, ids, n_rec)
+                for j in order:
+                    if eligible[j]:
+                        out.append(ids[j])
+                        room -= 1
+                        if not room:
+                            break
         if len(out) > k:
             out = out[:k]
         self._cand_cache = (key, tuple(out))
         return out
+
+    _eligible_cache: tuple | None = None  # (store's ranked id list, n_recent, eligible flags)
+
+    def _eligible(self, store, ids: list[str], n_rec: int) -> list[bool]:
+        """Per position of ``ids`` (the store's default namespace in write order, as ``_ranked`` gives
+        it): whether that memory may fill a similarity slot of :meth:`candidates`, i.e. it is active
+        (not a superseded version) and not among the ``n_rec`` newest (those come first anyway). Kept
+        while the store hands out the same id list: it makes a new one whenever its slots change
+        (writes, removals, a superseded version), and the kept list holds ids only."""
+        cached = self._eligible_cache
+        if cached is not None and cached[0] is ids and cached[1] == n_rec:
+            return cached[2]
+        try:  # (the default namespace's active flags, in C)
+            view_ids, slots = store._spaces[store.default_namespace].view()
+            if view_ids is not ids:
+                raise LookupError("not the store's view")
+            eligible = store._spaces[store.default_namespace].active.take(slots).tolist()
+        except (AttributeError, KeyError, LookupError):
+            get = store._records.get
+            eligible = [rec is not None and rec.superseded_at is None for rec in map(get, ids)]
+        if n_rec > 0:
+            cut = max(len(ids) - n_rec, 0)
+            eligible[cut:] = [False] * (len(ids) - cut)
+        self._eligible_cache = (ids, n_rec, eligible)
+        return eligible
 
     def event_vector(self) -> np.ndarray:
         """Unit embedding of the current event text (computed once per event)."""
@@ -859,29 +884,34 @@ class World:
         self._vec_cache = (self._i, vec)
         return vec
 
+    def _event_analysis(self) -> tuple:
+        """``(event index, cues, signature, version key)`` of the current event text: the script-text
+        memo's values (:func:`_analysed`, for the store's ``max_cues``), read once per event and kept in
+        ``_cue_cache`` (which ``reset`` clears and snapshots carry; one taken before it held all three
+        held ``(index, cues)`` only and is read again)."""
+        cached = self._cue_cache
+        if cached is None or cached[0] != self._i or len(cached) != 4:
+            entry = _analysed(self._se.text, self.store.max_cues)
+            cached = self._cue_cache = (self._i, entry[1], entry[2], entry[3])
+        return cached
+
     def event_cues(self) -> list[str]:
         """``extract_cues`` of the current event text with the store's ``max_cues`` (computed once per
         event; the store would compute exactly these for a write or query of the text). A new list
         each call."""
-        cached = self._cue_cache
-        if cached is None or cached[0] != self._i:
-            cached = self._cue_cache = (self._i, _analysed(self._se.text, self.store.max_cues)[1])
-        return list(cached[1])
+        return list(self._event_analysis()[1])
 
     def event_signature(self) -> TextSignature:
         """``world.dedup.signature`` of the current event text, computed once per event (shared by the
         store's write / update of the event and the env's candidate features)."""
-        cached = getattr(self, "_sig_cache", None)  # (absent from snapshots taken before it existed)
-        if cached is None or cached[0] != self._i:
-            cached = self._sig_cache = (self._i, _analysed(self._se.text, self.store.max_cues)[2])
-        return cached[1]
+        return self._event_analysis()[2]
 
     def event_key(self) -> tuple[frozenset, frozenset, TextSignature]:
         """(subject words, topic words, dedup signature) of the current event text: the version key
         :func:`world.keys.subject_and_topic_of` reads from :meth:`event_signature`, memoised with the
         script text (the env's candidate features read it every event; about half of an episode's
         texts recur in later episodes)."""
-        return _analysed(self._se.text, self.store.max_cues)[3]
+        return self._event_analysis()[3]
 
     def view(self) -> WorldView:
         return WorldView(self)
