@@ -384,7 +384,6 @@ class World:
         self._cand_cache: tuple | None = None
         self._vec_cache: tuple | None = None
         self._cue_cache: tuple | None = None
-        self._sig_cache: tuple | None = None
         self._stats = _Stats()
         self._chunk_q = [0, 0]  # endless: questions, correct since the last extension
         se = self._gen.events[0]
