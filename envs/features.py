@@ -240,6 +240,21 @@ class FeatureBuilder:
         self._static_version: tuple | None = None
         self._links: dict = {}
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        for name in ("_static_store", "_static", "_static_version", "_state_key"):
+            state.pop(name, None)  # a cache of the store's records: rebuilt from the store after loading
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        # (the per-memory rows are rebuilt from the store: a builder pickled by an earlier release kept
+        # rows of another shape, and one that is loaded mid-episode would read them)
+        self._static_store = None
+        self._static = {}
+        self._static_version = None
+        self._state_key = None
+
     # ------------------------------------------------------------------ features
     def _link_counts(self, world: World) -> dict:
         """Incoming typed links and chain lengths, cached while the store is unchanged (the world

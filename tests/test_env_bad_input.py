@@ -8,6 +8,7 @@ fails the comparison.
 from __future__ import annotations
 
 import copy
+import json
 import pickle
 import warnings
 from pathlib import Path
@@ -16,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from test_env_determinism import canon
 
 import envs  # noqa: F401  (registers the ids)
 from envs import MemoryEnv
@@ -28,8 +30,10 @@ from world.sim import NO_CLUSTER, Op
 WRITE = np.array([1, 0])
 
 
-def _digest(env, n: int, seed: int = 5) -> bytes:
-    """n seeded random steps (resets at the horizon): every obs, reward, flag and info, pickled."""
+def _digest(env, n: int, seed: int = 5) -> str:
+    """n seeded random steps (resets at the horizon): every obs, reward, flag and info, in the canonical
+    form of test_env_determinism (values only: pickle's bytes also record which equal strings are one
+    object, which the process-wide script-text memos decide, so they differed when this test ran alone)."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
@@ -37,7 +41,7 @@ def _digest(env, n: int, seed: int = 5) -> bytes:
         out.append((obs, r, term, trunc, info))
         if trunc:
             out.append(env.reset())
-    return pickle.dumps(out)
+    return json.dumps(canon(out))
 
 
 def _twins(config="life-easy", steps=5, **kw):
@@ -537,3 +541,35 @@ def test_a_mix_is_refused_on_a_non_life_env_and_on_a_reset_switch_away_from_life
     assert _digest(a, 60) == _digest(b, 60)  # same episode, same RNG (nothing was reseeded)
     a.reset(seed=0, options={"difficulty": "medium"})  # life to life keeps the mix
     assert a.config == WorldConfig.preset("life", "medium").replace(mix={"recall": 1.0, "erasure": 1.0})
+
+
+def test_builder_pickled_with_rows_of_another_shape_resumes_mid_episode(monkeypatch):
+    """A FeatureBuilder pickled by an earlier release kept its per-memory row cache, whose rows had
+    another shape (12 fields before the packed tier / confidence bytes): loaded mid-episode, the first
+    step raised ValueError (not enough values to unpack). Loading rebuilds the rows from the store, so
+    the loaded env continues exactly as the original."""
+    from envs.features import FeatureBuilder
+
+    env = MemoryEnv(config="life-easy")
+    env.reset(seed=3)
+    for _ in range(10):
+        env.step(np.array([1, 0]))
+    rows = env.unwrapped._features._static
+    assert rows
+    for mid in list(rows):
+        rows[mid] = rows[mid][:12]  # (the older release's shape)
+    with monkeypatch.context() as m:
+        m.delattr(FeatureBuilder, "__getstate__")  # (the older class pickled its whole __dict__)
+        blob = pickle.dumps(env)
+    loaded = pickle.loads(blob)
+    env.unwrapped._features._static.clear()  # (the original, repaired by hand, is the reference)
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        action = np.array([rng.integers(0, 7), rng.integers(0, env.K)])
+        a, b = env.step(action), loaded.step(action)
+        for key in a[0]:
+            np.testing.assert_array_equal(a[0][key], b[0][key])
+        assert a[1:4] == b[1:4]
+        assert a[4]["candidate_ids"] == b[4]["candidate_ids"]
+    assert "_static" not in pickle.loads(pickle.dumps(env))._features.__dict__ or \
+        not pickle.loads(pickle.dumps(env))._features._static  # (no cache of records in a pickle)

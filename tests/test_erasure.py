@@ -423,3 +423,22 @@ def test_subject_erasure_matches_the_caller_cues_whatever_their_case(cue, subjec
         assert report.removed_ids == [m.memory_id] and report.cue_nodes == 1
         assert m.memory_id not in store and keep.memory_id in store
         assert not any(cue in node or cue.lower() in node for node in store.graph.nodes())
+
+
+@pytest.mark.parametrize("how", ["subject", "memory"])
+def test_erasure_leaves_no_secret_in_the_prepared_memos(how):
+    """HashingEmbedder.prepare keeps each whitespace token's features (and the vectors until asked):
+    an erasure left an erased secret there ('qzx9931.' as a key) though the word-feature cache was
+    cleaned."""
+    secret = "qzx9931"
+    emb = CachedEmbedder(HashingEmbedder(64))
+    store = MemoryStore(emb)
+    texts = [f"Alice's locker code is {secret}.", "Bob likes tea."]
+    emb.prepare(texts)
+    ids = [store.write_episode(i, t) for i, t in enumerate(texts)]
+    if how == "subject":
+        store.erase(subject=secret)
+    else:
+        store.erase(memory_id=ids[0].memory_id)
+    assert secret not in repr(vars(emb.inner))
+    assert store.embed("Bob likes tea.").tobytes() == HashingEmbedder(64).encode("Bob likes tea.").tobytes()

@@ -137,7 +137,7 @@ def test_edge_weights_must_be_finite_and_non_negative(weight):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_graph_ppr_is_the_seed_indicators_pagerank_with_repeated_and_unknown_seeds(seed):
-    """AssocGraph.ppr (seeded_pagerank on the seeds' rows) scores as personalized_pagerank of the 0/1
+    """AssocGraph.ppr (_seeded_pagerank on the seeds' rows) scores as personalized_pagerank of the 0/1
     vector of its distinct known seeds, bit for bit: a repeated seed counts once, an unknown one not at
     all; its parameter errors are personalized_pagerank's."""
     g, _ = _random_graphs(seed)

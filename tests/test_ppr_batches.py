@@ -43,9 +43,9 @@ def test_first_batch_is_the_contraction_bound():
 
 @pytest.mark.parametrize("max_iter", [1, 5, 40, 100])
 def test_seeded_pagerank_is_personalized_pagerank_of_the_seeds_indicator(max_iter):
-    """seeded_pagerank (the graph's route) gives personalized_pagerank's scores for the 0/1 vector of
+    """_seeded_pagerank (the graph's route) gives personalized_pagerank's scores for the 0/1 vector of
     its seed rows, bit for bit, with and without dangling nodes and for any number of seeds."""
-    from world.ppr import seeded_pagerank, transition_from_edges
+    from world.ppr import _seeded_pagerank, transition_from_edges
 
     rng = np.random.default_rng(11)
     for trial in range(30):
@@ -64,9 +64,9 @@ def test_seeded_pagerank_is_personalized_pagerank_of_the_seeds_indicator(max_ite
                 ref = personalized_pagerank(tm, p, max_iter=max_iter, fallback=fallback)
             except PPRConvergenceError:
                 with pytest.raises(PPRConvergenceError):
-                    seeded_pagerank(tm, rows, max_iter=max_iter, fallback=fallback)
+                    _seeded_pagerank(tm, rows, max_iter=max_iter, fallback=fallback)
                 continue
-            x, method = seeded_pagerank(tm, rows, max_iter=max_iter, fallback=fallback)
+            x, method = _seeded_pagerank(tm, rows, max_iter=max_iter, fallback=fallback)
             assert method == ref[1] and x.tobytes() == ref[0].tobytes(), (trial, fallback)
 
 
@@ -126,3 +126,24 @@ def test_iterate_buffer_reuse_changes_no_result(scratch_floats, monkeypatch):
             t.start()
             t.join()
             assert got.tobytes() == ref[0].tobytes() and got.shape == (tm.n,), i
+
+
+def test_out_weights_with_a_negative_weight_take_the_column_ordered_sum():
+    """The one-bincount route for out-weights holds only for non-negative weights whose partial sums
+    are exact: a negative weight (transition_from_edges is public and does not refuse one) let a
+    row's sum differ from the column-ordered sum by 4 units of 2**-10."""
+    from world.ppr import transition_from_edges
+
+    u = 2.0 ** -10
+    src = np.array([0, 0, 0, 0, 0, 1])
+    dst = np.array([5, 1, 2, 3, 4, 0])
+    w = np.array([-(2.0 ** 54 + 4) * u, u, u, u, u, 1.0])
+    tm = transition_from_edges(6, src, dst, w)
+    row0 = 0.0
+    for j in np.argsort(dst[:5], kind="stable"):  # (row 0's entries in column order)
+        row0 += w[j]
+    inv = 1.0 / row0
+    expected = {int(d): float(inv * wt) for d, wt in zip(dst[:5], w[:5])}
+    pt = tm.pt.toarray()
+    for d, value in expected.items():
+        assert pt[d, 0] == value

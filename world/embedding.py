@@ -301,6 +301,11 @@ class HashingEmbedder:
         the lifecycle engineer (issue 3: the secret-string erasure test found them here)."""
         toks = tokenize(text)
         keys = toks + [a + " " + b for a, b in zip(toks, toks[1:])] + ["\x00empty:" + text.strip()]
+        # (prepare's memos: the text's vector and its whitespace tokens' features)
+        self._prepared.pop(text, None)
+        groups = self._token_groups
+        for raw in text.split():
+            groups.pop(raw, None)
         return sum(self._feature_cache.pop(k, None) is not None for k in keys) > 0
 
     def drop_words(self, words: Iterable[str]) -> int:
@@ -311,6 +316,10 @@ class HashingEmbedder:
         gone = {w.lower() for w in words}
         if not gone:
             return 0
+        # prepare's memos (texts a caller generated; a world's erasure never comes here: its store drops
+        # by text) are emptied whole rather than searched: their keys are texts and whitespace tokens
+        self._prepared.clear()
+        self._token_groups.clear()
         cache = self._feature_cache
         victims = []
         for k in cache:

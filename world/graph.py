@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 import networkx as nx
 import numpy as np
 
-from world.ppr import TransitionMatrix, seeded_pagerank, transition_from_edges
+from world.ppr import TransitionMatrix, _seeded_pagerank, transition_from_edges
 
 __all__ = ["AssocGraph"]
 
@@ -343,7 +343,7 @@ class AssocGraph:
         idx = list(dict.fromkeys([node_idx[s] for s in seeds if s in node_idx]))
         if not idx:
             raise ValueError("personalized PageRank needs at least one seed node present in the graph")
-        x, method = seeded_pagerank(tm, pos[idx], alpha=alpha, max_iter=max_iter, tol=tol, fallback=fallback)
+        x, method = _seeded_pagerank(tm, pos[idx], alpha=alpha, max_iter=max_iter, tol=tol, fallback=fallback)
         return x, pos, method
 
     # ------------------------------------------------------------------ views

@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover
     _csr_matvec = None
 
 __all__ = ["PPRConvergenceError", "TransitionMatrix", "transition_from_edges", "transition_matrix",
-           "personalized_pagerank", "seeded_pagerank"]
+           "personalized_pagerank"]
 
 
 #: Power iterations in the first stopping-test batch (see :func:`_power_batched`; later batches are
@@ -160,8 +160,8 @@ def _sums_exact(weight: np.ndarray) -> bool:
     partial sum is a whole number of units below 2**53, which a float64 holds exactly (the store's
     weights, 1.0 and 0.5, always are). Then a row's sum is the same float by any summation route.
     (The maximum is tested first, so that scaling and summing cannot overflow.)"""
-    if not len(weight) or not np.maximum.reduce(weight) < 2.0 ** 33:
-        return False
+    if not len(weight) or not np.maximum.reduce(weight) < 2.0 ** 33 or not np.minimum.reduce(weight) >= 0.0:
+        return False  # (a negative weight could make a partial sum exceed the total's bound)
     units = weight * (1.0 / _EXACT_UNIT)  # (a power of two: exact)
     return not np.count_nonzero(np.modf(units)[0]) and np.add.reduce(units) < 2.0 ** 53
 
@@ -201,7 +201,7 @@ def personalized_pagerank(
     return _pagerank(tm, p / total, alpha, max_iter, tol, fallback)
 
 
-def seeded_pagerank(
+def _seeded_pagerank(
     tm: TransitionMatrix,
     rows: np.ndarray,
     alpha: float = 0.85,
@@ -210,8 +210,8 @@ def seeded_pagerank(
     fallback: str = "solve",
 ) -> tuple[np.ndarray, str]:
     """:func:`personalized_pagerank` with the personalisation 1 on the matrix rows ``rows`` (distinct
-    valid row indices, at least one) and 0 elsewhere: the same scores, without building and checking
-    that vector (a seed's normalised weight 1.0 / k for k seeds is exactly the 0/1 vector divided by
+    valid row indices, at least one, as :meth:`world.graph.AssocGraph.ppr` passes them: private, since
+    it trusts them) and 0 elsewhere: the same scores, without building and checking that vector (a seed's normalised weight 1.0 / k for k seeds is exactly the 0/1 vector divided by
     its sum, k)."""
     max_iter = _checked_params(alpha, max_iter, fallback)
     if not len(rows):
