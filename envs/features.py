@@ -95,6 +95,7 @@ _LINKS = attrgetter("links")
 #: give, copied), and key_best as pad bytes (zeros: +0.0; the best row's is set afterwards)
 _ROW = struct.Struct("=4f16s5f4s3f4xf")
 _STATIC_FLOATS = struct.Struct("=4f")
+_FLOAT64 = np.dtype(np.float64)  # (a native float64 array's dtype is this instance: an identity test)
 assert _ROW.size == 4 * N_CANDIDATE_FEATURES and CANDIDATE_FEATURES[4:8] == (
     "tier_fact", "tier_preference", "tier_inference", "semantic") and CANDIDATE_FEATURES[13] == "confidence"
 # uncached (subject_and_topic_of a fresh signature): the env must not keep the words of erased memories
@@ -112,7 +113,10 @@ def squash_activation(b: np.ndarray, threshold: float) -> np.ndarray:
     the importance column shows the rest. ``-inf`` and NaN map to ~0 (the
     exponent is capped at 60, so no overflow warning is possible).
     """
-    x = np.subtract(threshold, b, dtype=np.float64)
+    if type(b) is np.ndarray and b.dtype is _FLOAT64:
+        x = threshold - b  # (float64 already: the same subtraction without the dtype keyword's cost)
+    else:
+        x = np.subtract(threshold, b, dtype=np.float64)
     np.fmin(x, 60.0, out=x)  # fmin drops NaN in favour of 60; -inf activations become 60 too
     np.exp(x, out=x)
     x += 1.0
@@ -434,25 +438,24 @@ class FeatureBuilder:
         squashed activation; ``first_recent``: when positions are in write order, the first position
         among the ``n_recent`` newest (``recent`` is then ``position[mid] >= first_recent``; None: ask
         ``store.recent_ids``)."""
-        world_event = world.event if getattr(world, "event_cues", None) is not None else None
-        same_event = world_event is not None and world_event.text == event_text
+        # the world's analysis of its own event text, read once: (index, cues, signature, version key)
+        # from its script-text memo, the values event_cues() / event_key() return (the env keeps none:
+        # a text's words must not outlive an erasure here)
+        world_analysis = getattr(world, "_event_analysis", None) if event_text else None
+        if world_analysis is not None and world.event.text == event_text:
+            _, world_cues, _, world_key = world_analysis()
+        else:
+            world_cues = world_key = None
         if not event_text:
             ev_cues = frozenset()
-        elif same_event and getattr(store, "max_cues", None) == 8:
-            ev_cues = frozenset(world.event_cues())  # the world's per-event cues (max_cues 8, as here)
+        elif world_cues is not None and getattr(store, "max_cues", None) == 8:
+            ev_cues = frozenset(world_cues)  # the world's per-event cues (max_cues 8, as here)
         else:
             ev_cues = self.event_cues(event_text)
         n_ev = max(1, len(ev_cues))
         previous_key = self._key_cache  # (the previous event's: the text a write of it stored)
         if event_text:
-            # the world's memo of its own event text (the env keeps none: a text's words must not outlive
-            # an erasure here), else its signature
-            world_key = getattr(world, "event_key", None) if same_event else None
-            if world_key is not None:
-                ev_subj, ev_topic, ev_sig = self.event_key(event_text, key=world_key())
-            else:
-                world_sig = getattr(world, "event_signature", None) if same_event else None
-                ev_subj, ev_topic, ev_sig = self.event_key(event_text, world_sig() if world_sig is not None else None)
+            ev_subj, ev_topic, ev_sig = self.event_key(event_text, key=world_key)
         else:
             ev_subj, ev_topic, ev_sig = frozenset(), frozenset(), None
         event_keys = (self._key_cache, previous_key)

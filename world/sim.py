@@ -77,6 +77,7 @@ LINK_RELATION = "references"
 #: every reward term at 0.0, in REWARD_TERMS order: an Outcome's (and _Stats') starting terms are a copy
 #: (one C call; dict.fromkeys through a partial cost about twice as much, on every apply)
 _ZERO_TERMS = dict.fromkeys(REWARD_TERMS, 0.0)
+_FLOAT32 = np.dtype(np.float32)  # (a native float32 array's dtype is this instance: an identity test)
 
 
 @dataclass(frozen=True)
@@ -868,7 +869,9 @@ class World:
             return vec
         text = self._se.text
         script_vecs = self._script_vecs
-        prime = getattr(self.store.embedder, "prime", None)
+        store = self.store
+        store_embedder = store.embedder
+        prime = getattr(store_embedder, "prime", None)
         if prime is not None:
             # the world's perception of its own text (the shared cache keeps it; see _StoreEmbedder);
             # store.embed then normalises it as usual
@@ -876,10 +879,19 @@ class World:
                 row = script_vecs[self._i]
                 if row.flags.writeable:  # (a row restored by a pickle or a snapshot copy: writable again)
                     row.setflags(write=False)
-                prime(text, row)
             else:
-                prime(text, self._embedder.encode(text))
-        vec = self.store.embed(text)
+                row = self._embedder.encode(text)
+            prime(text, row)
+            if (type(store_embedder) is _StoreEmbedder and store_embedder.unit_norm and type(row) is np.ndarray
+                    and row.dtype is _FLOAT32 and row.ndim == 1 and row.shape[0] == store._dim
+                    and not row.flags.writeable and text.isascii()):
+                # what store.embed(text) would return, without its frames: the store's embedder answers
+                # the primed row, a unit_norm embedder's float32 vector is taken as it is (a view of it
+                # there), and the store's checks hold (plain ASCII: no lone surrogate; its dimension).
+                # Read-only, so the row itself is handed out (a writable one goes through store.embed)
+                self._vec_cache = (self._i, row)
+                return row
+        vec = store.embed(text)
         self._vec_cache = (self._i, vec)
         return vec
 
