@@ -256,6 +256,12 @@ class _Space:
     #: MemoryStore._activation_rows. A retrieval (``_bump``) sets it to None. (A class default as well:
     #: a space pickled before the cache existed has none.)
     acts: tuple[tuple[int, int, float], np.ndarray, np.ndarray, BaseLevelBatch, np.ndarray | None] | None = None
+    #: True while ``recent_slots`` holds the slot of every write of this space, in write order (only
+    #: ``_insert`` appended to it, none dropped off yet while it is shorter than its maxlen): its
+    #: distinct slots newest first, once filtered by ``active``, are then the view's slots reversed,
+    #: filtered the same way (a slot's last append is its current memory's write). A restored layout
+    #: brings its own list (False from then on), and so does a space pickled before the flag existed.
+    window_in_order = False
 
     def __init__(self, name: str, dim: int, k: int, embed_window: int | None) -> None:
         self.name = name
@@ -294,6 +300,7 @@ class _Space:
         # rows written last (dedup candidates); unused (kept empty) when the window is the whole namespace
         self.recent_slots: deque[int] = deque(maxlen=embed_window or 0)
         self.embed_window = embed_window
+        self.window_in_order = True
         self.acts = None
 
     @property
@@ -964,11 +971,15 @@ class MemoryStore:
                 return mid, "fingerprint"
         if not space.order:
             return None
-        if space.embed_window:
+        recent = space.recent_slots
+        if space.embed_window and not (space.window_in_order and len(recent) < recent.maxlen):
             # newest first, each slot once (dict.fromkeys keeps the first: a recycled slot may sit twice
             # in the window, and both entries name its current memory)
-            cand = np.fromiter(dict.fromkeys(reversed(space.recent_slots)), dtype=np.int64)
+            cand = np.fromiter(dict.fromkeys(reversed(recent)), dtype=np.int64)
         else:
+            # the whole namespace, or a window that still holds every write in order (window_in_order):
+            # the same candidates once filtered by active below, from the view (usually cached) without
+            # a pass over the window
             _, slots = space.view()
             cand = slots[::-1]
         if len(cand) == 0:
@@ -2143,6 +2154,7 @@ class MemoryStore:
             space.free = list(lay["free"])
             space.recent_slots.clear()
             space.recent_slots.extend(lay["recent_slots"])
+            space.window_in_order = False  # (the file's window, not this load's writes)
             space.gone = {str(k): [str(m) for m in v] for k, v in (lay.get("gone") or {}).items()}
             space.gone_key = {m: k for k, v in space.gone.items() for m in v}
         for src, dst, rel, w in state["edges"]:
