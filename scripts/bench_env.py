@@ -105,7 +105,9 @@ def _split(id_: str, steps: int) -> dict[str, float]:
     parts = {"reset": "world.reset (script, its texts analysed)", "apply": "world.apply", "advance": "world.advance",
              "candidates": "world.candidates+embed", "event_vector": "world.candidates+embed",
              "event_cues": "world.event cues+signature+key", "event_signature": "world.event cues+signature+key",
-             "event_key": "world.event cues+signature+key"}
+             "event_key": "world.event cues+signature+key",
+             # (the observation reads the event's cues and key through this one call)
+             "_event_analysis": "world.event cues+signature+key"}
     parts = {name: label for name, label in parts.items() if hasattr(World, name)}
     spent = dict.fromkeys(parts.values(), 0.0)
     originals = {name: getattr(World, name) for name in parts}
