@@ -361,6 +361,7 @@ _MATVEC_BLOCK = 1024
 
 
 _NEG_INF = -math.inf
+_FLOAT32 = np.dtype(np.float32)  # (a native float32 array's dtype is this instance: an identity test)
 _max_reduce = np.maximum.reduce
 
 
@@ -756,7 +757,11 @@ class MemoryStore:
         # an embedder whose vectors are unit to float32 rounding (unit_norm) would pass the test in
         # _unit unchanged: skip it
         if getattr(embedder, "unit_norm", False):
-            vec = np.asarray(embedder.encode(text), dtype=np.float32).ravel()
+            vec = embedder.encode(text)
+            if type(vec) is not np.ndarray or vec.dtype is not _FLOAT32 or vec.ndim != 1 or not vec.flags.c_contiguous:
+                # (a contiguous 1-D native float32 array, the usual answer, is taken as it is: asarray
+                # and ravel would only wrap it in a view)
+                vec = np.asarray(vec, dtype=np.float32).ravel()
         else:
             vec = self._unit(embedder.encode(text), text)
         if self._dim is None:

@@ -77,7 +77,6 @@ LINK_RELATION = "references"
 #: every reward term at 0.0, in REWARD_TERMS order: an Outcome's (and _Stats') starting terms are a copy
 #: (one C call; dict.fromkeys through a partial cost about twice as much, on every apply)
 _ZERO_TERMS = dict.fromkeys(REWARD_TERMS, 0.0)
-_FLOAT32 = np.dtype(np.float32)  # (a native float32 array's dtype is this instance: an identity test)
 
 
 @dataclass(frozen=True)
@@ -846,10 +845,11 @@ class World:
         if cached is not None and cached[0] is ids and cached[1] == n_rec:
             return cached[2]
         try:  # (the default namespace's active flags, in C)
-            view_ids, slots = store._spaces[store.default_namespace].view()
+            space = store._spaces[store.default_namespace]
+            view_ids, slots = space.view()
             if view_ids is not ids:
                 raise LookupError("not the store's view")
-            eligible = store._spaces[store.default_namespace].active.take(slots).tolist()
+            eligible = space.active.take(slots).tolist()
         except (AttributeError, KeyError, LookupError):
             get = store._records.get
             eligible = [rec is not None and rec.superseded_at is None for rec in map(get, ids)]
@@ -870,8 +870,7 @@ class World:
         text = self._se.text
         script_vecs = self._script_vecs
         store = self.store
-        store_embedder = store.embedder
-        prime = getattr(store_embedder, "prime", None)
+        prime = getattr(store.embedder, "prime", None)
         if prime is not None:
             # the world's perception of its own text (the shared cache keeps it; see _StoreEmbedder);
             # store.embed then normalises it as usual
@@ -882,15 +881,6 @@ class World:
             else:
                 row = self._embedder.encode(text)
             prime(text, row)
-            if (type(store_embedder) is _StoreEmbedder and store_embedder.unit_norm and type(row) is np.ndarray
-                    and row.dtype is _FLOAT32 and row.ndim == 1 and row.shape[0] == store._dim
-                    and not row.flags.writeable and text.isascii()):
-                # what store.embed(text) would return, without its frames: the store's embedder answers
-                # the primed row, a unit_norm embedder's float32 vector is taken as it is (a view of it
-                # there), and the store's checks hold (plain ASCII: no lone surrogate; its dimension).
-                # Read-only, so the row itself is handed out (a writable one goes through store.embed)
-                self._vec_cache = (self._i, row)
-                return row
         vec = store.embed(text)
         self._vec_cache = (self._i, vec)
         return vec
