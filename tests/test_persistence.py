@@ -348,6 +348,50 @@ def test_save_overwrites_and_keeps_mode(tmp_path):
     assert_states_equal(load_store(path, embedder=embedder())._export_state(), store._export_state())
 
 
+def test_save_through_a_symlink_replaces_the_file_it_points_to(tmp_path):
+    """A save to a symbolic link replaces the file behind it and keeps the link: replacing the link
+    itself left the old file, with a memory erased since, loadable where the link had pointed."""
+    real_dir = tmp_path / "data"
+    real_dir.mkdir()
+    real = real_dir / "real.sqlite"
+    store = MemoryStore(embedder=embedder())
+    store.write_episode(0, "The locker code is qzxsymlink7 for now.")
+    keep = store.write_episode(0, "Alice moved to Lisbon.")
+    save_store(store, real)
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(real)
+    secret = next(m for m in store.episodic if m != keep.memory_id)
+    store.erase(memory_id=secret)
+    assert save_store(store, link) == link
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert b"qzxsymlink7" not in real.read_bytes()
+    assert list(load_store(real, embedder=embedder()).episodic) == [keep.memory_id]
+    assert sorted(p.name for p in real_dir.iterdir()) == ["real.sqlite"]
+
+
+def test_save_where_no_temporary_file_can_be_made_is_a_store_file_error(tmp_path, monkeypatch):
+    import world.persistence as persistence
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".memgym-x.tmp"))
+
+    monkeypatch.setattr(persistence.tempfile, "mkstemp", refuse)
+    path = tmp_path / "m.sqlite"
+    with pytest.raises(StoreFileError, match="no temporary file can be made") as exc:
+        save_store(build_store(seed=1, n=5), path)
+    assert str(path) in str(exc.value) and "Permission denied" in str(exc.value)
+    assert not path.exists()
+
+
+def test_save_to_the_longest_name_the_file_system_takes(tmp_path):
+    """The temporary file's name does not grow with the target's: a 250-character name saves."""
+    path = tmp_path / ("a" * 243 + ".sqlite")
+    store = build_store(seed=3, n=10)
+    assert save_store(store, path) == path
+    assert_states_equal(load_store(path, embedder=embedder())._export_state(), store._export_state())
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
 def test_save_into_missing_directory(tmp_path):
     with pytest.raises(StoreFileError, match="does not exist") as exc:
         save_store(MemoryStore(embedder=embedder()), tmp_path / "nope" / "m.sqlite")

@@ -16,7 +16,8 @@ File format (``FORMAT_VERSION`` 1), one SQLite database written by the standard 
 
 Saving: the whole state goes into a temporary file in the target's directory, in a single
 transaction, journal in memory (no WAL, no -journal file next to the store), ``secure_delete`` on,
-then the file is fsynced and renamed over the target (``os.replace``, atomic on POSIX and Windows).
+then the file is fsynced and renamed over the target (``os.replace``, atomic on POSIX and Windows;
+a target that is a symbolic link is followed, so the file it points to is the one replaced).
 A crash leaves either the old file or the new one, never a mix; the bytes of a saved file hold only
 what the store held at that moment (an erased memory is gone from every file saved after the erase).
 
@@ -134,10 +135,13 @@ def save_store(store: Any, path: str | os.PathLike) -> Path:
     Returns the path written. Raises ``StoreFileError`` if the directory does not exist or the state
     cannot be written; an existing file at ``path`` is then left as it was."""
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
+    # a symbolic link is followed: the file it points to is replaced (replacing the link itself would
+    # leave the old bytes, erased memories included, in the file it pointed to)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise StoreFileError(path, f"cannot save: directory {os.fspath(directory)!r} does not exist")
-    if path.is_dir():
+    if target.is_dir():
         raise StoreFileError(path, "cannot save: the path is a directory")
     try:
         with _no_gc():
@@ -146,16 +150,21 @@ def save_store(store: Any, path: str | os.PathLike) -> Path:
     except (TypeError, ValueError, KeyError) as exc:
         raise StoreFileError(path, f"cannot save: the store state is not serialisable ({exc})") from exc
 
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    # (a short fixed prefix: the target's own name may be as long as the file system allows)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=".memgym-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise StoreFileError(path, f"cannot save: no temporary file can be made in {os.fspath(directory)!r} "
+                                   f"({exc.strerror or exc})") from exc
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         _write_sqlite(tmp, rows)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
+        if target.exists():
+            os.chmod(tmp, target.stat().st_mode & 0o777)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, sqlite3.Error | OSError):
