@@ -85,10 +85,60 @@ def test_texts_the_store_brings_in_stay_out_of_the_shared_cache_and_go_with_eras
     np.testing.assert_array_equal(rows[1], HashingEmbedder(_cfg().embed_dim).encode(other))
     assert other not in shared and other in store.embedder._own
     report = store.erase(memory_id=mem.memory_id)
-    assert report.cache_entries == 1
-    assert secret not in shared and secret not in store.embedder._own
+    # the secret, and the other text too: "Mallory" was a word only the erased memory had (as a plain
+    # store on a CachedEmbedder drops it)
+    assert report.cache_entries == 2
+    assert secret not in shared and secret not in store.embedder._own and other not in store.embedder._own
     inner_words = shared.inner._feature_cache  # the hashing model's word cache forgot its words too
     assert not any("qzx5521" in k for k in inner_words)
+
+
+def test_queries_that_mention_an_erased_memory_go_with_it_and_leave_no_word_in_the_shared_model():
+    """An agent's free-text queries through the world's view are the store's own texts: the store's
+    erasure drops those that quote erased content (as a plain store on a CachedEmbedder does), and
+    the process-wide model never held their words (``HashingEmbedder.encode_transient``)."""
+    world = World(_cfg(), seed=0)  # the process's shared hashing cache
+    store = world.store
+    model = store.embedder._model()
+    secret = "qzx5521"
+    mem = store.write_episode(store.current_step, f"The vault code is {secret} and only Mallory knows it.")
+    world.view().query(f"which vault code is {secret}")
+    world.view().similarities(f"Mallory told me {secret} yesterday", [mem.memory_id])
+    unrelated = "where does Alice live now"
+    world.view().query(unrelated)
+    fresh = HashingEmbedder(_cfg().embed_dim)
+    np.testing.assert_array_equal(store.embedder._own[f"Mallory told me {secret} yesterday"],
+                                  fresh.encode(f"Mallory told me {secret} yesterday"))
+    assert not any(secret in k for k in model._feature_cache)
+    report = store.erase(memory_id=mem.memory_id)
+    assert report.cache_entries == 3  # the memory's text and the two queries that quote it
+    assert not any(secret in t for t in store.embedder._own) and unrelated in store.embedder._own
+    assert secret.encode() not in pickle.dumps(world)
+
+
+def test_a_subject_erasure_drops_the_queries_naming_it_after_its_memories_left():
+    world = World(_cfg(), seed=0)
+    store = world.store
+    mem = store.write_episode(store.current_step, "Zorblaxia keeps the spare key under the mat.")
+    world.view().query("where does Zorblaxia keep the key")
+    store.forget(mem.memory_id)
+    report = store.erase(subject="Zorblaxia")
+    assert report.cache_entries == 2
+    assert not any("Zorblaxia" in t for t in store.embedder._own)
+    assert b"Zorblaxia" not in pickle.dumps(world)
+
+
+def test_the_store_own_entries_are_bounded_oldest_first(monkeypatch):
+    from world.sim import _StoreEmbedder
+
+    monkeypatch.setattr(_StoreEmbedder, "OWN_ENTRIES", 3)
+    world = World(_cfg(), seed=0)
+    emb = world.store.embedder
+    texts = [f"free text query number {i}" for i in range(5)]
+    vecs = [emb.encode(t) for t in texts]
+    assert list(emb._own) == texts[2:]
+    np.testing.assert_array_equal(emb.encode(texts[0]), vecs[0])  # embedded again, the same vector
+    assert list(emb._own) == texts[3:] + texts[:1]
 
 
 def test_shared_embedder_is_bounded_and_never_pickled():

@@ -25,6 +25,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from functools import partial
 from itertools import chain
 
 import numpy as np
@@ -106,23 +107,23 @@ class HashingEmbedder:
         self._prepared: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> vector (see prepare)
         self._token_groups: dict[str, tuple] = {}  # whitespace token of a prepared text -> its features
 
-    def _feature(self, token: str) -> tuple[int, float]:
+    def _feature(self, token: str, keep: bool = True) -> tuple[int, float]:
         hit = self._feature_cache.get(token)
         if hit is None:
             h = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
             v = int.from_bytes(h, "little")
             hit = (v % self.dim, 1.0 if (v >> 63) & 1 else -1.0)
-            if len(self._feature_cache) < 200_000:
+            if keep and len(self._feature_cache) < 200_000:
                 self._feature_cache[token] = hit
         return hit
 
-    def _features(self, text: str) -> tuple[list[str], list[int], list[float]]:
+    def _features(self, text: str, keep: bool = True) -> tuple[list[str], list[int], list[float]]:
         """(tokens, indices, signed weights) of ``text``'s features in order: its unigrams, then its
-        bigrams (weighted by ``bigram_weight``)."""
+        bigrams (weighted by ``bigram_weight``); ``keep=False`` adds none of them to the word cache."""
         toks = tokenize(text)
         if not toks:
             toks = ["\x00empty:" + text.strip()]
-        feature = self._feature
+        feature = self._feature if keep else partial(self._feature, keep=False)
         cached = self._feature_cache.get  # (the common case inline: one call less per token)
         index: list[int] = []
         weight: list[float] = []
@@ -143,14 +144,24 @@ class HashingEmbedder:
         prepared = self._prepared.pop(text, None) if self._prepared else None
         if prepared is not None:
             return prepared
+        return self._encode(text, True)
+
+    def encode_transient(self, text: str) -> np.ndarray:
+        """:meth:`encode`'s vector of ``text`` (bit for bit) leaving no trace here: none of its words
+        or word pairs enters the word cache, which outlives every store. For a text whose words must
+        go when it goes, e.g. an agent's free-text query to a world's store (its erasure drops the
+        store's own texts, but could not find them in a cache shared by every world of the process)."""
+        return self._encode(text, False)
+
+    def _encode(self, text: str, keep: bool) -> np.ndarray:
         # the features summed per index by one bincount: each entry is 0.0 + its features in order, the
         # additions a float64 vector of zeros would make one feature at a time; untouched entries stay 0.0
-        toks, index, weight = self._features(text)
+        toks, index, weight = self._features(text, keep)
         vec = np.bincount(index, weight, self.dim)
         # np.linalg.norm of a 1-D float64 vector is sqrt(x.dot(x)) (and sqrt is correctly rounded)
         norm = math.sqrt(vec.dot(vec))
         if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
-            i, s = self._feature(toks[0])
+            i, s = self._feature(toks[0], keep)
             vec[i] = s
             norm = 1.0
         vec /= norm

@@ -241,11 +241,16 @@ class _StoreEmbedder:
     Lookup order: the vector the world primed for its current event, the shared cache (the world's
     perception: the texts of its script, which ``World.event_vector`` and ``World._prefetch`` put
     there), this store's own entries; a text found nowhere is embedded by the shared cache's model
-    and kept here, never in the shared cache. So an erasure drops every text the store brought in
-    (and the hashing model's cached words of it), while the texts of the worlds' scripts stay in the
+    and kept here (``encode_transient``: none of its words enters the model's word cache), never in
+    the shared cache. So an erasure drops every text the store brought in that it reaches (by text, and
+    by ``drop_matching`` the texts mentioning what went), while the texts of the worlds' scripts stay in the
     perception cache: the world generated them and holds them in its script anyway, and a text that
     recurs in a later episode is not embedded again (with MiniLM a forward pass per reset).
     """
+
+    #: own entries kept at most (the oldest go first: an endless world queried with free text would
+    #: otherwise grow them without end; a text that went is embedded again, to the same vector)
+    OWN_ENTRIES = 4_096
 
     def __init__(self, shared):
         self.shared = shared
@@ -253,7 +258,8 @@ class _StoreEmbedder:
         self.dim = getattr(shared, "dim", None)
         self.unit_norm = bool(getattr(shared, "unit_norm", False))
         # the last text and its vector: an event's text is embedded for the candidates, then again
-        # by a WRITE / UPDATE / QUERY of that event (dropped on erasure like the own entries)
+        # by a WRITE / UPDATE / QUERY of that event (dropped on erasure like the own entries); it is
+        # always a text the shared cache holds (the world's) or one of the own entries
         self._last: tuple[str, object] | None = None
         self._own: dict[str, np.ndarray] = {}
 
@@ -271,9 +277,20 @@ class _StoreEmbedder:
             return last[1]
         vec = self._find(text)
         if vec is None:
-            vec = np.asarray(self._model().encode(text), dtype=np.float32)
+            # the model is shared by every world of the process: a text the store brings in (a rule,
+            # an agent's query) must leave none of its words in the model's own caches, where the
+            # store's erasure could not reach them
+            model = self._model()
+            transient = getattr(model, "encode_transient", None)
+            vec = np.asarray(transient(text) if callable(transient) else model.encode(text), dtype=np.float32)
             vec.setflags(write=False)
-            self._own[text] = vec
+            own = self._own
+            if len(own) >= self.OWN_ENTRIES:
+                oldest = next(iter(own))
+                del own[oldest]
+                if last is not None and last[0] == oldest:
+                    self._last = None
+            own[text] = vec
         self._last = (text, vec)
         return vec
 
@@ -296,10 +313,21 @@ class _StoreEmbedder:
             self._last = None
         if self._own.pop(text, None) is None:
             return False
-        drop_words = getattr(self._model(), "drop", None)  # e.g. HashingEmbedder's word-feature cache
-        if callable(drop_words):
-            drop_words(text)
+        model = self._model()
+        if not callable(getattr(model, "encode_transient", None)):
+            drop_words = getattr(model, "drop", None)  # a model that cached something of the text
+            if callable(drop_words):
+                drop_words(text)
         return True
+
+    def drop_matching(self, predicate) -> int:
+        """Forget every own entry whose text satisfies ``predicate`` (the store's erasure: texts, queries
+        included, that quote erased content, name an erased subject or hold a word only the erased
+        memories had); returns how many went. The world's script texts stay (as in :meth:`drop`)."""
+        gone = [t for t in self._own if predicate(t)]
+        for t in gone:
+            self.drop(t)
+        return len(gone)
 
     def __getstate__(self):
         state = dict(self.__dict__)
