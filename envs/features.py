@@ -128,8 +128,9 @@ class _StoreArrays:
     (one mat-vec) and the squashed ACT-R activations of every live memory (one activation batch),
     from which both the candidates' column and the store's mean are taken.
 
-    Uses the store's internal layout (``_space``, ``_loc``, ``_activation_rows``); any store without
-    it (or memories in other namespaces) takes the public API instead. A test checks both paths
+    Uses the store's internal layout (``_spaces``, a space's ``view()`` / ``order`` / ``emb``,
+    ``_records``, ``_activation_rows``); any store without it (or memories in other namespaces) takes
+    the public API instead. A test checks both paths
     give the same numbers.
     """
 
@@ -246,7 +247,7 @@ class FeatureBuilder:
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        for name in ("_static_store", "_static", "_static_version", "_state_key"):
+        for name in ("_static_store", "_static", "_static_version", "_state_key", "_link_cache", "_position_cache"):
             state.pop(name, None)  # a cache of the store's records: rebuilt from the store after loading
         return state
 
@@ -258,6 +259,7 @@ class FeatureBuilder:
         self._static = {}
         self._static_version = None
         self._state_key = None
+        self._link_cache = self._position_cache = None
 
     # ------------------------------------------------------------------ features
     def _link_counts(self, world: World) -> dict:
@@ -375,6 +377,10 @@ class FeatureBuilder:
             mean_act = 0.0
         state = (store, getattr(world, "_version", None), getattr(store, "_link_changes", None))
         if state[1] is None or state[2] is None or state != self._state_key:
+            if self._state_key is None or self._state_key[0] is not store:
+                # another store (a reset, set_state): keep nothing of the last one, whose records the
+                # link cache would otherwise hold until the first step with a candidate
+                self._link_cache = self._position_cache = None
             self._state_key = state
             links = self._link_counts(world)
             static = self._static_rows(store)  # (after _link_counts: prunes on a store change)

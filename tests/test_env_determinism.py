@@ -173,6 +173,34 @@ def test_forget_leaves_no_trace_in_the_env():
         env.world = world
 
 
+@pytest.mark.parametrize("how", ["reset", "set_state"])
+def test_the_env_keeps_nothing_of_a_store_it_left(how):
+    """After reset() or set_state() the observation builder holds nothing of the previous store (its
+    link cache held the whole store until the first step with a candidate, and pickles carried it)."""
+    import gc
+    import weakref
+
+    env = MemoryEnv("life-easy")
+    env.reset(seed=0)
+    start = env.get_state()
+    env.step(np.array([0, 0]))
+    store = env.world.store
+    a = store.write_episode(store.current_step, "The locker code is qzxlinkcache9 this week.")
+    b = store.write_episode(store.current_step, "The spare locker code is qzxlinkcache8.")
+    store.link(a.memory_id, b.memory_id, "supports")
+    env.step(np.array([0, 0]))  # a step with candidates: the builder counts the links of this store
+    assert env._features._link_cache[0] is store
+    if how == "reset":
+        env.reset(seed=1)
+    else:
+        env.set_state(start)
+    gone = weakref.ref(store)
+    del store, a, b
+    gc.collect()
+    assert gone() is None
+    assert b"qzxlinkcache" not in pickle.dumps(env)
+
+
 @pytest.mark.embed
 def test_minilm_env_passes_the_checker_and_matches_in_a_subprocess():
     """With the sentence-transformers embedder: Gymnasium's checker passes, the event is a 384-d unit
