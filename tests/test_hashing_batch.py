@@ -61,3 +61,44 @@ def test_prepared_texts_read_token_by_token_are_the_single_encodes():
                               HashingEmbedder(16).encode("one two three four five six seven"))
     finally:
         E.TOKEN_GROUP_ENTRIES = old
+
+
+class _NoStopWords(HashingEmbedder):
+    """A subclass that reads texts its own way (stop words left out) through the ``_features`` hook."""
+
+    def _features(self, text):
+        from world.embedding import tokenize
+
+        kept = " ".join(t for t in tokenize(text) if t not in {"the", "a", "is"})
+        return super()._features(kept or text)
+
+
+def test_a_subclass_with_its_own_features_gets_its_own_vectors_from_every_route():
+    """encode_batch and prepare (and so a world's perception) give the subclass's encode() vectors,
+    not the base class's token route."""
+    from world import World, WorldConfig
+    from world.embedding import CachedEmbedder
+
+    texts = ["The cat is a pet", "a", "Alice is the one", "tea tea the tea"]
+    emb = _NoStopWords(64)
+    want = np.stack([_NoStopWords(64).encode(t) for t in texts])
+    assert np.array_equal(emb.encode_batch(texts).view(np.int32), want.view(np.int32))
+    emb.prepare(texts)
+    for t, row in zip(texts, want):
+        assert np.array_equal(emb.encode(t).view(np.int32), row.view(np.int32))
+    world = World(WorldConfig.preset("life", "easy").replace(embed_dim=64), seed=0,
+                  embedder=CachedEmbedder(_NoStopWords(64)))
+    for _ in range(30):
+        got = world.event_vector()
+        assert np.array_equal(got.view(np.int32), _NoStopWords(64).encode(world.event.text).view(np.int32))
+        world.advance()
+
+
+def test_encode_transient_is_encode_and_leaves_the_word_cache_as_it_was():
+    emb = HashingEmbedder(64)
+    emb.encode("alice lives in lisbon")
+    before = dict(emb._feature_cache)
+    for text in ("alice keeps qzx5521 in lisbon", "", "qzx5521", "alice lives in lisbon"):
+        got = emb.encode_transient(text)
+        assert np.array_equal(got.view(np.int32), HashingEmbedder(64).encode(text).view(np.int32))
+        assert emb._feature_cache == before

@@ -25,7 +25,6 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from functools import partial
 from itertools import chain
 
 import numpy as np
@@ -107,23 +106,23 @@ class HashingEmbedder:
         self._prepared: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> vector (see prepare)
         self._token_groups: dict[str, tuple] = {}  # whitespace token of a prepared text -> its features
 
-    def _feature(self, token: str, keep: bool = True) -> tuple[int, float]:
+    def _feature(self, token: str) -> tuple[int, float]:
         hit = self._feature_cache.get(token)
         if hit is None:
             h = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
             v = int.from_bytes(h, "little")
             hit = (v % self.dim, 1.0 if (v >> 63) & 1 else -1.0)
-            if keep and len(self._feature_cache) < 200_000:
+            if len(self._feature_cache) < 200_000:
                 self._feature_cache[token] = hit
         return hit
 
-    def _features(self, text: str, keep: bool = True) -> tuple[list[str], list[int], list[float]]:
+    def _features(self, text: str) -> tuple[list[str], list[int], list[float]]:
         """(tokens, indices, signed weights) of ``text``'s features in order: its unigrams, then its
-        bigrams (weighted by ``bigram_weight``); ``keep=False`` adds none of them to the word cache."""
+        bigrams (weighted by ``bigram_weight``)."""
         toks = tokenize(text)
         if not toks:
             toks = ["\x00empty:" + text.strip()]
-        feature = self._feature if keep else partial(self._feature, keep=False)
+        feature = self._feature
         cached = self._feature_cache.get  # (the common case inline: one call less per token)
         index: list[int] = []
         weight: list[float] = []
@@ -144,24 +143,30 @@ class HashingEmbedder:
         prepared = self._prepared.pop(text, None) if self._prepared else None
         if prepared is not None:
             return prepared
-        return self._encode(text, True)
+        return self._encode(text)
 
     def encode_transient(self, text: str) -> np.ndarray:
-        """:meth:`encode`'s vector of ``text`` (bit for bit) leaving no trace here: none of its words
-        or word pairs enters the word cache, which outlives every store. For a text whose words must
-        go when it goes, e.g. an agent's free-text query to a world's store (its erasure drops the
-        store's own texts, but could not find them in a cache shared by every world of the process)."""
-        return self._encode(text, False)
+        """:meth:`encode`'s vector of ``text`` (bit for bit) leaving no trace here: the words and word
+        pairs it added to the word cache, which outlives every store, are taken out again. For a text
+        whose words must go when it goes, e.g. an agent's free-text query to a world's store (its
+        erasure drops the store's own texts, but could not find them in a cache shared by every world
+        of the process)."""
+        cache = self._feature_cache
+        before = len(cache)
+        vec = self._encode(text)
+        while len(cache) > before:  # (a dict pops its newest entry first: the ones this text added)
+            cache.popitem()
+        return vec
 
-    def _encode(self, text: str, keep: bool) -> np.ndarray:
+    def _encode(self, text: str) -> np.ndarray:
         # the features summed per index by one bincount: each entry is 0.0 + its features in order, the
         # additions a float64 vector of zeros would make one feature at a time; untouched entries stay 0.0
-        toks, index, weight = self._features(text, keep)
+        toks, index, weight = self._features(text)
         vec = np.bincount(index, weight, self.dim)
         # np.linalg.norm of a 1-D float64 vector is sqrt(x.dot(x)) (and sqrt is correctly rounded)
         norm = math.sqrt(vec.dot(vec))
         if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
-            i, s = self._feature(toks[0], keep)
+            i, s = self._feature(toks[0])
             vec[i] = s
             norm = 1.0
         vec /= norm
@@ -184,6 +189,9 @@ class HashingEmbedder:
         n = len(texts)
         if not n:
             return np.empty((0, dim), dtype=np.float32)
+        if type(self)._features is not HashingEmbedder._features:
+            # a subclass that reads texts its own way (its _features): encode's rows, one at a time
+            return np.stack([self._encode(t) for t in texts])
         unigrams: list[str] = []
         bigrams: list[str] = []
         n_uni: list[int] = []
@@ -299,7 +307,8 @@ class HashingEmbedder:
         fresh = [t for t in dict.fromkeys(texts) if type(t) is str and t not in self._prepared]
         if not fresh:
             return
-        rows = self._script_batch(fresh)
+        # (a subclass with its own _features: encode_batch follows it, the token route would not)
+        rows = self._script_batch(fresh) if type(self)._features is HashingEmbedder._features else self.encode_batch(fresh)
         prepared = self._prepared
         for t, row in zip(fresh, rows):
             prepared[t] = row.copy()  # (a row view would keep the whole batch, every other text's row, alive)
