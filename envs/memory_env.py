@@ -430,6 +430,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return {
             "world": self.world.get_state(),
             "np_random": copy.deepcopy(self.np_random.bit_generator.state),
+            "np_random_seed": self.np_random_seed,
             "env": {
                 "ids": list(self._ids),
                 "last_invalid": self._last_invalid,
@@ -484,6 +485,11 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                             f"{type(env['last_outcome']).__name__}")
         if problems:
             raise ValueError("set_state: state['env']: " + "; ".join(problems))
+        # gymnasium's np_random_seed: -1 (a generator whose seed is unknown) unless the snapshot says; left
+        # None, the first read of the property would replace the restored generator by a fresh one
+        rng_seed = state.get("np_random_seed", -1)
+        if isinstance(rng_seed, (bool, np.bool_)) or not isinstance(rng_seed, (int, np.integer)) or rng_seed < -1:
+            raise ValueError(f"set_state: state['np_random_seed'] must be an int >= -1 (-1: unknown), got {rng_seed!r}")
         episode_return, steps = float(episode_return), int(steps)
         world_state = state["world"]
         cfg = world_state.get("config", self.config) if isinstance(world_state, dict) else self.config
@@ -513,7 +519,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         else:  # the same World object (agents and views may hold it), now in the restored state
             self.world.__dict__.clear()
             self.world.__dict__.update(world.__dict__)
-        self._np_random = rng
+        self._np_random, self._np_random_seed = rng, int(rng_seed)
         self._last_invalid = bool(env["last_invalid"])
         self._last_action = env["last_action"]
         self._last_outcome = copy.deepcopy(env["last_outcome"])

@@ -84,7 +84,10 @@ def test_reset_options_still_switch_the_preset():
 
 # ---------------------------------------------------------------------- set_state
 @pytest.mark.parametrize("breakage", ["no env steps", "no world", "bad rng", "not a dict", "world not a snapshot",
-                                      "clock not an index", "no script", "no store", "ids not a list"])
+                                      "clock not an index", "no script", "no store", "ids not a list",
+                                      "a world key missing", "a key no world has", "a cache not a tuple",
+                                      "chunk counts not a list", "event of another time", "version not an int",
+                                      "flag not a bool", "rng seed not an int"])
 def test_malformed_snapshot_is_rejected_before_anything_changes(breakage):
     a, b = _twins()
     snap = a.get_state()
@@ -114,9 +117,33 @@ def test_malformed_snapshot_is_rejected_before_anything_changes(breakage):
     elif breakage == "no store":
         bad["world"]["store"] = None
         match = r"state\['store'\] must be a MemoryStore"
-    else:
+    elif breakage == "ids not a list":
         bad["env"]["ids"] = 5
         match = r"'ids' must be a list of memory ids"
+    elif breakage == "a world key missing":  # (it kept this world's value: a mix of two states)
+        del bad["world"]["_se"]
+        match = r"not a World snapshot .*it needs the keys .*'_se'"
+    elif breakage == "a key no world has":
+        bad["world"]["_sweep_every"] = 3
+        match = r"key\(s\) \['_sweep_every'\] that no World snapshot has"
+    elif breakage == "a cache not a tuple":  # (a bare TypeError named nothing)
+        bad["world"]["_cand_cache"] = 5
+        match = r"state\['_cand_cache'\] must be None or a tuple"
+    elif breakage == "chunk counts not a list":  # (accepted, then a crash at the next step)
+        bad["world"]["_chunk_q"] = None
+        match = r"state\['_chunk_q'\] must be a list of 2 ints"
+    elif breakage == "event of another time":
+        bad["world"]["_se"] = bad["world"]["_gen"].events[bad["world"]["_i"] + 1]
+        match = r"state\['_se'\] and state\['_event'\] must be the script's event"
+    elif breakage == "version not an int":
+        bad["world"]["_version"] = "3"
+        match = r"state\['_version'\] must be an int >= 0"
+    elif breakage == "flag not a bool":
+        bad["world"]["_done"] = None
+        match = r"state\['_done'\] must be a bool"
+    else:
+        bad["np_random_seed"] = "7"
+        match = r"state\['np_random_seed'\] must be an int >= -1"
     with pytest.raises(ValueError, match=match):
         a.set_state(bad)
     assert a.world.event.index == b.world.event.index
@@ -157,6 +184,31 @@ def test_snapshot_whose_parts_disagree_is_rejected_before_anything_changes(break
         a.set_state(bad)
     assert a._steps == b._steps and a.world.event.index == b.world.event.index
     assert _digest(a, 150) == _digest(b, 150)
+
+
+def test_restored_generator_survives_a_read_of_np_random_seed():
+    """set_state sets gymnasium's np_random_seed with the generator (left None on a fresh env, the
+    first read of the property replaced the restored generator by a fresh one, so the next unseeded
+    reset was not the snapshot's next episode)."""
+    import gymnasium as gym
+
+    a = gym.make("MemGym/Life-Easy-v0")
+    a.reset(seed=7)
+    snap = a.unwrapped.get_state()
+    assert snap["np_random_seed"] == 7
+    want = canon(a.reset()[0])
+    for receiver in ("fresh", "used"):
+        c = gym.make("MemGym/Life-Easy-v0")
+        if receiver == "used":
+            c.reset(seed=123)
+        c.unwrapped.set_state(snap)
+        assert c.np_random_seed == 7  # the snapshot's, not 123 nor a fresh entropy seed
+        assert canon(c.reset()[0]) == want
+    old = copy.deepcopy(snap)
+    del old["np_random_seed"]  # a snapshot taken before the key existed: seed unknown
+    c = gym.make("MemGym/Life-Easy-v0")
+    c.unwrapped.set_state(old)
+    assert c.np_random_seed == -1 and canon(c.reset()[0]) == want
 
 
 def test_snapshot_taken_after_steps_past_the_end_restores():

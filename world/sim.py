@@ -987,15 +987,41 @@ class World:
                              f"{sorted(self._STATE_KEYS)}, got {have}")
         from world.memory import MemoryStore
 
+        unknown = state.keys() - self._STATE_KEYS - self._CACHE_KEYS - {"config"}
+        if unknown:
+            raise ValueError(f"set_state: the snapshot has key(s) {sorted(unknown)} that no World snapshot has; "
+                             f"allowed: {sorted(self._STATE_KEYS | self._CACHE_KEYS | {'config'})}")
         kinds = {"_gen": ScriptGenerator, "store": MemoryStore, "_payloads": dict, "_by_key": dict,
-                 "_rng": np.random.Generator, "_stats": _Stats}
+                 "_rng": np.random.Generator, "_stats": _Stats, "_swept_pending": list, "_se": ScriptEvent,
+                 "_event": Event, "_done": bool, "_applied": bool, "_graded": bool}
         for key, kind in kinds.items():
-            if key in state and not isinstance(state[key], kind):
+            if not isinstance(state[key], kind):
                 raise ValueError(f"set_state: state[{key!r}] must be a {kind.__name__}, got {type(state[key]).__name__}")
         i = state["_i"]
         if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(state["_gen"].events):
             raise ValueError(f"set_state: state['_i'] must be an event index in 0..{len(state['_gen'].events) - 1}, "
                              f"got {i!r}")
+        se, ev = state["_se"], state["_event"]
+        if se != state["_gen"].events[i] or (ev.index, ev.step, ev.text, ev.kind) != (se.index, se.step, se.text, se.kind):
+            raise ValueError(f"set_state: state['_se'] and state['_event'] must be the script's event {i} "
+                             f"(state['_gen'].events[state['_i']]); the parts come from different snapshots")
+        version, chunk_q, vecs = state["_version"], state["_chunk_q"], state["_script_vecs"]
+        if isinstance(version, (bool, np.bool_)) or not isinstance(version, (int, np.integer)) or version < 0:
+            raise ValueError(f"set_state: state['_version'] must be an int >= 0, got {version!r}")
+        if not (isinstance(chunk_q, list) and len(chunk_q) == 2 and all(
+                isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_)) for n in chunk_q)):
+            raise ValueError(f"set_state: state['_chunk_q'] must be a list of 2 ints (questions, correct), got {chunk_q!r}")
+        if vecs is not None and not isinstance(vecs, (list, EventLog)):
+            raise ValueError(f"set_state: state['_script_vecs'] must be None, a list or an EventLog, "
+                             f"got {type(vecs).__name__}")
+        try:
+            _check_seed(state["seed"])
+        except ValueError as exc:
+            raise ValueError(f"set_state: state['seed']: {exc}") from None
+        for key in self._CACHE_KEYS & state.keys():
+            if state[key] is not None and not isinstance(state[key], tuple):
+                raise ValueError(f"set_state: state[{key!r}] must be None or a tuple (a cache), "
+                                 f"got {type(state[key]).__name__}")
         cfg = state.get("config", self.config)
         if cfg != self.config:
             if not isinstance(cfg, WorldConfig):
@@ -1005,9 +1031,15 @@ class World:
                              f"{', '.join(diff)}: snapshot {', '.join(f'{n}={getattr(cfg, n)!r}' for n in diff[:4])}); "
                              f"restore it into World(snapshot['config'])")
         body = {k: v for k, v in state.items() if k != "config"}
+        for key in self._CACHE_KEYS - state.keys():
+            body[key] = None  # (a cache the snapshot lacks starts empty: never this world's entry)
         self.__dict__.update(copy.deepcopy(body, self._memo(body["_gen"], body.get("_script_vecs"))))
 
-    _STATE_KEYS = frozenset({"_gen", "store", "_i", "_payloads", "_rng", "_stats"})
+    #: what a snapshot holds: every key is required (a missing one would leave this world's value in
+    #: place, a mix of two states), and the caches, which may be missing (they then start empty)
+    _STATE_KEYS = frozenset({"_gen", "store", "_i", "_payloads", "_rng", "_stats", "seed", "_script_vecs", "_by_key",
+                             "_done", "_applied", "_graded", "_swept_pending", "_version", "_chunk_q", "_se", "_event"})
+    _CACHE_KEYS = frozenset({"_cand_cache", "_vec_cache", "_cue_cache", "_eligible_cache"})
 
     def __getstate__(self):
         state = dict(self.__dict__)
