@@ -80,6 +80,39 @@ def test_from_yaml_partial_uses_the_preset(tmp_path):
     assert WorldConfig.from_yaml(p) == WorldConfig.preset("multi_hop", "hard").replace(top_k=7)
 
 
+def test_a_preset_and_a_family_that_name_two_worlds_are_refused(tmp_path):
+    """``preset: life-medium`` with ``family: recall`` named two worlds; the family silently won."""
+    p = tmp_path / "c.yaml"
+    p.write_text("preset: life-medium\nfamily: recall\n")
+    with pytest.raises(ConfigError, match=r"c.yaml.*family: 'recall' contradicts preset: 'life-medium'"):
+        WorldConfig.from_yaml(p)
+    with pytest.raises(ConfigError, match=r"difficulty: 'hard' contradicts preset: 'life-medium'"):
+        WorldConfig.from_dict({"preset": "life-medium", "difficulty": "hard"})
+    # the same values again are no contradiction
+    assert WorldConfig.from_dict({"preset": "life-medium", "family": "life", "top_k": 4}) == \
+        WorldConfig.preset("life", "medium").replace(top_k=4)
+    for bad in ("life", "lifemedium", "recall-endless", 3):
+        with pytest.raises(ConfigError, match=r"preset: expected FAMILY-DIFFICULTY, one of \['recall-easy'"):
+            WorldConfig.from_dict({"preset": bad})
+
+
+def test_python_m_world_reports_bad_input_in_one_line(tmp_path, capsys):
+    from world.config import _main
+
+    for argv, match in ((["--show", "foo"], "--show: expected FAMILY-DIFFICULTY, one of recall-easy"),
+                        (["--show", "life"], "got 'life'"),
+                        (["--write", str(tmp_path / "f")], "--write")):
+        if argv[0] == "--write":
+            (tmp_path / "f").write_text("a file, not a folder")
+        with pytest.raises(SystemExit) as exc:
+            _main(argv, prog="python -m world")
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert match in err and "Traceback" not in err
+    _main(["--show", "life-easy"])
+    assert capsys.readouterr().out.startswith("family: life\ndifficulty: easy\n")
+
+
 def test_from_yaml_errors_name_file_and_key(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("family: recall\ncapacty: 3\n")

@@ -233,8 +233,14 @@ class WorldConfig:
         name = data.pop("preset", None)
         if name is not None:
             fam, _, diff = str(name).rpartition("-")
-            data.setdefault("family", fam)
-            data.setdefault("difficulty", diff)
+            if not fam or name not in preset_names():
+                raise ConfigError(f"preset: expected FAMILY-DIFFICULTY, one of {preset_names()}, got {name!r}")
+            for key, value in (("family", fam), ("difficulty", diff)):
+                if key in data and data[key] != value:
+                    # two worlds named at once: which one was meant cannot be told
+                    raise ConfigError(f"{key}: {data[key]!r} contradicts preset: {name!r} (a preset names its family "
+                                      f"and difficulty); give one of them")
+                data[key] = value
         _check_keys(data)
         fam = data.get("family", "recall")
         diff = data.get("difficulty", "easy")
@@ -442,8 +448,14 @@ def _main(argv: list[str] | None = None, prog: str | None = None) -> None:
     parser.add_argument("--write", metavar="DIR", help="write one YAML per preset into DIR")
     parser.add_argument("--show", metavar="FAMILY-DIFFICULTY", help="print one preset as YAML")
     args = parser.parse_args(argv)
+    if args.show and args.show not in preset_names():
+        parser.error(f"--show: expected FAMILY-DIFFICULTY, one of {', '.join(preset_names())}; got {args.show!r}")
     if args.write:
-        for p in write_preset_yamls(args.write):
+        try:
+            paths = write_preset_yamls(args.write)
+        except OSError as exc:
+            parser.error(f"--write {args.write!r}: {exc.strerror or exc}")
+        for p in paths:
             print(p)
     if args.show:
         fam, _, diff = args.show.rpartition("-")
