@@ -167,12 +167,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", action="store_true",
                     help="also print where a step's CPU time goes (world vs env) for Life-Easy and Life-Hard")
     args = ap.parse_args(argv)
+    # (checked before the first measurement: a NaN duration never ended benchmark_step's loop)
+    if args.duration is not None and not (math.isfinite(args.duration) and args.duration > 0):
+        ap.error(f"--duration must be a number of seconds > 0, got {args.duration!r}")
+    if args.num_envs < 1:
+        ap.error(f"--num-envs must be >= 1, got {args.num_envs}")
+    if args.torch_threads < 1:
+        ap.error(f"--torch-threads must be >= 1, got {args.torch_threads}")
+    if args.minilm_episodes is not None and args.minilm_episodes < 1:
+        ap.error(f"--minilm-episodes must be >= 1, got {args.minilm_episodes}")
 
     duration = args.duration if args.duration is not None else (0.3 if args.quick else 2.0)
     if args.ids:
         ids = [i.strip() for i in args.ids.split(",") if i.strip()]
+        if not ids:
+            ap.error(f"--ids: no env id in {args.ids!r}; registered ids: {', '.join(envs.registered_ids())}")
         for i in ids:
-            envs.parse_env_id(i)  # clear error for an unknown id
+            try:
+                envs.parse_env_id(i)
+            except ValueError as exc:
+                ap.error(f"--ids: {exc}")
     elif args.quick:
         ids = ["MemGym/Life-Easy-v0", "MemGym/Life-Hard-v0"]
     else:

@@ -508,6 +508,29 @@ def test_bench_env_quick_prints_the_table():
     assert rows["MemGym/Life-Easy-v0"].rstrip().endswith(("| yes |", "| NO |"))
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--ids", "MemGym/Foo-v0"], "--ids: unknown env id 'MemGym/Foo-v0'; registered ids: MemGym/Recall-Easy-v0"),
+    (["--ids", ","], "--ids: no env id in ','"),
+    (["--num-envs", "0"], "--num-envs must be >= 1, got 0"),
+    (["--duration", "nan"], "--duration must be a number of seconds > 0, got nan"),  # (it never ended)
+    (["--duration", "-1"], "--duration must be a number of seconds > 0, got -1.0"),
+    (["--minilm-episodes", "0"], "--minilm-episodes must be >= 1, got 0"),
+])
+def test_bench_env_refuses_bad_options_before_measuring(argv, message, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_env.py"
+    spec = importlib.util.spec_from_file_location("bench_env_under_test", path)
+    bench_env = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_env)
+    with pytest.raises(SystemExit) as exc:
+        bench_env.main(["--quick", "--no-minilm", *argv])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "Traceback" not in captured.err and captured.out == ""
+
+
 def test_an_episode_without_questions_ends_with_none_rates():
     """A Recall-Easy episode cut at 10 events (reset seed 10000 asks nothing): the final info's metrics
     give the per-question rates as None, not 0.0."""
