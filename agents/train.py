@@ -1487,6 +1487,24 @@ def default_run_dir(name: str, seed: int, quick: bool = False) -> Path:
     return Path("runs") / f"{name or 'run'}{'_quick' if quick else ''}_s{seed}"
 
 
+def check_run_dir(run_dir: Path, label: str) -> None:
+    """Before anything is built or written: `run_dir` can become the run folder. It must not be a file (or
+    any other non-folder), no part of its path may be a file, and the folder (or, when it does not exist
+    yet, its nearest existing parent) must be writable. Nothing is created here (a refused recipe leaves
+    no empty folder behind); `label` names the input in the error (`--out PATH`)."""
+    if os.path.lexists(run_dir) and not run_dir.is_dir():
+        what = "a file of that name exists" if run_dir.is_file() else "it exists and is not a folder"
+        raise TrainConfigError(f"{label}: {what} (give a folder: the run folder is created there)")
+    existing = run_dir
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise TrainConfigError(f"{label}: {existing} is a file, not a folder (a part of the path must be a folder "
+                               "to hold the run folder)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TrainConfigError(f"{label}: {existing} is not writable (choose a folder you can write to)")
+
+
 def train(config_path: str | Path | None, seed: int | None = None, out_dir: str | Path | None = None,
           quick: bool = False,
           resume: bool = False, *, n_envs: int | None = None, total_steps: int | None = None,
@@ -1515,6 +1533,8 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         run_dir = Path(out_dir)
         if not (run_dir / "config.yaml").exists():
             raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder)")
+        out_label = f"--out {run_dir}"
+        check_run_dir(run_dir, out_label)
         stored = _run_config(run_dir)
         run_seed = stored.pop("seed", None)
         if isinstance(run_seed, bool) or not isinstance(run_seed, int) or not 0 <= run_seed < RUN_SEED_LIMIT:
@@ -1571,6 +1591,8 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         if changes:
             cfg = cfg.replace(**changes)
         run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg.name, seed, quick)
+        out_label = f"--out {run_dir}" if out_dir is not None else f"the default run folder {run_dir} (see --out)"
+        check_run_dir(run_dir, out_label)
         wanted = cfg.to_dict() | {"seed": seed, "quick": bool(quick)}
         if ((run_dir / "config.yaml").exists() or (run_dir / CHECKPOINT_DIR).exists()) and \
                 not _restartable(run_dir, wanted):
@@ -1595,7 +1617,10 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         cfg.progress_bar = progress_bar
     if quick and not resume:
         cfg.progress_bar = cfg.progress_bar and sys.stderr.isatty()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # checked above (check_run_dir); this is what changed since
+        raise TrainConfigError(f"{out_label}: cannot create the run folder ({err.strerror or err})") from None
 
     import torch
     from stable_baselines3.common.utils import set_random_seed

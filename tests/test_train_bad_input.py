@@ -635,3 +635,35 @@ def test_results_of_episodes_without_questions_are_strict_json_and_print_n_a():
             "versioned": [{"return": 1.0, "accuracy": float("nan")}]}
     table = train.summary_table(train.summarise(rows))
     assert "nan" not in table and table.count("| n/a |") == 3
+
+
+# ------------------------------------------------------------------------------------ 11. --out that cannot be a folder
+@pytest.mark.parametrize("where, needle", [("file", "a file of that name exists"),
+                                           ("file/sub", "is a file, not a folder"),
+                                           ("file/sub/deeper", "is a file, not a folder")])
+def test_out_that_is_or_lies_under_a_file_is_refused_before_the_checks(tmp_path, capsys, monkeypatch, where, needle):
+    """`--out FILE` ended in a FileExistsError traceback (exit 1) after the recipe's checks, `--out FILE/sub` in
+    NotADirectoryError; bench's --out gives one line with exit 2. Checked before the recipe is built."""
+    (tmp_path / "file").write_text("keep me\n")
+    built = []
+    monkeypatch.setattr(T, "check_recipe", lambda cfg: built.append(cfg))
+    out = tmp_path / where
+    rc = cli.main(["train", "--config", str(tiny(tmp_path)), "--out", str(out), "--no-progress", "--no-test"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"memgym train: error: --out {out}: ") and needle in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and not built
+    if where != "file":
+        assert str(tmp_path / "file") in err
+    assert (tmp_path / "file").read_text() == "keep me\n" and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["file", "tiny.yaml"]
+
+
+def test_out_in_a_folder_that_is_not_writable_is_refused(tmp_path, capsys, monkeypatch):
+    """The writability check (root writes anywhere, so os.access is what is faked here)."""
+    real = T.os.access
+    monkeypatch.setattr(T.os, "access", lambda p, mode, **kw: False if Path(p) == tmp_path else real(p, mode, **kw))
+    out = tmp_path / "run"
+    rc = cli.main(["train", "--config", str(tiny(tmp_path)), "--out", str(out), "--no-progress", "--no-test"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"--out {out}: " in err and f"{tmp_path} is not writable" in err, err
+    assert not out.exists()
