@@ -15,7 +15,7 @@ folder then holds everything needed to inspect, resume and reproduce the run:
 | `baselines.json` | every baseline agent on the validation seeds (the reference lines of the curve) |
 | `model.zip`, `model.json` | the final policy, and what is needed to load it (algorithm, action wrapper) |
 | `learning_curve.png` | validation return and accuracy against steps, with the best heuristic's level |
-| `test_eval.json`, `summary.md` | the final test through `agents.bench.evaluate` on the benchmark's seeds |
+| `test_eval.json`, `summary.md` | the final test of `model.zip` through `agents.bench.evaluate` on the benchmark's seeds (an older model's: `*_<steps>_steps.*`) |
 
 Determinism: the seed fixes Python, NumPy and torch (`set_random_seed`, one torch thread), the
 policy initialisation and every world the envs generate (each training episode resets the world
@@ -1790,7 +1790,8 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     # -- final artefacts
     old_term = _on_sigterm(_raise_interrupt)
     try:
-        return _finish_run(cfg, run_dir, model, evaluator, seed, wall, test_eval, test_seeds)
+        return _finish_run(cfg, run_dir, model, evaluator, seed, wall, test_eval, test_seeds,
+                           resumed_at=start_steps if ckpt is not None else None)
     except KeyboardInterrupt:
         # the run is trained and checkpointed at this step: a resume trains nothing and writes what is missing
         _say(f"interrupted after training ({model.num_timesteps} steps, checkpointed): finish the run (model.zip, "
@@ -1801,16 +1802,46 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         _on_sigterm(old_term)
 
 
+TEST_RESULTS = ("test_eval.json", "summary.md")
+
+
+def _set_aside_test_results(run_dir: Path, steps: int, resumed_at: int | None) -> None:
+    """Before model.zip is replaced: the final test's files of the model it held (`TEST_RESULTS`) no longer
+    describe model.zip, so they are renamed after that model's step count (`test_eval_<steps>_steps.json`,
+    `summary_<steps>_steps.md`, as `checkpoints/model_<steps>_steps.zip`), whether or not the new model is
+    tested (`--no-test`, or an interrupted test, left them beside the new model). They stay when the
+    resume trained nothing from model.zip's own step (`resumed_at`): the policy saved is model.zip's."""
+    present = [run_dir / name for name in TEST_RESULTS if (run_dir / name).exists()]
+    if not present:
+        return
+    try:
+        previous = int(json.loads((run_dir / "model.json").read_text())["timesteps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        previous = None  # (no model.json, or one without its step count: the files' model is unknown)
+    if previous is not None and previous == steps == resumed_at:
+        return
+    tag = f"{previous}_steps" if previous is not None else "stale"
+    moved = []
+    for path in present:
+        target = path.with_name(f"{path.stem}_{tag}{path.suffix}")
+        os.replace(path, target)
+        moved.append(target.name)
+    _say(f"{run_dir}: the final test of the previous model.zip{'' if previous is None else f' ({previous} steps)'} "
+         f"is kept as {' and '.join(moved)}")
+
+
 def _finish_run(cfg: TrainConfig, run_dir: Path, model, evaluator, seed: int, wall: float, test_eval: bool,
-                test_seeds: list[int]) -> TrainResult:
+                test_seeds: list[int], *, resumed_at: int | None = None) -> TrainResult:
     """The final artefacts of a trained run: the last evaluation row (the final policy's), model.zip and
-    model.json, the learning curve, and with `test_eval` the final test and summary.md."""
+    model.json, the learning curve, and with `test_eval` the final test and summary.md. `resumed_at`: the
+    step count a resume started from (the test results of a model.zip it replaces are set aside)."""
     if not evaluator.rows or evaluator.rows[-1]["timesteps"] != model.num_timesteps:
         # the curve always ends with the final policy
         evaluator.eval_env = _vec_env([_EnvFactory(cfg, _SeedList(cfg.eval.seeds))], False)
         evaluator.evaluate_now()
         evaluator.eval_env.close()
     model_path = run_dir / "model.zip"
+    _set_aside_test_results(run_dir, int(model.num_timesteps), resumed_at)
     model.save(model_path)
     meta = {"algo": cfg.algo, "policy": cfg.policy, "flatten_action": cfg.algo == "dqn",
             "env": {"id": cfg.env_id, "overrides": cfg.env_overrides}, "seed": seed,
