@@ -1515,7 +1515,7 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     `config_path`: YAML recipe (on `resume` the run folder's `config.yaml` is used: a recipe given then must
     be the run's). `seed`: training seed in [0, 2**32) (default 0; on `resume` the run's, and one given must
     be it; so must `n_envs` and `quick`). `out_dir`: the run folder (default `runs/<name>_s<seed>`, with
-    `quick` `runs/<name>_quick_s<seed>`).
+    `quick` `runs/<name>_quick_s<seed>`; on `resume` too, from `config_path`, `seed` and `quick`).
     `quick`: merge the recipe's `quick:` section (a few thousand steps). `resume`: continue from the run
     folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
     many total steps (after its update), saving a checkpoint with the session: a resume then goes on
@@ -1528,12 +1528,20 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
                                f"got {stop_after!r}")
     require_train_extra()
     if resume:
-        if out_dir is None:
-            raise TrainConfigError("--resume needs --out: the run folder to continue")
-        run_dir = Path(out_dir)
+        if out_dir is not None:
+            run_dir, out_label, where = Path(out_dir), f"--out {out_dir}", ""
+        elif config_path is not None:
+            # the command that started the run, plus --resume: its default folder, derived as a fresh run derives it
+            run_dir = default_run_dir(TrainConfig.from_yaml(config_path, quick=quick).name,
+                                      0 if seed is None else seed, quick)
+            out_label = f"the default run folder {run_dir} (see --out)"
+            where = (f" (the default run folder of --config {config_path}{' --quick' if quick else ''} --seed "
+                     f"{0 if seed is None else seed}; give --out for a run elsewhere)")
+        else:
+            raise TrainConfigError("--resume needs --out (the run folder to continue) or the --config (with the "
+                                   "--seed and --quick) that started a run in its default folder")
         if not (run_dir / "config.yaml").exists():
-            raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder)")
-        out_label = f"--out {run_dir}"
+            raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder){where}")
         check_run_dir(run_dir, out_label)
         stored = _run_config(run_dir)
         run_seed = stored.pop("seed", None)
@@ -2005,7 +2013,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>; with --quick "
                         "runs/<config name>_quick_s<seed>); with --headline: the JSON file for the numbers")
     parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint "
+                        "(without --out: the default run folder of --config, --seed and --quick)")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
     parser.add_argument("--total-steps", type=int, help="override total_steps of the config (with --resume: "
                         "extend the run to that many steps)")

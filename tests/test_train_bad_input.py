@@ -505,6 +505,29 @@ def test_resume_accepts_the_starting_command_again(finished_run, tmp_path):
     assert rc == 0 and T.latest_checkpoint(run)[1]["timesteps"] == 128
 
 
+def test_resume_with_the_starting_command_finds_the_default_run_folder(finished_run, tmp_path, monkeypatch, capsys):
+    """docs/train.md: "the command that started it, plus --resume, works"; for a run in its default folder
+    (no --out) that was `--resume needs --out`. The folder is derived as a fresh run derives it."""
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "runs" / "tiny_s0"
+    shutil.copytree(finished_run, run)
+    recipe = finished_run.parent / "tiny.yaml"
+    base = ["train", "--config", str(recipe), "--resume", "--no-progress", "--no-test"]
+    assert cli.main([*base, "--seed", "0", "--total-steps", "192"]) == 0
+    assert T.latest_checkpoint(run)[1]["timesteps"] == 192 and json.loads((run / "model.json").read_text())["timesteps"] == 192
+    assert cli.main(base) == 0  # --seed defaults to 0, as for a fresh run
+    assert T.latest_checkpoint(run)[1]["timesteps"] == 192
+    before = _snapshot(tmp_path)
+    for extra, folder in ((["--seed", "3"], "tiny_s3"), (["--quick"], "tiny_quick_s0")):
+        assert cli.main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot resume: {Path('runs') / folder}/config.yaml not found" in err and "default run folder" in err, err
+    rc = cli.main(["train", "--resume", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--resume needs --out" in err and "--config" in err and "Traceback" not in err, err
+    assert _snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("extra", [["--seed", "3"], ["--config", "x.yaml"], ["--quick"], ["--resume"], ["--n-envs", "2"],
                                    ["--total-steps", "5"], ["--stop-after", "5"], ["--no-test"]])
 def test_headline_refuses_training_options(finished_run, capsys, extra):
