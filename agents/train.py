@@ -1250,7 +1250,8 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     spec: Any = {"id": env_id, "overrides": over} if over else env_id
     seeds = list(range(TEST_SEED_START, TEST_SEED_START + episodes))
     if baselines is not None:
-        names = list(baselines)
+        # (stripped: " abstain" was not the floor `abstain` for is_heuristic / FLOORS, nor in the table)
+        names = [n.strip() for n in baselines if n.strip()]
         check_agent_names(names, "--baselines")
     else:
         names = list(_run_config(run_dirs[0]).get("eval", {}).get("baselines", []))
@@ -2029,7 +2030,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="with --headline: a WorldConfig "
                         "override, e.g. --set horizon=800 (repeatable)")
     parser.add_argument("--episodes", type=int, help="with --headline: test episodes per agent (default 50)")
-    parser.add_argument("--baselines", help="with --headline: comma-separated baselines (default: the runs' list)")
+    parser.add_argument("--baselines", help="with --headline: comma-separated baselines, as bench's --agents "
+                        "(default: the runs' list)")
     return parser
 
 
@@ -2066,7 +2068,7 @@ def _run(args: argparse.Namespace) -> int:
                 overrides[key.strip()] = yaml.safe_load(value)
             except yaml.YAMLError as err:
                 raise TrainConfigError(f"--set {key.strip()}: the value is not valid YAML ({err})") from None
-        baselines = [b for b in args.baselines.split(",") if b] if args.baselines else None
+        baselines = _name_list(args.baselines, "--baselines")
         episodes = 50 if getattr(args, "episodes", None) is None else args.episodes
         out = _headline_out(args.out) if args.out else None  # before minutes of episodes are played
         try:
@@ -2098,6 +2100,18 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     print(f"run folder: {result.run_dir} ({result.timesteps} steps, {result.wall_time_s / 60:.1f} min)")
     return 0
+
+
+def _name_list(text: str | None, option: str) -> list[str] | None:
+    """A comma-separated list of agent names as `memgym bench --agents` reads it (`agents.cli._csv`): split
+    at the commas outside brackets (`oracle[-LINK,-FORGET]` is one name), names stripped, empty ones
+    dropped; a list with no name, or an unclosed bracket, is an error naming `option`."""
+    from agents.cli import CliError, _csv
+
+    try:
+        return _csv(text, option)
+    except CliError as err:
+        raise TrainConfigError(str(err)) from None
 
 
 def _headline_out(out: str) -> Path:

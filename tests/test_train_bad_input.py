@@ -690,3 +690,33 @@ def test_out_in_a_folder_that_is_not_writable_is_refused(tmp_path, capsys, monke
     err = capsys.readouterr().err
     assert rc == 2 and f"--out {out}: " in err and f"{tmp_path} is not writable" in err, err
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ 12. --baselines' names
+def test_headline_baselines_are_stripped_and_split_outside_brackets(finished_run, tmp_path, capsys):
+    """`--baselines "versioned, abstain"` kept " abstain": not the do-nothing floor (FLOORS), so it could be
+    named the best heuristic and the floor's paired table was missing; `oracle[-LINK,-FORGET]` was cut at
+    its inner comma. Split and stripped as `memgym bench --agents` does."""
+    out = tmp_path / "h.json"
+    rc = cli.main(["train", "--headline", str(finished_run), "--episodes", "1", "--no-progress", "--out", str(out),
+                   "--baselines", " versioned , abstain,, oracle[-LINK,-FORGET] "])
+    assert rc == 0, capsys.readouterr().err
+    data = json.loads(out.read_text())
+    assert {"versioned", "abstain", "oracle[-LINK,-FORGET]", "random", "oracle"} <= set(data["table"])
+    assert not [name for name in data["table"] if name != name.strip()]
+    assert data["best_heuristic"] == "versioned" and list(data["paired_floors"]) == ["abstain"]
+    for bad, needle in ((" , ", "--baselines: empty list"), ("oracle[-LINK", "a '[' is never closed")):
+        rc = cli.main(["train", "--headline", str(finished_run), "--baselines", bad])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("memgym train: error: ") and needle in err and "Traceback" not in err, err
+
+
+def test_recipe_baselines_and_headline_api_names_are_stripped(finished_run, tmp_path):
+    """A recipe's `eval.baselines: [" abstain"]` passed the check (agent specs are stripped there) and then
+    counted as a heuristic; so did headline(baselines=[" abstain"])."""
+    assert T.is_heuristic("versioned") and not T.is_heuristic("abstain")
+    cfg = TrainConfig.from_yaml(tiny(tmp_path, eval={"freq": 64, "episodes": 1, "baselines": ["random", " abstain "]}))
+    assert cfg.eval.baselines == ("random", "abstain")
+    _, data = T.headline([finished_run], episodes=1, baselines=[" versioned", "abstain ", " "], progress=False)
+    assert set(data["table"]) >= {"versioned", "abstain"} and data["best_heuristic"] == "versioned"
+    assert list(data["paired_floors"]) == ["abstain"]
