@@ -15,7 +15,7 @@ folder then holds everything needed to inspect, resume and reproduce the run:
 | `baselines.json` | every baseline agent on the validation seeds (the reference lines of the curve) |
 | `model.zip`, `model.json` | the final policy, and what is needed to load it (algorithm, action wrapper) |
 | `learning_curve.png` | validation return and accuracy against steps, with the best heuristic's level |
-| `test_eval.json`, `summary.md` | the final test through `agents.bench.evaluate` on the benchmark's seeds |
+| `test_eval.json`, `summary.md` | the final test of `model.zip` through `agents.bench.evaluate` on the benchmark's seeds (an older model's: `*_<steps>_steps.*`) |
 
 Determinism: the seed fixes Python, NumPy and torch (`set_random_seed`, one torch thread), the
 policy initialisation and every world the envs generate (each training episode resets the world
@@ -1250,7 +1250,8 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     spec: Any = {"id": env_id, "overrides": over} if over else env_id
     seeds = list(range(TEST_SEED_START, TEST_SEED_START + episodes))
     if baselines is not None:
-        names = list(baselines)
+        # (stripped: " abstain" was not the floor `abstain` for is_heuristic / FLOORS, nor in the table)
+        names = [n.strip() for n in baselines if n.strip()]
         check_agent_names(names, "--baselines")
     else:
         names = list(_run_config(run_dirs[0]).get("eval", {}).get("baselines", []))
@@ -1487,6 +1488,24 @@ def default_run_dir(name: str, seed: int, quick: bool = False) -> Path:
     return Path("runs") / f"{name or 'run'}{'_quick' if quick else ''}_s{seed}"
 
 
+def check_run_dir(run_dir: Path, label: str) -> None:
+    """Before anything is built or written: `run_dir` can become the run folder. It must not be a file (or
+    any other non-folder), no part of its path may be a file, and the folder (or, when it does not exist
+    yet, its nearest existing parent) must be writable. Nothing is created here (a refused recipe leaves
+    no empty folder behind); `label` names the input in the error (`--out PATH`)."""
+    if os.path.lexists(run_dir) and not run_dir.is_dir():
+        what = "a file of that name exists" if run_dir.is_file() else "it exists and is not a folder"
+        raise TrainConfigError(f"{label}: {what} (give a folder: the run folder is created there)")
+    existing = run_dir
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise TrainConfigError(f"{label}: {existing} is a file, not a folder (a part of the path must be a folder "
+                               "to hold the run folder)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TrainConfigError(f"{label}: {existing} is not writable (choose a folder you can write to)")
+
+
 def train(config_path: str | Path | None, seed: int | None = None, out_dir: str | Path | None = None,
           quick: bool = False,
           resume: bool = False, *, n_envs: int | None = None, total_steps: int | None = None,
@@ -1497,7 +1516,7 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     `config_path`: YAML recipe (on `resume` the run folder's `config.yaml` is used: a recipe given then must
     be the run's). `seed`: training seed in [0, 2**32) (default 0; on `resume` the run's, and one given must
     be it; so must `n_envs` and `quick`). `out_dir`: the run folder (default `runs/<name>_s<seed>`, with
-    `quick` `runs/<name>_quick_s<seed>`).
+    `quick` `runs/<name>_quick_s<seed>`; on `resume` too, from `config_path`, `seed` and `quick`).
     `quick`: merge the recipe's `quick:` section (a few thousand steps). `resume`: continue from the run
     folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
     many total steps (after its update), saving a checkpoint with the session: a resume then goes on
@@ -1510,11 +1529,21 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
                                f"got {stop_after!r}")
     require_train_extra()
     if resume:
-        if out_dir is None:
-            raise TrainConfigError("--resume needs --out: the run folder to continue")
-        run_dir = Path(out_dir)
+        if out_dir is not None:
+            run_dir, out_label, where = Path(out_dir), f"--out {out_dir}", ""
+        elif config_path is not None:
+            # the command that started the run, plus --resume: its default folder, derived as a fresh run derives it
+            run_dir = default_run_dir(TrainConfig.from_yaml(config_path, quick=quick).name,
+                                      0 if seed is None else seed, quick)
+            out_label = f"the default run folder {run_dir} (see --out)"
+            where = (f" (the default run folder of --config {config_path}{' --quick' if quick else ''} --seed "
+                     f"{0 if seed is None else seed}; give --out for a run elsewhere)")
+        else:
+            raise TrainConfigError("--resume needs --out (the run folder to continue) or the --config (with the "
+                                   "--seed and --quick) that started a run in its default folder")
         if not (run_dir / "config.yaml").exists():
-            raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder)")
+            raise TrainConfigError(f"cannot resume: {run_dir}/config.yaml not found (not a run folder){where}")
+        check_run_dir(run_dir, out_label)
         stored = _run_config(run_dir)
         run_seed = stored.pop("seed", None)
         if isinstance(run_seed, bool) or not isinstance(run_seed, int) or not 0 <= run_seed < RUN_SEED_LIMIT:
@@ -1571,6 +1600,8 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         if changes:
             cfg = cfg.replace(**changes)
         run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg.name, seed, quick)
+        out_label = f"--out {run_dir}" if out_dir is not None else f"the default run folder {run_dir} (see --out)"
+        check_run_dir(run_dir, out_label)
         wanted = cfg.to_dict() | {"seed": seed, "quick": bool(quick)}
         if ((run_dir / "config.yaml").exists() or (run_dir / CHECKPOINT_DIR).exists()) and \
                 not _restartable(run_dir, wanted):
@@ -1595,7 +1626,10 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         cfg.progress_bar = progress_bar
     if quick and not resume:
         cfg.progress_bar = cfg.progress_bar and sys.stderr.isatty()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # checked above (check_run_dir); this is what changed since
+        raise TrainConfigError(f"{out_label}: cannot create the run folder ({err.strerror or err})") from None
 
     import torch
     from stable_baselines3.common.utils import set_random_seed
@@ -1765,7 +1799,8 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     # -- final artefacts
     old_term = _on_sigterm(_raise_interrupt)
     try:
-        return _finish_run(cfg, run_dir, model, evaluator, seed, wall, test_eval, test_seeds)
+        return _finish_run(cfg, run_dir, model, evaluator, seed, wall, test_eval, test_seeds,
+                           resumed_at=start_steps if ckpt is not None else None)
     except KeyboardInterrupt:
         # the run is trained and checkpointed at this step: a resume trains nothing and writes what is missing
         _say(f"interrupted after training ({model.num_timesteps} steps, checkpointed): finish the run (model.zip, "
@@ -1776,16 +1811,46 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         _on_sigterm(old_term)
 
 
+TEST_RESULTS = ("test_eval.json", "summary.md")
+
+
+def _set_aside_test_results(run_dir: Path, steps: int, resumed_at: int | None) -> None:
+    """Before model.zip is replaced: the final test's files of the model it held (`TEST_RESULTS`) no longer
+    describe model.zip, so they are renamed after that model's step count (`test_eval_<steps>_steps.json`,
+    `summary_<steps>_steps.md`, as `checkpoints/model_<steps>_steps.zip`), whether or not the new model is
+    tested (`--no-test`, or an interrupted test, left them beside the new model). They stay when the
+    resume trained nothing from model.zip's own step (`resumed_at`): the policy saved is model.zip's."""
+    present = [run_dir / name for name in TEST_RESULTS if (run_dir / name).exists()]
+    if not present:
+        return
+    try:
+        previous = int(json.loads((run_dir / "model.json").read_text())["timesteps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        previous = None  # (no model.json, or one without its step count: the files' model is unknown)
+    if previous is not None and previous == steps == resumed_at:
+        return
+    tag = f"{previous}_steps" if previous is not None else "stale"
+    moved = []
+    for path in present:
+        target = path.with_name(f"{path.stem}_{tag}{path.suffix}")
+        os.replace(path, target)
+        moved.append(target.name)
+    _say(f"{run_dir}: the final test of the previous model.zip{'' if previous is None else f' ({previous} steps)'} "
+         f"is kept as {' and '.join(moved)}")
+
+
 def _finish_run(cfg: TrainConfig, run_dir: Path, model, evaluator, seed: int, wall: float, test_eval: bool,
-                test_seeds: list[int]) -> TrainResult:
+                test_seeds: list[int], *, resumed_at: int | None = None) -> TrainResult:
     """The final artefacts of a trained run: the last evaluation row (the final policy's), model.zip and
-    model.json, the learning curve, and with `test_eval` the final test and summary.md."""
+    model.json, the learning curve, and with `test_eval` the final test and summary.md. `resumed_at`: the
+    step count a resume started from (the test results of a model.zip it replaces are set aside)."""
     if not evaluator.rows or evaluator.rows[-1]["timesteps"] != model.num_timesteps:
         # the curve always ends with the final policy
         evaluator.eval_env = _vec_env([_EnvFactory(cfg, _SeedList(cfg.eval.seeds))], False)
         evaluator.evaluate_now()
         evaluator.eval_env.close()
     model_path = run_dir / "model.zip"
+    _set_aside_test_results(run_dir, int(model.num_timesteps), resumed_at)
     model.save(model_path)
     meta = {"algo": cfg.algo, "policy": cfg.policy, "flatten_action": cfg.algo == "dqn",
             "env": {"id": cfg.env_id, "overrides": cfg.env_overrides}, "seed": seed,
@@ -1949,7 +2014,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>; with --quick "
                         "runs/<config name>_quick_s<seed>); with --headline: the JSON file for the numbers")
     parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint "
+                        "(without --out: the default run folder of --config, --seed and --quick)")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
     parser.add_argument("--total-steps", type=int, help="override total_steps of the config (with --resume: "
                         "extend the run to that many steps)")
@@ -1964,7 +2030,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="with --headline: a WorldConfig "
                         "override, e.g. --set horizon=800 (repeatable)")
     parser.add_argument("--episodes", type=int, help="with --headline: test episodes per agent (default 50)")
-    parser.add_argument("--baselines", help="with --headline: comma-separated baselines (default: the runs' list)")
+    parser.add_argument("--baselines", help="with --headline: comma-separated baselines, as bench's --agents "
+                        "(default: the runs' list)")
     return parser
 
 
@@ -2001,7 +2068,7 @@ def _run(args: argparse.Namespace) -> int:
                 overrides[key.strip()] = yaml.safe_load(value)
             except yaml.YAMLError as err:
                 raise TrainConfigError(f"--set {key.strip()}: the value is not valid YAML ({err})") from None
-        baselines = [b for b in args.baselines.split(",") if b] if args.baselines else None
+        baselines = _name_list(args.baselines, "--baselines")
         episodes = 50 if getattr(args, "episodes", None) is None else args.episodes
         out = _headline_out(args.out) if args.out else None  # before minutes of episodes are played
         try:
@@ -2033,6 +2100,18 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     print(f"run folder: {result.run_dir} ({result.timesteps} steps, {result.wall_time_s / 60:.1f} min)")
     return 0
+
+
+def _name_list(text: str | None, option: str) -> list[str] | None:
+    """A comma-separated list of agent names as `memgym bench --agents` reads it (`agents.cli._csv`): split
+    at the commas outside brackets (`oracle[-LINK,-FORGET]` is one name), names stripped, empty ones
+    dropped; a list with no name, or an unclosed bracket, is an error naming `option`."""
+    from agents.cli import CliError, _csv
+
+    try:
+        return _csv(text, option)
+    except CliError as err:
+        raise TrainConfigError(str(err)) from None
 
 
 def _headline_out(out: str) -> Path:

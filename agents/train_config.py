@@ -213,6 +213,8 @@ class TrainConfig:
         baselines = ev.get("baselines", DEFAULT_BASELINES)
         if not isinstance(baselines, list | tuple) or not all(isinstance(b, str) for b in baselines):
             raise TrainConfigError(f"key 'eval.baselines' must be a list of agent names; got {baselines!r}")
+        # stripped as the agents read them (" abstain" builds `abstain` but was not the floor for FLOORS)
+        baselines = [b.strip() for b in baselines]
         check_agent_names(baselines, "key 'eval.baselines'")
         eval_settings = EvalSettings(
             freq=_int(ev.get("freq", 10_000), "eval.freq", minimum=1),

@@ -5,6 +5,7 @@ progress bars, --stop-after and resume vs the uninterrupted run). Tiny recipes, 
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import signal
@@ -417,3 +418,32 @@ def test_extending_a_finished_run_equals_training_that_long_with_two_envs(tmp_pa
     assert longer.finished and longer.timesteps == whole.timesteps == 192
     assert _same_model(longer.model_path, whole.model_path)
     assert _results(run.run_dir) == _results(whole.run_dir) and len(_results(whole.run_dir)) == 3
+
+
+# ------------------------------------------------------------------------ test results of another model
+def test_a_resume_that_replaces_model_zip_sets_the_old_test_results_aside(tmp_path):
+    """`--resume --total-steps N --no-test` on a tested run replaced model.zip and model.json but left
+    test_eval.json and summary.md ("128 steps") in place, describing a model that is no longer model.zip.
+    A resume that keeps the policy keeps them; one that replaces it renames them after the old model's steps."""
+    from agents import cli
+
+    cfg = tiny(tmp_path, total_steps=128, checkpoint_freq=64)
+    out = tmp_path / "run"
+    assert T.train(cfg, seed=0, out_dir=out, test_eval=True).finished
+    test_eval, summary = (out / "test_eval.json").read_bytes(), (out / "summary.md").read_bytes()
+    assert b"seed 0, 128 steps" in summary
+
+    # finishing the same run again trains nothing: model.zip's policy, its test results stay
+    assert cli.main(["train", "--resume", "--out", str(out), "--no-test", "--no-progress"]) == 0
+    assert (out / "test_eval.json").read_bytes() == test_eval and (out / "summary.md").read_bytes() == summary
+
+    assert cli.main(["train", "--resume", "--out", str(out), "--total-steps", "192", "--no-test", "--no-progress"]) == 0
+    assert json.loads((out / "model.json").read_text())["timesteps"] == 192
+    assert not (out / "test_eval.json").exists() and not (out / "summary.md").exists()
+    assert (out / "test_eval_128_steps.json").read_bytes() == test_eval
+    assert (out / "summary_128_steps.md").read_bytes() == summary
+
+    # with the test, the new model's results are written (the set-aside ones stay)
+    assert cli.main(["train", "--resume", "--out", str(out), "--total-steps", "256", "--no-progress"]) == 0
+    assert b"seed 0, 256 steps" in (out / "summary.md").read_bytes() and (out / "test_eval.json").is_file()
+    assert (out / "summary_128_steps.md").read_bytes() == summary and not (out / "summary_192_steps.md").exists()

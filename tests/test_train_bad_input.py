@@ -505,6 +505,29 @@ def test_resume_accepts_the_starting_command_again(finished_run, tmp_path):
     assert rc == 0 and T.latest_checkpoint(run)[1]["timesteps"] == 128
 
 
+def test_resume_with_the_starting_command_finds_the_default_run_folder(finished_run, tmp_path, monkeypatch, capsys):
+    """docs/train.md: "the command that started it, plus --resume, works"; for a run in its default folder
+    (no --out) that was `--resume needs --out`. The folder is derived as a fresh run derives it."""
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "runs" / "tiny_s0"
+    shutil.copytree(finished_run, run)
+    recipe = finished_run.parent / "tiny.yaml"
+    base = ["train", "--config", str(recipe), "--resume", "--no-progress", "--no-test"]
+    assert cli.main([*base, "--seed", "0", "--total-steps", "192"]) == 0
+    assert T.latest_checkpoint(run)[1]["timesteps"] == 192 and json.loads((run / "model.json").read_text())["timesteps"] == 192
+    assert cli.main(base) == 0  # --seed defaults to 0, as for a fresh run
+    assert T.latest_checkpoint(run)[1]["timesteps"] == 192
+    before = _snapshot(tmp_path)
+    for extra, folder in ((["--seed", "3"], "tiny_s3"), (["--quick"], "tiny_quick_s0")):
+        assert cli.main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot resume: {Path('runs') / folder}/config.yaml not found" in err and "default run folder" in err, err
+    rc = cli.main(["train", "--resume", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--resume needs --out" in err and "--config" in err and "Traceback" not in err, err
+    assert _snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("extra", [["--seed", "3"], ["--config", "x.yaml"], ["--quick"], ["--resume"], ["--n-envs", "2"],
                                    ["--total-steps", "5"], ["--stop-after", "5"], ["--no-test"]])
 def test_headline_refuses_training_options(finished_run, capsys, extra):
@@ -635,3 +658,65 @@ def test_results_of_episodes_without_questions_are_strict_json_and_print_n_a():
             "versioned": [{"return": 1.0, "accuracy": float("nan")}]}
     table = train.summary_table(train.summarise(rows))
     assert "nan" not in table and table.count("| n/a |") == 3
+
+
+# ------------------------------------------------------------------------------------ 11. --out that cannot be a folder
+@pytest.mark.parametrize("where, needle", [("file", "a file of that name exists"),
+                                           ("file/sub", "is a file, not a folder"),
+                                           ("file/sub/deeper", "is a file, not a folder")])
+def test_out_that_is_or_lies_under_a_file_is_refused_before_the_checks(tmp_path, capsys, monkeypatch, where, needle):
+    """`--out FILE` ended in a FileExistsError traceback (exit 1) after the recipe's checks, `--out FILE/sub` in
+    NotADirectoryError; bench's --out gives one line with exit 2. Checked before the recipe is built."""
+    (tmp_path / "file").write_text("keep me\n")
+    built = []
+    monkeypatch.setattr(T, "check_recipe", lambda cfg: built.append(cfg))
+    out = tmp_path / where
+    rc = cli.main(["train", "--config", str(tiny(tmp_path)), "--out", str(out), "--no-progress", "--no-test"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"memgym train: error: --out {out}: ") and needle in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and not built
+    if where != "file":
+        assert str(tmp_path / "file") in err
+    assert (tmp_path / "file").read_text() == "keep me\n" and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["file", "tiny.yaml"]
+
+
+def test_out_in_a_folder_that_is_not_writable_is_refused(tmp_path, capsys, monkeypatch):
+    """The writability check (root writes anywhere, so os.access is what is faked here)."""
+    real = T.os.access
+    monkeypatch.setattr(T.os, "access", lambda p, mode, **kw: False if Path(p) == tmp_path else real(p, mode, **kw))
+    out = tmp_path / "run"
+    rc = cli.main(["train", "--config", str(tiny(tmp_path)), "--out", str(out), "--no-progress", "--no-test"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"--out {out}: " in err and f"{tmp_path} is not writable" in err, err
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ 12. --baselines' names
+def test_headline_baselines_are_stripped_and_split_outside_brackets(finished_run, tmp_path, capsys):
+    """`--baselines "versioned, abstain"` kept " abstain": not the do-nothing floor (FLOORS), so it could be
+    named the best heuristic and the floor's paired table was missing; `oracle[-LINK,-FORGET]` was cut at
+    its inner comma. Split and stripped as `memgym bench --agents` does."""
+    out = tmp_path / "h.json"
+    rc = cli.main(["train", "--headline", str(finished_run), "--episodes", "1", "--no-progress", "--out", str(out),
+                   "--baselines", " versioned , abstain,, oracle[-LINK,-FORGET] "])
+    assert rc == 0, capsys.readouterr().err
+    data = json.loads(out.read_text())
+    assert {"versioned", "abstain", "oracle[-LINK,-FORGET]", "random", "oracle"} <= set(data["table"])
+    assert not [name for name in data["table"] if name != name.strip()]
+    assert data["best_heuristic"] == "versioned" and list(data["paired_floors"]) == ["abstain"]
+    for bad, needle in ((" , ", "--baselines: empty list"), ("oracle[-LINK", "a '[' is never closed")):
+        rc = cli.main(["train", "--headline", str(finished_run), "--baselines", bad])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("memgym train: error: ") and needle in err and "Traceback" not in err, err
+
+
+def test_recipe_baselines_and_headline_api_names_are_stripped(finished_run, tmp_path):
+    """A recipe's `eval.baselines: [" abstain"]` passed the check (agent specs are stripped there) and then
+    counted as a heuristic; so did headline(baselines=[" abstain"])."""
+    assert T.is_heuristic("versioned") and not T.is_heuristic("abstain")
+    cfg = TrainConfig.from_yaml(tiny(tmp_path, eval={"freq": 64, "episodes": 1, "baselines": ["random", " abstain "]}))
+    assert cfg.eval.baselines == ("random", "abstain")
+    _, data = T.headline([finished_run], episodes=1, baselines=[" versioned", "abstain ", " "], progress=False)
+    assert set(data["table"]) >= {"versioned", "abstain"} and data["best_heuristic"] == "versioned"
+    assert list(data["paired_floors"]) == ["abstain"]
