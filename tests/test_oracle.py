@@ -71,3 +71,44 @@ def test_oracle_never_forgets_the_newest_version_it_queued_a_stale_forget_for():
     "stale" (event 332), so question 395 ("... just before the last move?") was abstained."""
     verdicts = _verdicts(WorldConfig.preset("temporal", "hard"), 0)
     assert verdicts[395][1] == "correct"
+
+
+def test_oracle_rehearses_a_multi_hop_reference_before_its_last_chance():
+    """multi_hop-hard seed 0 (audit): the reference "That town lies in the Velburg lowlands." was last
+    retrieved at a free slot at event 235 while still 0.78 above the sweep threshold, so the margin rule
+    (rehearse within 0.6 of it) never rehearsed it; the sweep at event 320 dropped it and question 326
+    ("Which region does Anton's sibling live in?") was abstained. The ACT-R forecast rehearses it."""
+    verdicts = _verdicts(WorldConfig.preset("multi_hop", "hard"), 0)
+    assert verdicts[326] == ("hop", "correct")
+
+
+def test_sweep_forecast_names_the_event_whose_sweep_drops_the_memory():
+    """``Oracle._swept_at`` (ACT-R base level at the script's future sweep steps, session gaps
+    included): played on with NOOP only (no presentation), each needed memory forecast to go leaves
+    the store on arriving at exactly that event, and each one forecast to last is still there at the
+    event it is needed until."""
+    from world.oracle import _needed_until
+
+    w = World(WorldConfig.preset("life", "hard"), seed=0)
+    oracle = Oracle()
+    for _ in range(180):  # (life-hard: sessions of 100 events, 80 steps of gap between them)
+        w.apply(*oracle.act(w))
+        w.advance()
+    now = w.event.index
+    actr = w.store.actr
+    forecast = {m: (Oracle._swept_at(w, m, actr[m]), _needed_until(w, m))
+                for m, q in w.privileged.items() if q.get("last_use", -1) > now}
+    assert sum(d is not None for d, _ in forecast.values()) >= 3
+    assert sum(d is None and until > now + 20 for d, until in forecast.values()) >= 3
+    gone: dict[str, int] = {}
+    while not w.done:
+        w.apply(Op.NOOP)
+        w.advance()
+        for m in forecast:
+            if m not in gone and w.store.get(m) is None:
+                gone[m] = w.event.index if not w.done else 10**9
+    for m, (death, until) in forecast.items():
+        if death is not None:
+            assert gone.get(m) == death, (m, death, gone.get(m))
+        else:
+            assert gone.get(m, 10**9) > until, (m, until, gone.get(m))

@@ -15,17 +15,21 @@ Policy (targets are always chosen among ``world.candidates()``, as an agent's wo
   more of the habit (see :meth:`Oracle._habit`); otherwise WRITE;
 - anything else is a free slot, used for the first pending chore: REFLECT a habit cluster whose
   majority is the answer of its question, FORGET a stale version or an erased value not yet
-  reachable, FORGET a memory no question needs any more (a lean store), QUERY a repeat of a needed
-  fact or an event whose retrieval reaches a needed memory close to the sweep (rehearsal against
-  decay; a habit's episodes under its rule are not needed: the rule answers), else NOOP.
+  reachable, QUERY (rehearse) when the event's retrieval reaches a needed memory that a sweep will
+  drop before its last use unless something presents it again, and no later event surely will
+  (:meth:`Oracle._rehearse_now`: an ACT-R forecast over the script's future steps), FORGET a memory
+  no question needs any more (a lean store), QUERY a repeat of a needed fact, else NOOP.
+
+The rehearsal rule replaced a margin (rehearse once activation + importance is within 0.6 of the
+threshold *now*): a reference of a multi-hop chain, which few event texts retrieve, was often past the
+last free event that retrieved it before it counted as close, and was swept before its question.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
-
+from world.actr import ActRRecord
 from world.families import QUESTION, REQUEST
 from world.grading import FACT_KINDS
 from world.sim import Op, World
@@ -34,10 +38,9 @@ from world.sim import Op, World
 class Oracle:
     """Privileged policy. ``act(world) -> (op, target)``; ``disabled_ops`` are never used."""
 
-    def __init__(self, disabled_ops: Iterable[Op | int | str] = (), cleanup: bool = True, margin: float = 0.6):
+    def __init__(self, disabled_ops: Iterable[Op | int | str] = (), cleanup: bool = True):
         self.disabled = frozenset(_op(o) for o in disabled_ops)
         self.cleanup = cleanup
-        self.margin = margin  # rehearse needed memories whose activation + importance is this close to the threshold
         self._to_forget: list[tuple[str, str]] = []  # (subject, relation) whose stale/erased memories must go
 
     def reset(self) -> None:
@@ -155,31 +158,105 @@ class Oracle:
                 for m in victims:
                     if m in cands:
                         return Op.FORGET, m
-        # 3. forget what no question needs any more
+        # 3. rehearse a needed memory that a sweep would drop before its last use, when this event's
+        #    retrieval reaches it and no later event surely rehearses it (before the clean-up: a memory
+        #    no question needs can wait one event, a rehearsal cannot)
+        if self.on(Op.QUERY) and self._rehearse_now(world):
+            return Op.QUERY, None
+        # 4. forget what no question needs any more
         if self.cleanup and self.on(Op.FORGET):
             for mid in cands:
                 q = acc.payload(mid)
                 if q is not None and q.get("last_use", -1) < now and not self._chain_needed(world, mid, now):
                     return Op.FORGET, mid
-        # 4. rehearse: a repeat of a needed fact, or any event whose retrieval reaches a needed
-        #    memory that the next sweeps would drop
+        # 5. rehearse a needed fact on its repeat (cheap insurance: a repeat retrieves it)
         p = acc.event_payload
-        if self.on(Op.QUERY):
-            if p.get("kind") == "repeat" and any(
-                acc.payload(m).get("last_use", -1) > now for m in acc.find(p["subject"], p["relation"])
-            ):
-                return Op.QUERY, None
-            # (a habit's episodes under its rule answer nothing: the rule does)
-            ruled = {(q["subject"], q["relation"]) for _, q in acc.items() if q.get("kind") == "rule"}
-            needed = [m for m, q in acc.items() if q.get("last_use", -1) > now
-                      and not (q.get("kind") == "episode" and (q["subject"], q["relation"]) in ruled)]
-            if needed:
-                store = world.store
-                act = store.activations(needed) + np.array([store.get(m).importance for m in needed])
-                risky = {m for m, a in zip(needed, act) if a < world.config.forget_threshold + self.margin}
-                if risky and risky & set(world.view().query(world.event.text)):
-                    return Op.QUERY, None
+        if self.on(Op.QUERY) and p.get("kind") == "repeat" and any(
+            acc.payload(m).get("last_use", -1) > now for m in acc.find(p["subject"], p["relation"])
+        ):
+            return Op.QUERY, None
         return Op.NOOP, None
+
+    def _rehearse_now(self, world: World) -> bool:
+        """Whether this event's retrieval reaches a needed memory that :meth:`_swept_at` says a sweep
+        drops before its last use and that no later event surely rehearses (:meth:`_rehearsed_before`).
+        (A habit's episodes under its rule are not needed: the rule answers.)"""
+        acc = world.privileged
+        now = acc.index
+        ruled = {(q["subject"], q["relation"]) for _, q in acc.items() if q.get("kind") == "rule"}
+        needed = [m for m, q in acc.items() if q.get("last_use", -1) > now
+                  and not (q.get("kind") == "episode" and (q["subject"], q["relation"]) in ruled)]
+        if not needed:
+            return False
+        reached = set(world.view().query(world.event.text)).intersection(needed)
+        if not reached:
+            return False
+        actr = world.store.actr  # (one snapshot of every live memory's ACT-R state)
+        for m in sorted(reached):
+            death = self._swept_at(world, m, actr[m])
+            if death is not None and not self._rehearsed_before(world, m, death):
+                return True
+        return False
+
+    @staticmethod
+    def _swept_at(world: World, mid: str, rec: ActRRecord) -> int | None:
+        """The event on whose arrival a sweep drops the needed memory ``mid`` before its last use
+        (:func:`_needed_until`) if nothing presents it again, else None (``rec``: its ACT-R state now).
+
+        A forecast from the script's future steps (privileged; session gaps are in them): the store
+        sweeps when the clock crosses a multiple of ``sweep_every`` and drops a memory whose ACT-R base
+        level (``ActRRecord.activation``: world/actr.py, the store's decay) + importance is below
+        ``forget_threshold``. Without a presentation B only falls, so if the last sweep before the
+        last use keeps it, every earlier one does; else the first sweep below the threshold is found
+        by bisection."""
+        acc = world.privileged
+        script = acc.script
+        now = acc.index
+        # (a question still pending beyond an endless world's window: forecast to the window's end)
+        end = min(_needed_until(world, mid), len(script) - 1)
+        every = world.config.sweep_every
+        sweeps = []  # (event index, step) of the sweeps on arriving at the events in (now, end]
+        for j in range(now + 1, end + 1):
+            e, before = script[j], script[j - 1]
+            if e is not None and before is not None and e.step // every > before.step // every:
+                sweeps.append((j, e.step))
+        floor = world.config.forget_threshold - world.store.get(mid).importance
+        if not sweeps or rec.activation(sweeps[-1][1]) >= floor:
+            return None
+        lo, hi = 0, len(sweeps) - 1  # the first sweep below: in [lo, hi]
+        while lo < hi:
+            mid_i = (lo + hi) // 2
+            if rec.activation(sweeps[mid_i][1]) < floor:
+                hi = mid_i
+            else:
+                lo = mid_i + 1
+        return sweeps[lo][0]
+
+    @staticmethod
+    def _rehearsed_before(world: World, mid: str, death: int) -> bool:
+        """Whether an event before ``death`` will rehearse ``mid`` for sure, so that a QUERY now can wait:
+        a repeat of its statement (the repeat rule QUERYs it) or a question resting on it, with no change
+        of its attribute in between (a superseded version is never retrieved).
+
+        Only those count: whether any other later event retrieves it cannot be read off the store of now
+        (the store grows and the memory's own activation, part of the retrieval score, falls; waiting
+        for such events lost more answers on multi_hop-hard than the QUERYs it saved)."""
+        acc = world.privileged
+        q = acc.payload(mid)
+        event = q.get("event")
+        key = (q.get("subject"), q.get("relation"))
+        for j in range(acc.index + 1, death):
+            e = acc.future_payload(j)
+            if e is None:
+                continue
+            kind = e.get("kind")
+            if kind == "change" and (e.get("subject"), e.get("relation")) == key:
+                return False
+            if (kind == "repeat" and e.get("of") == event) or (kind == QUESTION and event in e.get("evidence", ())):
+                return True
+            if kind == QUESTION and e.get("subject") == key[0] and mid in world.view().query(acc.script[j].text):
+                return True
+        return False
 
     @staticmethod
     def _gold_cluster(world: World, q: dict) -> list[str] | None:
@@ -199,6 +276,34 @@ class Oracle:
             if q is not None and q.get("last_use", -1) >= now:
                 return True
         return False
+
+
+def _needed_until(world: World, mid: str) -> int:
+    """The last event before which the needed memory ``mid`` must still be in the store.
+
+    A fact or reference: the last question whose ``evidence`` holds its event (a superseded version a
+    "current" question no longer rests on need not outlive its successor). A habit episode: the next
+    episode of its habit carrying the answer (the second of the pair REFLECT consolidates; the rule
+    answers from then on), else its question. A habit's rule: its question."""
+    acc = world.privileged
+    q = acc.payload(mid)
+    now = acc.index
+    last = q["last_use"]
+    if q.get("kind") == "episode":
+        for j in range(now + 1, last):
+            e = acc.future_payload(j)
+            if e is not None and e.get("kind") == "episode" and e.get("subject") == q["subject"] \
+                    and e.get("relation") == q["relation"] and e.get("object") == q["object"]:
+                return j + 1
+        return last
+    if q.get("kind") == "rule":
+        return last
+    event = q.get("event")
+    for j in range(last, now, -1):
+        e = acc.future_payload(j)
+        if e is not None and e.get("kind") == QUESTION and event in e.get("evidence", ()):
+            return j
+    return now
 
 
 def _gold(world: World, q: dict) -> str | None:
