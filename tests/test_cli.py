@@ -319,6 +319,48 @@ def test_output_piped_into_a_closed_pipe_ends_quietly(argv, tiny_results):
     assert res.stderr == ""
 
 
+@pytest.fixture(scope="module")
+def long_episode(tmp_path_factory):
+    """A results.json and the number of an episode whose replay prints far more than a pipe holds (64 KB)."""
+    out = tmp_path_factory.mktemp("long")
+    code, text = run(["bench", "--agents", "write_all", "--families", "recall", "--seeds", "1", "--workers", "1",
+                      "--out", str(out), "--no-progress", "--no-plot", "--set", "horizon=2000"])
+    assert code == 0, text
+    episode = next(e["episode"] for e in json.loads((out / "results.json").read_text())["episodes"]
+                   if e["agent"] == "write_all")
+    return out, episode
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "PYTHONUNBUFFERED"])
+def test_replay_piped_into_head_ends_quietly(long_episode, unbuffered):
+    """`memgym replay RUN -e 2 | head -1` exited 2 blaming the agent ("agent 'write_all': BrokenPipeError"):
+    the closed pipe surfaced in a print of the replay's trace, inside run_episode, and was caught as the
+    agent's error. (The test above misses it: its replay fails at the first write, before the episode.)"""
+    import os
+
+    out, episode = long_episode
+    code, whole = run(["replay", str(out), "--episode", str(episode)])
+    assert code == 0 and len(whole.encode()) > 2 * 65536  # more than a pipe holds: the writer must block or fail
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update(PYTHONPATH=str(ROOT), **({"PYTHONUNBUFFERED": "1"} if unbuffered else {}))
+    proc = subprocess.Popen([sys.executable, "-m", "agents.cli", "replay", str(out), "--episode", str(episode)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    try:
+        first = b""
+        while b"\n" not in first:  # `head -1`: the reader takes the first line (the header), then goes away
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            assert chunk, proc.stderr.read().decode()
+            first += chunk
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert first.startswith(b"episode ")
+    assert code == 141, err
+    assert err == ""
+
 def test_train_delegates_to_agents_train(monkeypatch):
     parser = cli.build_parser(["train"])
     args = parser.parse_args(["train", "--config", "x.yaml", "--quick"])
