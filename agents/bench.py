@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -249,6 +250,43 @@ def check_overrides(overrides: dict) -> None:
                              "and would run another world under the requested label)")
 
 
+#: the shape of a Gymnasium env id (``MemGym/Life-Easy-v0``, ``envs:MemGym/Life-Easy-v0``): a path with
+#: folders that has another shape names a file
+_ENV_ID_SHAPE = re.compile(r"(?:[\w.]+:)?[\w.-]+/[\w.-]+-v\d+")
+
+
+def names_a_config_file(text: str) -> bool:
+    """Does ``text`` name a world YAML file rather than an env id or a family: an existing file, a name
+    ending in ``.yaml`` / ``.yml``, or a path with folders (``/``) not shaped like an env id
+    (``Namespace/Name-vN``)? Such a target that is not a file is "no such config file", never an
+    "unknown env id"."""
+    if os.path.isfile(text) or text.lower().endswith((".yaml", ".yml")):
+        return True
+    separators = {"/", os.sep, os.altsep} - {None}
+    return any(sep in text for sep in separators) and not _ENV_ID_SHAPE.fullmatch(text)
+
+
+def _check_config_file(path: str) -> None:
+    """ConfigError ``<path>: no such config file`` (the words of ``WorldConfig.from_yaml``), with the
+    nearest YAML file of its folder as a hint, or ``<path>: is a folder``."""
+    import difflib
+
+    from world.config import ConfigError
+
+    if os.path.isfile(path):
+        return
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a folder, not a config file; give a world YAML file")
+    folder = os.path.dirname(path) or "."
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.lower().endswith((".yaml", ".yml")))
+    except OSError:
+        names = []
+    near = difflib.get_close_matches(os.path.basename(path), names, n=1, cutoff=0.75)
+    hint = f" (did you mean {os.path.join(os.path.dirname(path), near[0])!r}?)" if near else ""
+    raise ConfigError(f"{path}: no such config file{hint}")
+
+
 def make_env(target: Any, difficulty: str | None = None, overrides: dict | None = None) -> Any:
     """A bare ``MemoryEnv`` (no checker wrappers) from an env id, a family name, a config or a dict."""
     import envs
@@ -263,7 +301,10 @@ def make_env(target: Any, difficulty: str | None = None, overrides: dict | None 
         if unknown:
             raise ValueError(f"env spec dict: unknown key(s) {sorted(unknown)}; allowed: 'id', 'overrides'")
         return make_env(target["id"], difficulty, {**dict(target.get("overrides") or {}), **overrides})
-    if isinstance(target, str) and "/" in target and not os.path.isfile(target):  # (a YAML path is a config)
+    if isinstance(target, (str, os.PathLike)) and names_a_config_file(os.fspath(target)):  # a world YAML file
+        _check_config_file(os.fspath(target))
+        return envs.MemoryEnv(config=os.fspath(target), **overrides)
+    if isinstance(target, str) and "/" in target:
         family, difficulty = envs.parse_env_id(target)  # ValueError naming the registered ids
         return envs.MemoryEnv(config=f"{family}-{difficulty}", **overrides)
     if isinstance(target, str):

@@ -216,13 +216,14 @@ def _play_target(text: str) -> str:
     import difflib
 
     import envs
+    from agents.bench import names_a_config_file
     from world import DIFFICULTIES, FAMILIES
 
     ids = envs.registered_ids()
     family, _, difficulty = text.partition("-")
     if (text.split(":", 1)[-1] in ids or text in FAMILIES or (family in FAMILIES and difficulty in DIFFICULTIES)
-            or os.path.isfile(text)):  # (a world YAML file, by a path with folders too)
-        return text
+            or names_a_config_file(text)):  # (a world YAML file, by a path with folders too: make_env says
+        return text  # "<path>: no such config file" when it is not one)
     by_key = {_squash(i): i for i in ids}
     key = _squash(text)
     if key in by_key:

@@ -398,6 +398,40 @@ def test_play_and_make_env_take_a_world_yaml_file_by_a_path_with_folders(tmp_pat
     assert code == 0 and "game over: 1 events" in out
 
 
+@pytest.mark.parametrize("target", ["{d}/worlds/lif-easy.yaml", "lif-easy.yml", "{d}/worlds/LIFE.YAML", "{d}/worlds/mine",
+                                    "./nowhere/x"])
+def test_play_and_make_env_say_no_such_config_file_for_a_missing_yaml_path(tmp_path, capsys, target):
+    """`memgym play configs/world/lif-easy.yaml` (a mistyped file) said "unknown env id '...'": a YAML path
+    was recognised only when the file existed. A target ending in .yaml/.yml or with folders that is not an
+    env id names a file; missing, it is "<path>: no such config file" (WorldConfig.from_yaml's words)."""
+    from agents.bench import make_env
+    from world import WorldConfig
+    from world.config import ConfigError
+
+    (tmp_path / "worlds").mkdir()
+    WorldConfig.preset("life", "easy").to_yaml(tmp_path / "worlds" / "life-easy.yaml")
+    target = target.format(d=tmp_path)
+    code, out = run(["play", target], stdin="quit\n")
+    err = capsys.readouterr().err
+    assert code == 2 and out == "", err
+    assert err.startswith(f"memgym play: error: {target}: no such config file") and err.count("\n") == 1, err
+    assert "unknown env id" not in err and "Traceback" not in err
+    if target.endswith("lif-easy.yaml"):  # the nearest file of its folder as a hint
+        assert f"did you mean {str(tmp_path / 'worlds' / 'life-easy.yaml')!r}" in err, err
+    with pytest.raises(ConfigError, match="no such config file"):
+        make_env(target)
+
+
+def test_play_says_a_folder_is_not_a_config_file_and_env_ids_keep_their_hints(tmp_path, capsys):
+    code, _ = run(["play", str(tmp_path)], stdin="quit\n")
+    err = capsys.readouterr().err
+    assert code == 2 and f"{tmp_path}: is a folder, not a config file" in err, err
+    # an env id with a typo is still an env id (a "/" alone does not make a path)
+    code, _ = run(["play", "MemGym/Lif-Easy-v0"], stdin="quit\n")
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown env id 'MemGym/Lif-Easy-v0' (did you mean 'MemGym/Life-Easy-v0'?)" in err, err
+
+
 def test_an_unknown_set_key_lists_only_keys_the_command_takes(capsys):
     """The error listed family and difficulty as allowed keys, which --set refuses."""
     code, _ = run(["play", "life", "--set", "horizn=3"], stdin="quit\n")
