@@ -34,7 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import N_OPS, OP_NAMES, Agent, AgentView, make_agent, validate_agent_specs
+from agents.base import (
+    N_OPS,
+    OP_NAMES,
+    Agent,
+    AgentView,
+    canonical_agent_spec,
+    make_agent,
+    validate_agent_specs,
+)
 
 EVAL_SEED_BASE = 10_000
 VERDICTS = ("correct", "wrong", "stale", "hallucinated", "leaked", "abstained")
@@ -512,7 +520,8 @@ def evaluate(agent_spec: str | Agent, env_id_or_config: Any, seeds: Iterable[int
     cfg = env.unwrapped.world.config
     env_id = env_id_for(cfg.family, cfg.difficulty)  # before any episode: a world without an env id (recall-endless)
     agent = make_agent(agent_spec)
-    label = agent_spec if isinstance(agent_spec, str) else getattr(agent, "name", type(agent).__name__)
+    label = canonical_agent_spec(agent_spec) if isinstance(agent_spec, str) else getattr(agent, "name",
+                                                                                        type(agent).__name__)
     rows = []
     for seed in seeds:
         row, timing = run_episode(agent, env, int(seed))
@@ -854,13 +863,15 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
         suite = all_suites[suite]
     if agents is None:
         agents = list(REFERENCE_AGENTS) if ablate else list(suite.agents)
-    agents = list(dict.fromkeys(agents))
+    # a name given twice would count the same episodes twice (and narrow every CI): keep the first, after
+    # spelling each one way (oracle[-LINK,-LINK], oracle[ -LINK] and oracle[-LINK] are one agent)
+    agents = list(dict.fromkeys(canonical_agent_spec(a) for a in agents))
     for ref in REFERENCE_AGENTS:
         if ref not in agents:
             agents.append(ref)
     if ablate:
         agents += [f"oracle[-{op}]" for op in ABLATION_OPS if f"oracle[-{op}]" not in agents]
-    # a name given twice would count the same episodes twice (and narrow every CI): keep the first
+    # (the same for difficulties and families: a name given twice runs once)
     difficulties = list(dict.fromkeys(difficulties or suite.difficulties))
     if families:
         families = list(dict.fromkeys(families))
