@@ -261,7 +261,9 @@ ABLATABLE = ("oracle",)
 def parse_agent_spec(spec: str) -> tuple[str, dict]:
     """``"oracle"`` -> ("oracle", {}); ``"oracle[-UPDATE,-FORGET]"`` -> ("oracle", {"disabled_ops": ...}).
 
-    The bracket form is how ablated oracles are named in results (``oracle[-LINK]``).
+    The bracket form is how ablated oracles are named in results (``oracle[-LINK]``), spelled as
+    :func:`canonical_agent_spec` writes it; any spelling parses (results written before names were
+    canonical still replay).
     """
     spec = spec.strip()
     if spec.startswith(("sb3:", "memsys:")):
@@ -276,8 +278,28 @@ def parse_agent_spec(spec: str) -> tuple[str, dict]:
         bad = [o for o in ops if o not in OP_NAMES[1:]]
         if bad:
             raise ValueError(f"agent spec {spec!r}: unknown operation(s) {bad}; allowed: {list(OP_NAMES[1:])}")
-        return base, {"disabled_ops": tuple(ops)}
+        return base, {"disabled_ops": tuple(op for op in OP_NAMES[1:] if op in ops)}  # (each once, in order)
     return spec, {}
+
+
+def canonical_agent_spec(spec: Any) -> Any:
+    """The one spelling of an agent spec, the name its rows carry in results.json, the leaderboard and
+    replay: spaces stripped; an ablated oracle's operations upper-case, each once, ``-`` prefixed and in
+    the order of ``OP_NAMES`` (WRITE, UPDATE, LINK, REFLECT, QUERY, FORGET); no operation at all
+    (``oracle[]``) is the plain name. ``oracle[-FORGET, -LINK,-LINK]`` -> ``oracle[-LINK,-FORGET]``.
+    ``sb3:`` / ``memsys:`` specs lose only their outer spaces; a spec that does not parse, or is not a
+    string, is returned as given (``validate_agent_specs`` reports it)."""
+    if not isinstance(spec, str):
+        return spec
+    text = spec.strip()
+    if text.startswith(("sb3:", "memsys:")):
+        return text
+    try:
+        name, extra = parse_agent_spec(text)
+    except ValueError:
+        return text
+    ops = extra.get("disabled_ops", ())  # (parse_agent_spec gives them each once, in OP_NAMES order)
+    return f"{name}[{','.join('-' + op for op in ops)}]" if ops else name
 
 
 def make_agent(spec: str | Agent, **kwargs: Any) -> Agent:
@@ -307,7 +329,7 @@ def make_agent(spec: str | Agent, **kwargs: Any) -> Agent:
         raise ValueError(f"unknown agent {spec!r}; valid agents: {_valid_agents_text()}")
     agent = _REGISTRY[name][0](**{**extra, **kwargs})
     if extra:
-        agent.name = spec
+        agent.name = canonical_agent_spec(spec)
     return agent
 
 

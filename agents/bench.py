@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -33,7 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import N_OPS, OP_NAMES, Agent, AgentView, make_agent, validate_agent_specs
+from agents.base import (
+    N_OPS,
+    OP_NAMES,
+    Agent,
+    AgentView,
+    canonical_agent_spec,
+    make_agent,
+    validate_agent_specs,
+)
 
 EVAL_SEED_BASE = 10_000
 VERDICTS = ("correct", "wrong", "stale", "hallucinated", "leaked", "abstained")
@@ -249,6 +258,43 @@ def check_overrides(overrides: dict) -> None:
                              "and would run another world under the requested label)")
 
 
+#: the shape of a Gymnasium env id (``MemGym/Life-Easy-v0``, ``envs:MemGym/Life-Easy-v0``): a path with
+#: folders that has another shape names a file
+_ENV_ID_SHAPE = re.compile(r"(?:[\w.]+:)?[\w.-]+/[\w.-]+-v\d+")
+
+
+def names_a_config_file(text: str) -> bool:
+    """Does ``text`` name a world YAML file rather than an env id or a family: an existing file, a name
+    ending in ``.yaml`` / ``.yml``, or a path with folders (``/``) not shaped like an env id
+    (``Namespace/Name-vN``)? Such a target that is not a file is "no such config file", never an
+    "unknown env id"."""
+    if os.path.isfile(text) or text.lower().endswith((".yaml", ".yml")):
+        return True
+    separators = {"/", os.sep, os.altsep} - {None}
+    return any(sep in text for sep in separators) and not _ENV_ID_SHAPE.fullmatch(text)
+
+
+def _check_config_file(path: str) -> None:
+    """ConfigError ``<path>: no such config file`` (the words of ``WorldConfig.from_yaml``), with the
+    nearest YAML file of its folder as a hint, or ``<path>: is a folder``."""
+    import difflib
+
+    from world.config import ConfigError
+
+    if os.path.isfile(path):
+        return
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a folder, not a config file; give a world YAML file")
+    folder = os.path.dirname(path) or "."
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.lower().endswith((".yaml", ".yml")))
+    except OSError:
+        names = []
+    near = difflib.get_close_matches(os.path.basename(path), names, n=1, cutoff=0.75)
+    hint = f" (did you mean {os.path.join(os.path.dirname(path), near[0])!r}?)" if near else ""
+    raise ConfigError(f"{path}: no such config file{hint}")
+
+
 def make_env(target: Any, difficulty: str | None = None, overrides: dict | None = None) -> Any:
     """A bare ``MemoryEnv`` (no checker wrappers) from an env id, a family name, a config or a dict."""
     import envs
@@ -263,7 +309,10 @@ def make_env(target: Any, difficulty: str | None = None, overrides: dict | None 
         if unknown:
             raise ValueError(f"env spec dict: unknown key(s) {sorted(unknown)}; allowed: 'id', 'overrides'")
         return make_env(target["id"], difficulty, {**dict(target.get("overrides") or {}), **overrides})
-    if isinstance(target, str) and "/" in target and not os.path.isfile(target):  # (a YAML path is a config)
+    if isinstance(target, (str, os.PathLike)) and names_a_config_file(os.fspath(target)):  # a world YAML file
+        _check_config_file(os.fspath(target))
+        return envs.MemoryEnv(config=os.fspath(target), **overrides)
+    if isinstance(target, str) and "/" in target:
         family, difficulty = envs.parse_env_id(target)  # ValueError naming the registered ids
         return envs.MemoryEnv(config=f"{family}-{difficulty}", **overrides)
     if isinstance(target, str):
@@ -471,7 +520,8 @@ def evaluate(agent_spec: str | Agent, env_id_or_config: Any, seeds: Iterable[int
     cfg = env.unwrapped.world.config
     env_id = env_id_for(cfg.family, cfg.difficulty)  # before any episode: a world without an env id (recall-endless)
     agent = make_agent(agent_spec)
-    label = agent_spec if isinstance(agent_spec, str) else getattr(agent, "name", type(agent).__name__)
+    label = canonical_agent_spec(agent_spec) if isinstance(agent_spec, str) else getattr(agent, "name",
+                                                                                        type(agent).__name__)
     rows = []
     for seed in seeds:
         row, timing = run_episode(agent, env, int(seed))
@@ -616,8 +666,8 @@ def _progress(total: int, desc: str, enabled: bool):
 def _pool_context():
     import multiprocessing as mp
 
-    # fork starts workers in milliseconds (the quick suite must stay < 60 s with start-up);
-    # multiprocessing.Pool forks all workers before it starts its helper threads.
+    # fork starts workers in milliseconds (the quick suite must stay < 60 s with start-up, and a worker
+    # that died is replaced at once); _run_in_pool starts no helper threads that a fork could copy mid-work.
     methods = mp.get_all_start_methods()
     return mp.get_context("fork" if "fork" in methods and sys.platform.startswith("linux") else "spawn")
 
@@ -655,64 +705,124 @@ def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str
     return rows, timings
 
 
-_STARTED = None  # in a pool worker: where it says which task it starts (see _run_in_pool)
-
-
-def _worker_init(started) -> None:
+def _worker_loop(conn: Any) -> None:
+    """A worker process: play the tasks the main process sends on ``conn`` (``(index, task)``) one at a
+    time and answer each with its result; ``None`` or a closed pipe ends it."""
     import signal
 
-    global _STARTED
-    _STARTED = started
-    # Ctrl-C reaches the whole process group: the main process stops the run and terminates the pool;
+    # Ctrl-C reaches the whole process group: the main process stops the run and terminates the workers;
     # a worker that also raised KeyboardInterrupt only printed a traceback on the way out
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):  # the main process is gone
+            return
+        if job is None:
+            return
+        index, task = job
+        result = _task(task)
+        try:
+            conn.send(result)
+        except OSError:  # the main process is gone
+            return
+        except Exception as exc:  # noqa: BLE001 - a result that does not pickle: that task fails, the worker goes on
+            conn.send(([], _failure(task, f"its results could not be sent to the main process: {exc!r}",
+                                    f"{exc!r}\n")))
 
 
-def _tracked_task(args: tuple) -> tuple:
-    index, task = args
-    if _STARTED is not None:
-        _STARTED.put((os.getpid(), index))  # (a SimpleQueue: written before the task runs, no feeder thread)
-    return _task(task)
+def _failure(task: tuple, error: str, traceback: str) -> dict:
+    spec, family, difficulty, _, seeds = task
+    return {"agent": spec, "family": family, "difficulty": difficulty, "seed": seeds[0] if seeds else None,
+            "error": error, "traceback": traceback}
 
 
 def _died(task: tuple, exitcode: int | None) -> dict:
-    spec, family, difficulty, _, seeds = task
-    return {"agent": spec, "family": family, "difficulty": difficulty, "seed": seeds[0] if seeds else None,
-            "error": f"its worker process died (exit code {exitcode}) while playing seeds {seeds[0]}..{seeds[-1]}: "
-                     "os._exit() or a crash in native code; there is no traceback",
-            "traceback": "(the process ended without a Python exception)\n"}
+    seeds = task[-1]
+    return _failure(task, f"its worker process died (exit code {exitcode}) while playing seeds "
+                          f"{seeds[0]}..{seeds[-1]}: os._exit() or a crash in native code; there is no traceback",
+                    "(the process ended without a Python exception)\n")
 
 
 def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
-    """Play ``tasks`` in a pool of ``workers`` processes, handing each result to ``take``. A worker that
-    dies without a Python exception (``os._exit``, a segfault in a library, the OOM killer) loses its
-    task: ``multiprocessing.Pool`` replaces the worker but never answers for that task, so the run
-    would wait forever. Each worker says which task it starts; a task whose worker is gone is reported
-    as a failure of its agent and the other tasks go on."""
+    """Play ``tasks`` in ``workers`` processes, handing each result to ``take``.
+
+    Each worker owns a pipe and is sent one task at a time, so the main process always knows which
+    task each worker holds. A worker that dies without a Python exception (``os._exit``, a segfault in
+    a library, the OOM killer) closes its pipe and fires its process sentinel, which no death can slip
+    past however fast it comes: its task is reported as a failure of its agent (``_died``), a new
+    worker takes its place and the other tasks go on. (``multiprocessing.Pool`` replaced a dead worker
+    but never answered for its task, and telling which task a short-lived replacement had held raced
+    with the pool's own reaping of it: the run waited forever.) Results arrive in completion order;
+    ``run_bench`` sorts them, so the output does not depend on the number of workers."""
+    from multiprocessing.connection import wait
+
     ctx = _pool_context()
-    started = ctx.SimpleQueue()
-    with ctx.Pool(processes=workers, initializer=_worker_init, initargs=(started,)) as pool:
-        pending = {i: pool.apply_async(_tracked_task, ((i, t),)) for i, t in enumerate(tasks)}
-        running: dict[int, int] = {}  # worker pid -> index of the task it runs
-        procs: dict[int, Any] = {}  # worker pid -> its Process (kept: the pool drops dead ones)
-        while pending:
-            for p in getattr(pool, "_pool", ()):  # (private: without it no death is detected, as before)
-                procs.setdefault(p.pid, p)
-            while not started.empty():
-                pid, index = started.get()
-                running[pid] = index
-            done = [i for i, r in pending.items() if r.ready()]
-            for i in done:
-                take(pending.pop(i).get())
-            for pid, index in list(running.items()):
-                proc = procs.get(pid)
-                if proc is not None and proc.exitcode is not None:  # dead (a live worker has None)
-                    del running[pid]
-                    if index in pending and not pending[index].ready():
-                        del pending[index]
-                        take(([], _died(tasks[index], proc.exitcode)))
-            if pending and not done:
-                next(iter(pending.values())).wait(0.05)
+    todo = list(range(len(tasks)))[::-1]  # (popped from the end: tasks start in the order given)
+    running: dict[Any, tuple[Any, int | None]] = {}  # main end of a worker's pipe -> (its Process, its task)
+
+    def start() -> Any:
+        here, there = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=_worker_loop, args=(there,), daemon=True)
+        proc.start()
+        there.close()  # (only the worker holds that end now: its death closes the pipe)
+        running[here] = (proc, None)
+        return here
+
+    def retire(conn: Any) -> Any:
+        proc, _ = running.pop(conn)
+        conn.close()
+        proc.join()
+        return proc
+
+    def give(conn: Any) -> None:
+        """The next task to this idle worker, or let it go when none is left."""
+        while todo:
+            index = todo.pop()
+            try:
+                conn.send((index, tasks[index]))
+            except OSError:  # it died idle (killed from outside): the task goes to a new worker
+                todo.append(index)
+                retire(conn)
+                conn = start()
+                continue
+            running[conn] = (running[conn][0], index)
+            return
+        try:
+            conn.send(None)
+        except OSError:
+            pass
+        retire(conn)
+
+    try:
+        for _ in range(min(workers, len(tasks))):
+            start()
+        for conn in list(running):
+            give(conn)
+        while running:
+            sentinels = {proc.sentinel: conn for conn, (proc, _) in running.items()}
+            for conn in dict.fromkeys(sentinels.get(r, r) for r in wait([*running, *sentinels])):
+                if conn not in running:  # (retired earlier in this round)
+                    continue
+                proc, index = running[conn]
+                try:
+                    result = conn.recv() if conn.poll() else None  # (an answer sent before dying still counts)
+                except Exception:  # noqa: BLE001 - EOF, or an answer cut short by the death
+                    result = None
+                if result is not None:
+                    running[conn] = (proc, None)
+                    take(result)
+                    give(conn)
+                    continue
+                retire(conn)  # no answer and ready: its pipe closed or its sentinel fired, it is gone
+                if index is not None:
+                    take(([], _died(tasks[index], proc.exitcode)))
+                if todo:
+                    give(start())
+    finally:  # done, or an error in take() / Ctrl-C: no worker outlives the run
+        for conn, (proc, _) in list(running.items()):
+            proc.terminate()
+            retire(conn)
 
 
 def build_tasks(agents: Sequence[str], families: Sequence[str], difficulties: Sequence[str], seeds: Sequence[int],
@@ -753,13 +863,15 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
         suite = all_suites[suite]
     if agents is None:
         agents = list(REFERENCE_AGENTS) if ablate else list(suite.agents)
-    agents = list(dict.fromkeys(agents))
+    # a name given twice would count the same episodes twice (and narrow every CI): keep the first, after
+    # spelling each one way (oracle[-LINK,-LINK], oracle[ -LINK] and oracle[-LINK] are one agent)
+    agents = list(dict.fromkeys(canonical_agent_spec(a) for a in agents))
     for ref in REFERENCE_AGENTS:
         if ref not in agents:
             agents.append(ref)
     if ablate:
         agents += [f"oracle[-{op}]" for op in ABLATION_OPS if f"oracle[-{op}]" not in agents]
-    # a name given twice would count the same episodes twice (and narrow every CI): keep the first
+    # (the same for difficulties and families: a name given twice runs once)
     difficulties = list(dict.fromkeys(difficulties or suite.difficulties))
     if families:
         families = list(dict.fromkeys(families))

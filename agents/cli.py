@@ -216,13 +216,14 @@ def _play_target(text: str) -> str:
     import difflib
 
     import envs
+    from agents.bench import names_a_config_file
     from world import DIFFICULTIES, FAMILIES
 
     ids = envs.registered_ids()
     family, _, difficulty = text.partition("-")
     if (text.split(":", 1)[-1] in ids or text in FAMILIES or (family in FAMILIES and difficulty in DIFFICULTIES)
-            or os.path.isfile(text)):  # (a world YAML file, by a path with folders too)
-        return text
+            or names_a_config_file(text)):  # (a world YAML file, by a path with folders too: make_env says
+        return text  # "<path>: no such config file" when it is not one)
     by_key = {_squash(i): i for i in ids}
     key = _squash(text)
     if key in by_key:
@@ -410,6 +411,7 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         raise user_error(exc) from exc
     print(f"episode {row['episode']}: agent {row['agent']}, {row['env_id']}, seed {row['seed']}", file=out)
     state = {"before": set(), "n": 0}
+    closed: list[BrokenPipeError] = []  # the error of our own stdout, if its reader went away mid-episode
 
     def live_ids() -> set[str]:
         store = env.unwrapped.world.store  # reset may build a new store: look it up every time
@@ -441,7 +443,11 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
             line += f"\n       + {mid}: {_short(rec.content if rec else '', 60)}"
         for mid in removed:
             line += f"\n       - {mid}"
-        print(line, file=out)
+        try:
+            print(line, file=out)
+        except BrokenPipeError as exc:  # (`memgym replay ... | head -1`): not the agent's error, see below
+            closed.append(exc)
+            raise
 
     # ids alive before the first step: none (reset empties the store)
     try:
@@ -451,6 +457,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     except (Exception, SystemExit) as exc:  # the user's system or model raised (a server gone, ...): its error,
         # not a crash of replay, and not exit 1, which means "the replayed return differs" (as in memgym bench,
         # SystemExit from the user's code counts too; Ctrl-C still interrupts)
+        if any(exc is c for c in closed):  # the reader of our stdout went away while the trace printed: main()
+            raise  # ends quietly with 141 (a BrokenPipeError of the user's system, e.g. a socket, is its error)
         raise user_error(exc, raised=True) from exc
     same = abs(replayed["return"] - row["return"]) < 1e-9
     print(f"\nreplayed return {replayed['return']:+.4f}, recorded {row['return']:+.4f}: "

@@ -344,6 +344,57 @@ def test_ablated_oracle_with_two_ops_runs_from_the_command_line(tmp_path):
     assert rows and all(e["ops"]["LINK"] == e["ops"]["FORGET"] == 0 for e in rows)
 
 
+@pytest.mark.parametrize("spec, canonical", [
+    ("oracle[-LINK,-LINK]", "oracle[-LINK]"),
+    ("oracle[]", "oracle"),
+    ("oracle[ ]", "oracle"),
+    ("oracle[-FORGET,-LINK]", "oracle[-LINK,-FORGET]"),
+    (" oracle [ -link , FORGET ] ", "oracle[-LINK,-FORGET]"),
+    ("oracle[-QUERY,-WRITE,-REFLECT,-UPDATE]", "oracle[-WRITE,-UPDATE,-REFLECT,-QUERY]"),
+    ("random", "random"),
+    (" write_all ", "write_all"),
+    ("memsys:my.mod:Make", "memsys:my.mod:Make"),
+    ("sb3:runs/a model.zip", "sb3:runs/a model.zip"),
+])
+def test_an_agent_spec_has_one_canonical_spelling(spec, canonical):
+    from agents.base import canonical_agent_spec, make_agent
+
+    assert canonical_agent_spec(spec) == canonical
+    assert canonical_agent_spec(canonical) == canonical  # (idempotent)
+    if spec.strip().startswith("oracle"):
+        agent, again = make_agent(spec), make_agent(canonical)
+        assert agent.name == canonical  # the label of its rows
+        assert sorted(agent.disabled_ops) == sorted(again.disabled_ops)  # the same agent
+
+
+def test_different_spellings_of_one_agent_run_once(tmp_path):
+    """`--agents 'oracle[-LINK],oracle[-LINK,-LINK]'` gave two identical rows (likewise oracle[] beside oracle,
+    oracle[-LINK,-FORGET] beside oracle[-FORGET,-LINK], and --ablate's oracle[-LINK] beside 'oracle[ -LINK]'):
+    the same episodes counted twice, as docs/bench.md says a name given twice must not."""
+    out = tmp_path / "o"
+    code, text = run(["bench", "--ablate", "--agents", "oracle[ -LINK],oracle[-LINK,-LINK],oracle[],"
+                      "oracle[-FORGET,-LINK],oracle[-LINK,-FORGET],oracle,random", "--out", str(out), *TINY])
+    assert code == 0, text
+    data = json.loads((out / "results.json").read_text())
+    assert data["agents"] == ["oracle[-LINK]", "oracle", "oracle[-LINK,-FORGET]", "random", "oracle[-WRITE]",
+                              "oracle[-UPDATE]", "oracle[-REFLECT]", "oracle[-QUERY]", "oracle[-FORGET]"]
+    per_agent = {a: [e for e in data["episodes"] if e["agent"] == a] for a in data["agents"]}
+    assert {a: len(rows) for a, rows in per_agent.items()} == dict.fromkeys(data["agents"], 1)
+    assert len(data["episodes"]) == len(data["agents"])
+    assert sorted(data["summary"]["agents"]) == sorted(data["agents"])
+    assert all(r["ops"]["LINK"] == 0 for r in per_agent["oracle[-LINK]"])
+    leaderboard = (out / "leaderboard.md").read_text()
+    assert "oracle[-LINK]" in leaderboard and "oracle[-LINK,-FORGET]" in leaderboard
+    assert not any(other in leaderboard for other in ("oracle[ -LINK]", "oracle[]", "oracle[-FORGET,-LINK]"))
+    # results written under another spelling (before names were canonical) still replay
+    old = out / "old.json"
+    ep = next(e for e in data["episodes"] if e["agent"] == "oracle[-LINK,-FORGET]")
+    ep["agent"] = "oracle[-FORGET,-LINK,-LINK]"
+    old.write_text(json.dumps(data))
+    code, text = run(["replay", str(old), "--episode", str(ep["episode"])])
+    assert code == 0 and "identical" in text, text
+
+
 @pytest.mark.parametrize("option", ["--agents", "--families", "--difficulties"])
 def test_empty_lists_name_the_option(option, no_episodes, capsys):
     code, _ = run(["bench", *TINY, option, ","])

@@ -319,6 +319,48 @@ def test_output_piped_into_a_closed_pipe_ends_quietly(argv, tiny_results):
     assert res.stderr == ""
 
 
+@pytest.fixture(scope="module")
+def long_episode(tmp_path_factory):
+    """A results.json and the number of an episode whose replay prints far more than a pipe holds (64 KB)."""
+    out = tmp_path_factory.mktemp("long")
+    code, text = run(["bench", "--agents", "write_all", "--families", "recall", "--seeds", "1", "--workers", "1",
+                      "--out", str(out), "--no-progress", "--no-plot", "--set", "horizon=2000"])
+    assert code == 0, text
+    episode = next(e["episode"] for e in json.loads((out / "results.json").read_text())["episodes"]
+                   if e["agent"] == "write_all")
+    return out, episode
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "PYTHONUNBUFFERED"])
+def test_replay_piped_into_head_ends_quietly(long_episode, unbuffered):
+    """`memgym replay RUN -e 2 | head -1` exited 2 blaming the agent ("agent 'write_all': BrokenPipeError"):
+    the closed pipe surfaced in a print of the replay's trace, inside run_episode, and was caught as the
+    agent's error. (The test above misses it: its replay fails at the first write, before the episode.)"""
+    import os
+
+    out, episode = long_episode
+    code, whole = run(["replay", str(out), "--episode", str(episode)])
+    assert code == 0 and len(whole.encode()) > 2 * 65536  # more than a pipe holds: the writer must block or fail
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update(PYTHONPATH=str(ROOT), **({"PYTHONUNBUFFERED": "1"} if unbuffered else {}))
+    proc = subprocess.Popen([sys.executable, "-m", "agents.cli", "replay", str(out), "--episode", str(episode)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    try:
+        first = b""
+        while b"\n" not in first:  # `head -1`: the reader takes the first line (the header), then goes away
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            assert chunk, proc.stderr.read().decode()
+            first += chunk
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert first.startswith(b"episode ")
+    assert code == 141, err
+    assert err == ""
+
 def test_train_delegates_to_agents_train(monkeypatch):
     parser = cli.build_parser(["train"])
     args = parser.parse_args(["train", "--config", "x.yaml", "--quick"])
@@ -354,6 +396,40 @@ def test_play_and_make_env_take_a_world_yaml_file_by_a_path_with_folders(tmp_pat
     assert env.config.family == "recall" and env.config.horizon == 12
     code, out = run(["play", str(path)], stdin="WRITE\nquit\n")
     assert code == 0 and "game over: 1 events" in out
+
+
+@pytest.mark.parametrize("target", ["{d}/worlds/lif-easy.yaml", "lif-easy.yml", "{d}/worlds/LIFE.YAML", "{d}/worlds/mine",
+                                    "./nowhere/x"])
+def test_play_and_make_env_say_no_such_config_file_for_a_missing_yaml_path(tmp_path, capsys, target):
+    """`memgym play configs/world/lif-easy.yaml` (a mistyped file) said "unknown env id '...'": a YAML path
+    was recognised only when the file existed. A target ending in .yaml/.yml or with folders that is not an
+    env id names a file; missing, it is "<path>: no such config file" (WorldConfig.from_yaml's words)."""
+    from agents.bench import make_env
+    from world import WorldConfig
+    from world.config import ConfigError
+
+    (tmp_path / "worlds").mkdir()
+    WorldConfig.preset("life", "easy").to_yaml(tmp_path / "worlds" / "life-easy.yaml")
+    target = target.format(d=tmp_path)
+    code, out = run(["play", target], stdin="quit\n")
+    err = capsys.readouterr().err
+    assert code == 2 and out == "", err
+    assert err.startswith(f"memgym play: error: {target}: no such config file") and err.count("\n") == 1, err
+    assert "unknown env id" not in err and "Traceback" not in err
+    if target.endswith("lif-easy.yaml"):  # the nearest file of its folder as a hint
+        assert f"did you mean {str(tmp_path / 'worlds' / 'life-easy.yaml')!r}" in err, err
+    with pytest.raises(ConfigError, match="no such config file"):
+        make_env(target)
+
+
+def test_play_says_a_folder_is_not_a_config_file_and_env_ids_keep_their_hints(tmp_path, capsys):
+    code, _ = run(["play", str(tmp_path)], stdin="quit\n")
+    err = capsys.readouterr().err
+    assert code == 2 and f"{tmp_path}: is a folder, not a config file" in err, err
+    # an env id with a typo is still an env id (a "/" alone does not make a path)
+    code, _ = run(["play", "MemGym/Lif-Easy-v0"], stdin="quit\n")
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown env id 'MemGym/Lif-Easy-v0' (did you mean 'MemGym/Life-Easy-v0'?)" in err, err
 
 
 def test_an_unknown_set_key_lists_only_keys_the_command_takes(capsys):

@@ -497,6 +497,34 @@ def test_a_worker_that_dies_without_an_exception_is_reported_and_the_run_ends(tm
     assert json.loads((out / "results.json").read_text())["agents"] == ["write_all", "random", "oracle"]
 
 
+def test_an_agent_whose_workers_keep_dying_across_many_tasks_ends_the_run(tmp_path):
+    """Every task of the agent kills its worker at once (30 tasks of 5 seeds): a replacement worker that
+    took a task and died between two polls of the pool was never seen, and its task waited forever."""
+    (tmp_path / "dying_fast.py").write_text(textwrap.dedent('''
+        import os
+
+        from agents.memory_system import TinyMemorySystem
+
+        class Dies(TinyMemorySystem):
+            def add(self, text, metadata):
+                os._exit(3)
+        '''))
+    out = tmp_path / "o"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    # in a subprocess with a timeout: the bug this guards against was a run that never ended
+    proc = subprocess.run([sys.executable, "-m", "agents.cli", "bench", "--agents", "write_all,memsys:dying_fast:Dies",
+                           "--families", "recall", "--seeds", "150", "--workers", "2", "--set", "horizon=10",
+                           "--no-progress", "--no-plot", "--out", str(out)],
+                          capture_output=True, text=True, timeout=90, env=env, cwd=tmp_path)
+    err = proc.stderr
+    assert proc.returncode == 2 and "agent 'memsys:dying_fast:Dies' failed on recall/easy, seed 10000" in err, err
+    assert "worker process died (exit code 3)" in err and "Traceback" not in err, err
+    results = json.loads((out / "results.json").read_text())
+    assert results["agents"] == ["write_all", "random", "oracle"]
+    assert len(results["episodes"]) == 3 * 150
+    assert "worker process died (exit code 3)" in (out / "errors.txt").read_text()
+
+
 class Repeats:
     """A library that keeps a text under one id: the 1st time ADD; the 2nd time ADD a new id and DELETE the old
     one (replaced); from the 3rd on DELETE it (dropped). Texts under 40 characters are not stored."""
