@@ -96,7 +96,7 @@ def test_sweep_forecast_names_the_event_whose_sweep_drops_the_memory():
         w.advance()
     now = w.event.index
     actr = w.store.actr
-    forecast = {m: (Oracle._swept_at(w, m, actr[m]), _needed_until(w, m))
+    forecast = {m: (oracle._swept_at(w, m, actr[m]), _needed_until(w, m))
                 for m, q in w.privileged.items() if q.get("last_use", -1) > now}
     assert sum(d is not None for d, _ in forecast.values()) >= 3
     assert sum(d is None and until > now + 20 for d, until in forecast.values()) >= 3

@@ -697,9 +697,11 @@ class MemoryStore:
     @property
     def actr(self) -> dict[str, ActRRecord]:
         """ACT-R state of every live memory, as ActRRecord snapshots."""
-        return self._actr_of(self._loc)
+        return self.actr_of(self._loc)
 
-    def _actr_of(self, ids: Iterable[str]) -> dict[str, ActRRecord]:
+    def actr_of(self, ids: Iterable[str]) -> dict[str, ActRRecord]:
+        """ACT-R state of the live memories ``ids``, as ActRRecord snapshots (KeyError for an id that is
+        not live)."""
         out = {}
         for mid in ids:
             space, slot = self._loc[mid]
@@ -2363,7 +2365,7 @@ class NamespaceView:
     @property
     def actr(self) -> dict[str, ActRRecord]:
         """ACT-R state of this namespace's live memories, as ActRRecord snapshots."""
-        return self.store._actr_of(self._ids())
+        return self.store.actr_of(self._ids())
 
     def summaries(self, namespace: str | None = None, **kwargs) -> Any:
         """This namespace's rolling summary (world.summary.summaries), created with `kwargs` on first use."""

@@ -27,6 +27,7 @@ last free event that retrieved it before it counted as close, and was swept befo
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable
 
 from world.actr import ActRRecord
@@ -42,9 +43,11 @@ class Oracle:
         self.disabled = frozenset(_op(o) for o in disabled_ops)
         self.cleanup = cleanup
         self._to_forget: list[tuple[str, str]] = []  # (subject, relation) whose stale/erased memories must go
+        self._sweep_cache: tuple | None = None  # see _sweeps
 
     def reset(self) -> None:
         self._to_forget = []
+        self._sweep_cache = None
 
     def on(self, op: Op) -> bool:
         return op not in self.disabled
@@ -191,15 +194,36 @@ class Oracle:
         reached = set(world.view().query(world.event.text)).intersection(needed)
         if not reached:
             return False
-        actr = world.store.actr  # (one snapshot of every live memory's ACT-R state)
-        for m in sorted(reached):
-            death = self._swept_at(world, m, actr[m])
+        actr = world.store.actr_of(sorted(reached))
+        for m, rec in actr.items():
+            death = self._swept_at(world, m, rec)
             if death is not None and not self._rehearsed_before(world, m, death):
                 return True
         return False
 
-    @staticmethod
-    def _swept_at(world: World, mid: str, rec: ActRRecord) -> int | None:
+    def _sweeps(self, world: World) -> tuple[list[int], list[int]]:
+        """(event indices, their steps) of the sweeps on arriving at the events after the current one
+        (the store sweeps when the clock crosses a multiple of ``sweep_every``), in order, maybe with
+        earlier ones before them. Kept while the script is the same list of the same length (an endless
+        world's grows) and the clock has not gone back before the first event it covers (a snapshot
+        restored); the past is not read (an endless world releases it)."""
+        script = world.privileged.script
+        now = world.privileged.index
+        key = (id(script), len(script), world.config.sweep_every)
+        cached = self._sweep_cache
+        if cached is None or cached[0] != key or cached[1] > now:
+            every = world.config.sweep_every
+            at, steps = [], []
+            for j in range(now + 1, len(script)):
+                e, before = script[j], script[j - 1]
+                if e is not None and before is not None and e.step // every > before.step // every:
+                    at.append(j)
+                    steps.append(e.step)
+            # (the script is held so that its id stays its own while the entry lives)
+            cached = self._sweep_cache = (key, now, script, at, steps)
+        return cached[3], cached[4]
+
+    def _swept_at(self, world: World, mid: str, rec: ActRRecord) -> int | None:
         """The event on whose arrival a sweep drops the needed memory ``mid`` before its last use
         (:func:`_needed_until`) if nothing presents it again, else None (``rec``: its ACT-R state now).
 
@@ -210,27 +234,22 @@ class Oracle:
         last use keeps it, every earlier one does; else the first sweep below the threshold is found
         by bisection."""
         acc = world.privileged
-        script = acc.script
         now = acc.index
         # (a question still pending beyond an endless world's window: forecast to the window's end)
-        end = min(_needed_until(world, mid), len(script) - 1)
-        every = world.config.sweep_every
-        sweeps = []  # (event index, step) of the sweeps on arriving at the events in (now, end]
-        for j in range(now + 1, end + 1):
-            e, before = script[j], script[j - 1]
-            if e is not None and before is not None and e.step // every > before.step // every:
-                sweeps.append((j, e.step))
+        end = min(_needed_until(world, mid), len(acc.script) - 1)
+        at, steps = self._sweeps(world)
+        first, last = bisect_right(at, now), bisect_right(at, end)  # the sweeps on arriving in (now, end]
         floor = world.config.forget_threshold - world.store.get(mid).importance
-        if not sweeps or rec.activation(sweeps[-1][1]) >= floor:
+        if first == last or rec.activation(steps[last - 1]) >= floor:
             return None
-        lo, hi = 0, len(sweeps) - 1  # the first sweep below: in [lo, hi]
+        lo, hi = first, last - 1  # the first sweep below: in [lo, hi]
         while lo < hi:
             mid_i = (lo + hi) // 2
-            if rec.activation(sweeps[mid_i][1]) < floor:
+            if rec.activation(steps[mid_i]) < floor:
                 hi = mid_i
             else:
                 lo = mid_i + 1
-        return sweeps[lo][0]
+        return at[lo]
 
     @staticmethod
     def _rehearsed_before(world: World, mid: str, death: int) -> bool:
