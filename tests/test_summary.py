@@ -704,3 +704,19 @@ def test_add_turn_and_add_memory_refuse_a_step_the_store_refuses_and_change_noth
     assert (len(s), rs.text, rs.window, rs.folded, rs.memory_id) == before
     rs.add_turn(TURNS[2], step=np.int64(4))  # a numpy int is a step, as for the store
     assert rs.window[-1].step == 4 and type(rs.window[-1].step) is int
+
+
+def test_add_turn_refuses_another_namespace_and_writes_nothing():
+    """add_turn(namespace="bob") on alice's summary wrote the episode in bob, put it in alice's window,
+    and every later fold failed (the summary cited a memory of another namespace): stuck for good."""
+    s = make_store()
+    rs = summaries(s, "alice", max_turns=2, keep_recent=1)
+    rs.add_turn(TURNS[0], step=1)
+    before = (len(s), rs.text, rs.window, rs.folded)
+    with pytest.raises(ValueError, match=r"namespace='bob'.*serves 'alice'"):
+        rs.add_turn(TURNS[2], step=2, namespace="bob")
+    assert (len(s), rs.text, rs.window, rs.folded) == before
+    assert len(s.namespace("bob")) == 0
+    rs.add_turn(TURNS[1], step=2, namespace="alice")  # its own namespace is fine
+    rs.add_turn(TURNS[2], step=3)  # and the next fold works
+    assert rs.text and [t.text for t in rs.folded] == [TURNS[0], TURNS[1]]

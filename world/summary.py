@@ -430,13 +430,20 @@ class RollingSummary:
 
     def add_turn(self, text: str, step: int | None = None, **write_kwargs: Any):
         """Write ``text`` as an episode in this namespace, add it to the window, fold if needed.
+        ``write_kwargs`` go to ``write_episode``; a ``namespace`` other than this summary's is a
+        ValueError (nothing is written).
 
         Returns the record ``write_episode`` returned (the existing one on a duplicate)."""
         if not isinstance(text, str):
             raise TypeError(f"RollingSummary.add_turn: text must be str, got {type(text).__name__}")
         step = self._step(step, "add_turn")
-        write_kwargs.setdefault("namespace", self.namespace)
-        record = self.store.write_episode(step, text, **write_kwargs)
+        # a turn of another namespace would be written there yet enter this window, and every later
+        # fold would then cite it across namespaces (the store refuses that): refused like add_memory
+        namespace = write_kwargs.pop("namespace", None)
+        if namespace is not None and namespace != self.namespace:
+            raise ValueError(f"RollingSummary.add_turn: namespace={namespace!r}, this summary serves "
+                             f"{self.namespace!r} (allowed: {self.namespace!r} or None)")
+        record = self.store.write_episode(step, text, namespace=self.namespace, **write_kwargs)
         self._push(Turn(record.memory_id, text, step, getattr(record, "key", None)))
         return record
 
