@@ -720,3 +720,53 @@ def test_add_turn_refuses_another_namespace_and_writes_nothing():
     rs.add_turn(TURNS[1], step=2, namespace="alice")  # its own namespace is fine
     rs.add_turn(TURNS[2], step=3)  # and the next fold works
     assert rs.text and [t.text for t in rs.folded] == [TURNS[0], TURNS[1]]
+
+
+def _cue_only_summary(store):
+    """A summary whose first folded turn names "Zed" only through a cue the caller gave."""
+    rs = summaries(store, "alice", max_turns=2, keep_recent=0)
+    turn = rs.add_turn("She moved to Lisbon in May.", step=1, cues=["Zed"])
+    rs.add_turn("The weather was fine.", step=2)
+    rs.add_turn("Lunch was pasta.", step=3)
+    assert "Lisbon" in rs.text and rs.folded[0].cues == ("Zed",)
+    return rs, turn
+
+
+@pytest.mark.parametrize("how", ["live", "forgotten", "saved", "saved_forgotten"])
+def test_erasing_a_subject_reaches_a_turn_matched_only_by_a_callers_cue(tmp_path, how):
+    """The turn kept its memory's key but not its cues, and the subject was tested against the text's
+    extracted cues: once the memory was forgotten (or swept), erase(subject="Zed") left the sentence in
+    the summary although the store's subject rule (a cue, case-folded) matched it."""
+    from world.persistence import load_store, save_store
+
+    store = make_store()
+    rs, turn = _cue_only_summary(store)
+    if how.startswith("saved"):
+        save_store(store, tmp_path / "m.sqlite")
+        store = load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64))
+        rs = summaries(store, "alice")
+        assert rs.folded[0].cues == ("Zed",)  # saved and restored with the turn
+    if how.endswith("forgotten"):
+        store.forget(turn.memory_id)
+    store.erase(subject="zED", namespace="alice")  # folded as the store folds a cue
+    assert "Lisbon" not in rs.text and "weather" in rs.text
+    assert all("Lisbon" not in t.text for t in rs.folded + rs.window)
+
+
+def test_a_turn_saved_without_cues_loads_and_uses_its_texts_cues():
+    """A state written before turns kept their cues ([id, text, step, key]) still loads; its turns
+    fall back on the cues extracted from their text."""
+    store = make_store()
+    rs, _ = _cue_only_summary(store)
+    state = rs.export_state()
+    assert state["folds"][0][0][4] == ["Zed"]
+    for fold in state["folds"]:
+        for row in fold:
+            del row[4:]
+    twin_store = make_store()
+    twin = RollingSummary.from_state(twin_store, state, register=False)
+    assert [t.cues for t in twin.folded] == [None, None, None]
+    assert twin.export_state()["folds"] == state["folds"]  # written back as it was read
+    twin_store.add_erase_hook(twin._on_erase)
+    twin_store.erase(subject="lisbon", namespace="alice")  # an extracted cue of the text
+    assert "Lisbon" not in twin.text

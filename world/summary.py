@@ -218,22 +218,35 @@ def _summarizer_from_config(config: dict) -> Summarizer | None:
 
 @dataclass(frozen=True)
 class Turn:
-    """One verbatim turn: the memory it was written as, its text, the step it happened at and the
-    memory's key (so that erasing a key also reaches turns whose memory already left the store)."""
+    """One verbatim turn: the memory it was written as, its text, the step it happened at, and the
+    memory's key and cues (so that erasing a key, or a subject the memory matched only through a cue
+    the caller gave, also reaches turns whose memory already left the store). ``cues`` is None for a
+    turn saved before cues were kept (its text's extracted cues stand in for them)."""
 
     memory_id: str
     text: str
     step: int
     key: str | None = None
+    cues: tuple[str, ...] | None = None
 
     def to_json(self) -> list:
-        return [self.memory_id, self.text, self.step, self.key]
+        row = [self.memory_id, self.text, self.step, self.key]
+        return row if self.cues is None else [*row, list(self.cues)]
 
     @classmethod
     def from_json(cls, row: Sequence) -> Turn:
         memory_id, text, step, *rest = row
         key = rest[0] if rest else None
-        return cls(str(memory_id), str(text), int(step), None if key is None else str(key))
+        cues = rest[1] if len(rest) > 1 else None  # (absent in files saved before cues were kept)
+        return cls(str(memory_id), str(text), int(step), None if key is None else str(key),
+                   None if cues is None else tuple(str(c) for c in cues))
+
+    @classmethod
+    def of(cls, record: Any, text: str, step: int) -> Turn:
+        """The turn for a stored memory: its id, key and cues (as the store keeps them)."""
+        cues = getattr(record, "cues", None)
+        return cls(record.memory_id, text, step, getattr(record, "key", None),
+                   None if cues is None else tuple(cues))
 
 
 class SummaryRebuildError(RuntimeError):
@@ -312,6 +325,11 @@ class _Erased:
         if self.subject is None:
             return False
         if turn.key is not None and (turn.key.lower() == self.subject or turn.key.lower().startswith(self.subject + "/")):
+            return True
+        # the store's cue rule (a caller's cues are kept as given: compared case-folded), and the cues
+        # extracted from the text (what the store gives a memory written without cues; all a turn
+        # saved before cues were kept has)
+        if turn.cues is not None and any(c.lower() == self.subject for c in turn.cues):
             return True
         if self.subject in extract_cues(turn.text):
             return True
@@ -444,7 +462,7 @@ class RollingSummary:
             raise ValueError(f"RollingSummary.add_turn: namespace={namespace!r}, this summary serves "
                              f"{self.namespace!r} (allowed: {self.namespace!r} or None)")
         record = self.store.write_episode(step, text, namespace=self.namespace, **write_kwargs)
-        self._push(Turn(record.memory_id, text, step, getattr(record, "key", None)))
+        self._push(Turn.of(record, text, step))
         return record
 
     def add_memory(self, memory_id: str, step: int | None = None) -> None:
@@ -457,7 +475,7 @@ class RollingSummary:
         if ns != self.namespace:
             raise ValueError(f"RollingSummary.add_memory: {memory_id!r} is in namespace {ns!r}, "
                              f"this summary serves {self.namespace!r}")
-        self._push(Turn(memory_id, record.content, step, getattr(record, "key", None)))
+        self._push(Turn.of(record, record.content, step))
 
     @property
     def rebuild_pending(self) -> bool:
