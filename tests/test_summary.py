@@ -770,3 +770,16 @@ def test_a_turn_saved_without_cues_loads_and_uses_its_texts_cues():
     twin_store.add_erase_hook(twin._on_erase)
     twin_store.erase(subject="lisbon", namespace="alice")  # an extracted cue of the text
     assert "Lisbon" not in twin.text
+
+
+def test_summaries_asked_again_with_source_none_gets_the_existing_one():
+    """source=None means "the default" (as summarizer=None does), but was compared with the existing
+    "summarizer:extractive": the second summaries(..., source=None) raised."""
+    s = make_store()
+    rs = summaries(s, "a", max_turns=4, keep_recent=2, source=None)
+    assert summaries(s, "a", max_turns=4, keep_recent=2, source=None) is rs
+    assert rs.source == "summarizer:extractive"
+    mine = summaries(s, "b", source="bot")
+    assert summaries(s, "b", source=None) is mine and mine.source == "bot"
+    with pytest.raises(ValueError, match="source='bot', asked for 'other'"):
+        summaries(s, "b", source="other")

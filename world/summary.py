@@ -784,7 +784,7 @@ def _registry(store: Any, create: bool = True) -> SummaryRegistry | None:
 def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> RollingSummary:
     """The rolling summary of ``namespace`` on ``store``, created with ``kwargs`` on first use. For an
     existing one, an argument that differs from its own (a different ``summarizer`` object included;
-    the same object or None is fine) is a ValueError naming it."""
+    the same object or None is fine, as is ``source=None``) is a ValueError naming it."""
     store, ns = _unwrap(store, namespace)
     registry = _registry(store)
     if ns not in registry:
@@ -802,6 +802,8 @@ def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> Rollin
                         f"summaries: namespace {ns!r} already has a rolling summary with summarizer="
                         f"{type(existing.summarizer).__name__}, asked for {type(value).__name__} (another object); "
                         f"to replace it: restore_summaries(store, summarizers={{{ns!r}: summarizer}})")
+            elif name == "source" and value is None:
+                continue  # (None means "the default", as for summarizer: it asks for nothing new)
             elif getattr(existing, name, value) != value:
                 raise ValueError(f"summaries: namespace {ns!r} already has a rolling summary with "
                                  f"{name}={getattr(existing, name)!r}, asked for {value!r}")
