@@ -560,3 +560,42 @@ def test_a_step_or_ppr_tol_beyond_float_range_is_refused_by_name_and_changes_not
     assert s.write_episode(2, "Bob likes jazz.").memory_id == "ep_000002"
     s.tick(2**53)  # the largest step: still exact as a float
     assert s.query("tea") and s.sweep_decayed() is not None
+
+
+# --------------------------------------------------------------------------- id lists, vectors, counts
+@pytest.mark.parametrize("call, field", [
+    (lambda s, a: s.write_semantic(1, "rule x", None), r"derived_from must be a list of memory ids \(\[\] for none\)"),
+    (lambda s, a: s.write_semantic(1, "rule x", 5), "derived_from must be a list of memory ids"),
+    (lambda s, a: s.write_semantic(1, "rule x", [], evidence=5), "evidence must be a list of memory ids or None"),
+    (lambda s, a: s.write_episode(1, "Bob likes jazz.", evidence=5), "evidence must be a list of memory ids or None"),
+    (lambda s, a: s.namespace("default").write_episode(1, "Bob likes jazz.", evidence=5), "evidence must be a list"),
+    (lambda s, a: s.add_evidence(a.memory_id, 5), "evidence must be a list of memory ids"),
+    (lambda s, a: s.add_evidence(a.memory_id, [], 5), "derived_from must be a list of memory ids"),
+    (lambda s, a: s.supersede(a.memory_id, "rule y", 2, derived_from=5), "derived_from must be a list"),
+    (lambda s, a: s.similarities([1.0, 0.0]), r"vec must be a 1-d vector of the store's embedding dimension 64, "
+                                              r"got shape \(2,\)"),
+    (lambda s, a: s.similarities(np.ones((1, 64))), r"vec must be a 1-d vector.*got shape \(1, 64\)"),
+    (lambda s, a: s.similarities(np.ones(3), [a.memory_id]), "vec must be a 1-d vector"),
+    (lambda s, a: s.recent_ids(2.5), r"n must be an int \(how many ids; none for n <= 0\), got 2.5"),
+    (lambda s, a: s.recent_ids(True), "n must be an int"),
+    (lambda s, a: s.namespace("default").recent_ids("2"), "n must be an int"),
+])
+def test_bad_id_lists_vectors_and_counts_name_the_parameter_and_change_nothing(call, field):
+    """A bare TypeError ("'int' object is not iterable") or a numpy shape error named no parameter."""
+    s = _store()
+    s.write_episode(0, "Alice likes tea.")
+    a = s.write_semantic(1, "Alice drinks tea daily.", [])
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=field):
+        call(s, a)
+    assert _snapshot(s) == before
+
+
+def test_good_id_lists_vectors_and_counts_still_work():
+    s = _store()
+    e = s.write_episode(0, "Alice likes tea.")
+    sem = s.write_semantic(1, "Alice drinks tea daily.", (m for m in [e.memory_id]))  # any iterable
+    assert sem.derived_from == [e.memory_id] and sem.evidence == [e.memory_id]
+    assert s.recent_ids(np.int64(1)) == [sem.memory_id] and s.recent_ids(-1) == []
+    ids, sims = s.similarities(s.embed("Alice likes tea."))
+    assert ids == [e.memory_id, sem.memory_id] and sims[0] == pytest.approx(1.0, abs=1e-5)
