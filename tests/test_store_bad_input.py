@@ -599,3 +599,11 @@ def test_good_id_lists_vectors_and_counts_still_work():
     assert s.recent_ids(np.int64(1)) == [sem.memory_id] and s.recent_ids(-1) == []
     ids, sims = s.similarities(s.embed("Alice likes tea."))
     assert ids == [e.memory_id, sem.memory_id] and sims[0] == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("value", ["no", None, 0, 1, "False"])
+def test_dedup_config_value_aware_must_be_a_bool(value):
+    """value_aware="no" was accepted (truthy: the guard stayed on) and None silently turned it off."""
+    with pytest.raises(ValueError, match=r"dedup value_aware must be True or False, got "):
+        DedupConfig(value_aware=value)
+    assert DedupConfig(value_aware=False).value_aware is False and DedupConfig().value_aware is True

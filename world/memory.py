@@ -2108,7 +2108,12 @@ class MemoryStore:
                 raise ValueError(f"embedder: the store was built with {name!r}; pass that embedder to load it")
         else:
             check_embedder_config(saved_config, embedder, saved_name=meta.get("embedder"))
-        dedup = DedupConfig(**cfg["dedup"]) if cfg.get("dedup") is not None else False
+        dedup_cfg = cfg.get("dedup")
+        if isinstance(dedup_cfg, dict) and not isinstance(dedup_cfg.get("value_aware", True), bool):
+            # a previous release took any value_aware and used its truth ("no" kept the guard on, None
+            # turned it off): a file keeps what it did; DedupConfig now asks for a bool
+            dedup_cfg = {**dedup_cfg, "value_aware": bool(dedup_cfg["value_aware"])}
+        dedup = DedupConfig(**dedup_cfg) if dedup_cfg is not None else False
         store = cls(
             embedder, cfg["forget_threshold"], decay=cfg["decay"], actr_k=cfg["actr_k"], dedup=dedup,
             namespace=cfg["namespace"], max_cues=cfg["max_cues"], ppr_alpha=cfg["ppr_alpha"],
