@@ -3,6 +3,7 @@ non-finite numbers, rejected supersessions. A rejected call raises a ValueError 
 changes nothing (docs/store.md)."""
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from world.dedup import DedupConfig, signature, words
 from world.embedding import CachedEmbedder, HashingEmbedder, tokenize
+from world.importance import SEED_KEY_TERMS, ImportanceScorer
 from world.memory import MemoryStore
 
 
@@ -607,3 +609,39 @@ def test_dedup_config_value_aware_must_be_a_bool(value):
     with pytest.raises(ValueError, match=r"dedup value_aware must be True or False, got "):
         DedupConfig(value_aware=value)
     assert DedupConfig(value_aware=False).value_aware is False and DedupConfig().value_aware is True
+
+
+def test_a_namespace_view_refuses_writes_aimed_at_another_namespace():
+    """view.write_episode / write_semantic dropped a namespace= kwarg silently and wrote into the
+    view's namespace; the view's other methods refuse another namespace, so these do too."""
+    s = _store()
+    alice = s.namespace("alice")
+    alice.write_episode(0, "Alice likes tea.")
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="namespace 'bob' given for a view of namespace 'alice'"):
+        alice.write_episode(5, "Bob owns a boat.", namespace="bob")
+    with pytest.raises(ValueError, match="namespace 'default' given for a view of namespace 'alice'"):
+        alice.write_semantic(5, "Bob sails.", [], namespace="default")
+    assert _snapshot(s) == before and s.namespaces() == ["alice"]
+    assert alice.write_episode(5, "Carol owns a car.", namespace="alice").namespace == "alice"
+    assert alice.write_semantic(6, "Carol drives.", [], namespace=None).namespace == "alice"
+
+
+@pytest.mark.parametrize("term, token", [("long term", "['long', 'term']"), ("C++", "['c']"), ("it's", "['it']"),
+                                         ("", "[]"), ("e-mail", "['e', 'mail']")])
+def test_importance_key_terms_that_can_never_match_a_token_are_refused(term, token):
+    """Key terms are compared with the text's tokens: "long term", "C++" or "it's" were accepted and
+    never matched (the score of "the long term plan for C++" got no keyword bonus)."""
+    with pytest.raises(ValueError, match=r"key_terms must be single words.*can never match: " + re.escape(f"{term!r} (-> {token})")):
+        ImportanceScorer(key_terms=["memory", term])
+
+
+def test_importance_key_terms_are_matched_as_the_tokens_they_are():
+    import unicodedata
+
+    sc = ImportanceScorer(key_terms=["Remember", unicodedata.normalize("NFD", "Café"), "don\u2019t", "3d"])
+    assert sc.key_terms == {"remember", "café", "don't", "3d"}
+    base = ImportanceScorer(key_terms=[])
+    for text in ("Remember it.", "The café opens.", "I don't know.", "A 3d print."):
+        assert sc.score(text) == pytest.approx(base.score(text) + 0.4)
+    assert ImportanceScorer().key_terms == {t.lower() for t in SEED_KEY_TERMS}

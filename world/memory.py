@@ -2285,13 +2285,15 @@ class NamespaceView:
         rec = self.store.get(memory_id)
         return rec is not None and rec.namespace == self.name
 
+    # (a namespace= kwarg was dropped silently and the write went to this namespace: another one is
+    # refused as by the view's other methods, this one or None is fine)
     def write_episode(self, step, content, cues=None, importance=0.5, **kw) -> EpisodicMemory:
-        kw.pop("namespace", None)
-        return self.store.write_episode(step, content, cues, importance, namespace=self.name, **kw)
+        ns = self._scope(kw.pop("namespace", None))
+        return self.store.write_episode(step, content, cues, importance, namespace=ns, **kw)
 
     def write_semantic(self, step, rule, derived_from, **kw) -> SemanticMemory:
-        kw.pop("namespace", None)
-        return self.store.write_semantic(step, rule, derived_from, namespace=self.name, **kw)
+        ns = self._scope(kw.pop("namespace", None))
+        return self.store.write_semantic(step, rule, derived_from, namespace=ns, **kw)
 
     @property
     def last_write(self) -> WriteReport | None:
