@@ -154,3 +154,20 @@ def test_graph_ppr_is_the_seed_indicators_pagerank_with_repeated_and_unknown_see
         g.ppr(["n003"], alpha=1.0)
     with pytest.raises(ValueError, match=r"fallback must be"):
         g.ppr(["n003"], fallback="nope")
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan, 0.0, -1.0, -np.inf, "1e-6", None, True])
+def test_tol_must_be_a_finite_number_above_zero(bad):
+    """tol=inf stopped after one iteration and returned a wrong vector labelled "power"; NaN, 0 and
+    a negative tol never converged (fell back or raised PPRConvergenceError naming no parameter)."""
+    g, _ = _random_graphs(0)
+    tm, _ = g.transition()
+    p = np.zeros(tm.n)
+    p[0] = 1.0
+    with pytest.raises(ValueError, match=r"tol must be a finite number > 0, got "):
+        personalized_pagerank(tm, p, tol=bad, fallback="raise")
+    with pytest.raises(ValueError, match=r"tol must be a finite number > 0"):
+        g.ppr(["n003"], tol=bad)
+    x, method = personalized_pagerank(tm, p, tol=np.float32(1e-6))  # numpy numbers are fine
+    assert method == "power" and x.tobytes() == personalized_pagerank(tm, p, tol=1e-6)[0].tobytes()
+    assert personalized_pagerank(tm, p, tol=1)[1] == "power"

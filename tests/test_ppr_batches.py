@@ -9,15 +9,17 @@ import pytest
 from world.ppr import PPRConvergenceError, _next_batch, personalized_pagerank, transition_matrix
 
 
-@pytest.mark.parametrize("tol", [0.0, -1.0, math.nan])
-def test_a_threshold_never_met_falls_back_after_max_iter(tol):
+@pytest.mark.parametrize("max_iter", [0, 1, 3])
+def test_a_threshold_not_met_falls_back_after_max_iter(max_iter):
+    """(A tol that can never be met, 0, negative or NaN, is refused up front now: tests/test_ppr.py.)"""
     tm = transition_matrix(np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
     p = np.array([1.0, 0.0, 0.0])
-    x, method = personalized_pagerank(tm, p, tol=tol)
+    x, method = personalized_pagerank(tm, p, tol=1e-15, max_iter=max_iter)
     assert method == "solve"
-    assert np.array_equal(x, personalized_pagerank(tm, p, tol=0.0)[0])
+    assert np.array_equal(x, personalized_pagerank(tm, p, tol=1e-15, max_iter=1)[0])
+    np.testing.assert_allclose(x, personalized_pagerank(tm, p, tol=1e-12, max_iter=1000)[0], atol=1e-10)
     with pytest.raises(PPRConvergenceError):
-        personalized_pagerank(tm, p, tol=tol, fallback="raise")
+        personalized_pagerank(tm, p, tol=1e-15, max_iter=max_iter, fallback="raise")
 
 
 def test_next_batch_predicts_from_the_rate_and_falls_back_without_one():

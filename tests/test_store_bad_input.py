@@ -3,6 +3,7 @@ non-finite numbers, rejected supersessions. A rejected call raises a ValueError 
 changes nothing (docs/store.md)."""
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from world.dedup import DedupConfig, signature, words
 from world.embedding import CachedEmbedder, HashingEmbedder, tokenize
+from world.importance import SEED_KEY_TERMS, ImportanceScorer
 from world.memory import MemoryStore
 
 
@@ -560,3 +562,86 @@ def test_a_step_or_ppr_tol_beyond_float_range_is_refused_by_name_and_changes_not
     assert s.write_episode(2, "Bob likes jazz.").memory_id == "ep_000002"
     s.tick(2**53)  # the largest step: still exact as a float
     assert s.query("tea") and s.sweep_decayed() is not None
+
+
+# --------------------------------------------------------------------------- id lists, vectors, counts
+@pytest.mark.parametrize("call, field", [
+    (lambda s, a: s.write_semantic(1, "rule x", None), r"derived_from must be a list of memory ids \(\[\] for none\)"),
+    (lambda s, a: s.write_semantic(1, "rule x", 5), "derived_from must be a list of memory ids"),
+    (lambda s, a: s.write_semantic(1, "rule x", [], evidence=5), "evidence must be a list of memory ids or None"),
+    (lambda s, a: s.write_episode(1, "Bob likes jazz.", evidence=5), "evidence must be a list of memory ids or None"),
+    (lambda s, a: s.namespace("default").write_episode(1, "Bob likes jazz.", evidence=5), "evidence must be a list"),
+    (lambda s, a: s.add_evidence(a.memory_id, 5), "evidence must be a list of memory ids"),
+    (lambda s, a: s.add_evidence(a.memory_id, [], 5), "derived_from must be a list of memory ids"),
+    (lambda s, a: s.supersede(a.memory_id, "rule y", 2, derived_from=5), "derived_from must be a list"),
+    (lambda s, a: s.similarities([1.0, 0.0]), r"vec must be a 1-d vector of the store's embedding dimension 64, "
+                                              r"got shape \(2,\)"),
+    (lambda s, a: s.similarities(np.ones((1, 64))), r"vec must be a 1-d vector.*got shape \(1, 64\)"),
+    (lambda s, a: s.similarities(np.ones(3), [a.memory_id]), "vec must be a 1-d vector"),
+    (lambda s, a: s.recent_ids(2.5), r"n must be an int \(how many ids; none for n <= 0\), got 2.5"),
+    (lambda s, a: s.recent_ids(True), "n must be an int"),
+    (lambda s, a: s.namespace("default").recent_ids("2"), "n must be an int"),
+])
+def test_bad_id_lists_vectors_and_counts_name_the_parameter_and_change_nothing(call, field):
+    """A bare TypeError ("'int' object is not iterable") or a numpy shape error named no parameter."""
+    s = _store()
+    s.write_episode(0, "Alice likes tea.")
+    a = s.write_semantic(1, "Alice drinks tea daily.", [])
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match=field):
+        call(s, a)
+    assert _snapshot(s) == before
+
+
+def test_good_id_lists_vectors_and_counts_still_work():
+    s = _store()
+    e = s.write_episode(0, "Alice likes tea.")
+    sem = s.write_semantic(1, "Alice drinks tea daily.", (m for m in [e.memory_id]))  # any iterable
+    assert sem.derived_from == [e.memory_id] and sem.evidence == [e.memory_id]
+    assert s.recent_ids(np.int64(1)) == [sem.memory_id] and s.recent_ids(-1) == []
+    ids, sims = s.similarities(s.embed("Alice likes tea."))
+    assert ids == [e.memory_id, sem.memory_id] and sims[0] == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("value", ["no", None, 0, 1, "False"])
+def test_dedup_config_value_aware_must_be_a_bool(value):
+    """value_aware="no" was accepted (truthy: the guard stayed on) and None silently turned it off."""
+    with pytest.raises(ValueError, match=r"dedup value_aware must be True or False, got "):
+        DedupConfig(value_aware=value)
+    assert DedupConfig(value_aware=False).value_aware is False and DedupConfig().value_aware is True
+
+
+def test_a_namespace_view_refuses_writes_aimed_at_another_namespace():
+    """view.write_episode / write_semantic dropped a namespace= kwarg silently and wrote into the
+    view's namespace; the view's other methods refuse another namespace, so these do too."""
+    s = _store()
+    alice = s.namespace("alice")
+    alice.write_episode(0, "Alice likes tea.")
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="namespace 'bob' given for a view of namespace 'alice'"):
+        alice.write_episode(5, "Bob owns a boat.", namespace="bob")
+    with pytest.raises(ValueError, match="namespace 'default' given for a view of namespace 'alice'"):
+        alice.write_semantic(5, "Bob sails.", [], namespace="default")
+    assert _snapshot(s) == before and s.namespaces() == ["alice"]
+    assert alice.write_episode(5, "Carol owns a car.", namespace="alice").namespace == "alice"
+    assert alice.write_semantic(6, "Carol drives.", [], namespace=None).namespace == "alice"
+
+
+@pytest.mark.parametrize("term, token", [("long term", "['long', 'term']"), ("C++", "['c']"), ("it's", "['it']"),
+                                         ("", "[]"), ("e-mail", "['e', 'mail']")])
+def test_importance_key_terms_that_can_never_match_a_token_are_refused(term, token):
+    """Key terms are compared with the text's tokens: "long term", "C++" or "it's" were accepted and
+    never matched (the score of "the long term plan for C++" got no keyword bonus)."""
+    with pytest.raises(ValueError, match=r"key_terms must be single words.*can never match: " + re.escape(f"{term!r} (-> {token})")):
+        ImportanceScorer(key_terms=["memory", term])
+
+
+def test_importance_key_terms_are_matched_as_the_tokens_they_are():
+    import unicodedata
+
+    sc = ImportanceScorer(key_terms=["Remember", unicodedata.normalize("NFD", "Café"), "don\u2019t", "3d"])
+    assert sc.key_terms == {"remember", "café", "don't", "3d"}
+    base = ImportanceScorer(key_terms=[])
+    for text in ("Remember it.", "The café opens.", "I don't know.", "A 3d print."):
+        assert sc.score(text) == pytest.approx(base.score(text) + 0.4)
+    assert ImportanceScorer().key_terms == {t.lower() for t in SEED_KEY_TERMS}

@@ -165,3 +165,20 @@ def test_old_cues_holding_double_colons_are_rewritten_by_the_new_rule(tmp_path):
     state = s._export_state()
     again = load_store(s.save(tmp_path / "again.db"))._export_state()
     assert again.pop("embeddings").tobytes() == state.pop("embeddings").tobytes() and again == state
+
+
+# --------------------------------------------------------------------------- dedup value_aware
+@pytest.mark.parametrize("saved, kept", [("no", True), (None, False), (0, False)])
+def test_a_store_saved_with_a_non_bool_value_aware_loads_with_its_truth(tmp_path, saved, kept):
+    """DedupConfig took any value_aware (and used its truth); it now asks for a bool, so a file that
+    holds "no" or None must still load, deduplicating as it did."""
+    s = MemoryStore()
+    s.write_episode(0, "Alice's locker code is 4711.")
+
+    def patch(state):
+        state["meta"]["config"]["dedup"]["value_aware"] = saved
+
+    loaded = load_store(_old_file(s, tmp_path / "old.db", patch))
+    assert loaded.dedup_config.value_aware is kept
+    loaded.write_episode(1, "Alice's locker code is 5822.")  # a value change: a duplicate unless value-aware
+    assert len(loaded) == (2 if kept else 1)

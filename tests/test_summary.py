@@ -704,3 +704,82 @@ def test_add_turn_and_add_memory_refuse_a_step_the_store_refuses_and_change_noth
     assert (len(s), rs.text, rs.window, rs.folded, rs.memory_id) == before
     rs.add_turn(TURNS[2], step=np.int64(4))  # a numpy int is a step, as for the store
     assert rs.window[-1].step == 4 and type(rs.window[-1].step) is int
+
+
+def test_add_turn_refuses_another_namespace_and_writes_nothing():
+    """add_turn(namespace="bob") on alice's summary wrote the episode in bob, put it in alice's window,
+    and every later fold failed (the summary cited a memory of another namespace): stuck for good."""
+    s = make_store()
+    rs = summaries(s, "alice", max_turns=2, keep_recent=1)
+    rs.add_turn(TURNS[0], step=1)
+    before = (len(s), rs.text, rs.window, rs.folded)
+    with pytest.raises(ValueError, match=r"namespace='bob'.*serves 'alice'"):
+        rs.add_turn(TURNS[2], step=2, namespace="bob")
+    assert (len(s), rs.text, rs.window, rs.folded) == before
+    assert len(s.namespace("bob")) == 0
+    rs.add_turn(TURNS[1], step=2, namespace="alice")  # its own namespace is fine
+    rs.add_turn(TURNS[2], step=3)  # and the next fold works
+    assert rs.text and [t.text for t in rs.folded] == [TURNS[0], TURNS[1]]
+
+
+def _cue_only_summary(store):
+    """A summary whose first folded turn names "Zed" only through a cue the caller gave."""
+    rs = summaries(store, "alice", max_turns=2, keep_recent=0)
+    turn = rs.add_turn("She moved to Lisbon in May.", step=1, cues=["Zed"])
+    rs.add_turn("The weather was fine.", step=2)
+    rs.add_turn("Lunch was pasta.", step=3)
+    assert "Lisbon" in rs.text and rs.folded[0].cues == ("Zed",)
+    return rs, turn
+
+
+@pytest.mark.parametrize("how", ["live", "forgotten", "saved", "saved_forgotten"])
+def test_erasing_a_subject_reaches_a_turn_matched_only_by_a_callers_cue(tmp_path, how):
+    """The turn kept its memory's key but not its cues, and the subject was tested against the text's
+    extracted cues: once the memory was forgotten (or swept), erase(subject="Zed") left the sentence in
+    the summary although the store's subject rule (a cue, case-folded) matched it."""
+    from world.persistence import load_store, save_store
+
+    store = make_store()
+    rs, turn = _cue_only_summary(store)
+    if how.startswith("saved"):
+        save_store(store, tmp_path / "m.sqlite")
+        store = load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64))
+        rs = summaries(store, "alice")
+        assert rs.folded[0].cues == ("Zed",)  # saved and restored with the turn
+    if how.endswith("forgotten"):
+        store.forget(turn.memory_id)
+    store.erase(subject="zED", namespace="alice")  # folded as the store folds a cue
+    assert "Lisbon" not in rs.text and "weather" in rs.text
+    assert all("Lisbon" not in t.text for t in rs.folded + rs.window)
+
+
+def test_a_turn_saved_without_cues_loads_and_uses_its_texts_cues():
+    """A state written before turns kept their cues ([id, text, step, key]) still loads; its turns
+    fall back on the cues extracted from their text."""
+    store = make_store()
+    rs, _ = _cue_only_summary(store)
+    state = rs.export_state()
+    assert state["folds"][0][0][4] == ["Zed"]
+    for fold in state["folds"]:
+        for row in fold:
+            del row[4:]
+    twin_store = make_store()
+    twin = RollingSummary.from_state(twin_store, state, register=False)
+    assert [t.cues for t in twin.folded] == [None, None, None]
+    assert twin.export_state()["folds"] == state["folds"]  # written back as it was read
+    twin_store.add_erase_hook(twin._on_erase)
+    twin_store.erase(subject="lisbon", namespace="alice")  # an extracted cue of the text
+    assert "Lisbon" not in twin.text
+
+
+def test_summaries_asked_again_with_source_none_gets_the_existing_one():
+    """source=None means "the default" (as summarizer=None does), but was compared with the existing
+    "summarizer:extractive": the second summaries(..., source=None) raised."""
+    s = make_store()
+    rs = summaries(s, "a", max_turns=4, keep_recent=2, source=None)
+    assert summaries(s, "a", max_turns=4, keep_recent=2, source=None) is rs
+    assert rs.source == "summarizer:extractive"
+    mine = summaries(s, "b", source="bot")
+    assert summaries(s, "b", source=None) is mine and mine.source == "bot"
+    with pytest.raises(ValueError, match="source='bot', asked for 'other'"):
+        summaries(s, "b", source="other")

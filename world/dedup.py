@@ -291,6 +291,9 @@ class DedupConfig:
             raise ValueError(f"dedup jaccard must be a number in [0, 1], got {self.jaccard!r}")
         if not _is_real(self.embed_threshold) or not -1.0 <= self.embed_threshold <= 1.0 + 1e-9:
             raise ValueError(f"dedup embed_threshold must be a number in [-1, 1], got {self.embed_threshold!r}")
+        # a truthy "no" turned the guard on and None turned it off, silently: a bool only
+        if not isinstance(self.value_aware, bool):
+            raise ValueError(f"dedup value_aware must be True or False, got {self.value_aware!r}")
 
 
 def _is_real(value: object) -> bool:

@@ -7,12 +7,14 @@
     score = min(score, 2.5)
 
 Change from the seed: key terms are matched as whole words; the seed matched substrings, so "how"
-fired on "show" and "key" on "monkey".
+fired on "show" and "key" on "monkey". A key term must therefore be one word as ``tokenize`` sees
+it ("long term", "C++", "it's" could never match and are refused, naming ``key_terms``).
 """
 
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
@@ -37,6 +39,28 @@ def _number(name: str, value: object, low: float, allowed: str, strict: bool = F
     if not ok:
         raise ValueError(f"ImportanceScorer: {name} must be {allowed}, got {value!r}")
     return float(value)
+
+
+def _key_tokens(terms: list[str]) -> frozenset[str]:
+    """The key terms as the tokens they are, or ValueError naming ``key_terms`` for a term that can
+    never match: the score compares key terms with the text's tokens (``world.embedding.tokenize``),
+    so a term must be one such token ("long term" is two, "C++" becomes "c", "it's" becomes "it", an
+    empty term none). Letter case, Unicode normalisation and a typographic apostrophe do not count."""
+    bad, out = [], set()
+    for t in terms:
+        low = t.lower()
+        if not low.isascii():  # (tokens are NFC, with ' for ’: "cafe" + a combining accent is "café")
+            low = unicodedata.normalize("NFC", low.replace("\u2019", "'"))
+        got = tokenize(t)
+        if got != [low]:
+            bad.append(f"{t!r} (-> {got})")
+        else:
+            out.add(low)
+    if bad:
+        raise ValueError(f"ImportanceScorer: key_terms must be single words as the scorer tokenizes a text "
+                         f"(letters and digits, inner apostrophes but no possessive 's); these can never "
+                         f"match: {', '.join(bad)}")
+    return frozenset(out)
 
 
 @runtime_checkable
@@ -68,8 +92,8 @@ class ImportanceScorer:
         terms = None if isinstance(key_terms, str) else list(key_terms)
         if terms is None or not all(isinstance(t, str) for t in terms):
             raise ValueError(f"ImportanceScorer: key_terms must be an iterable of strings, got {key_terms!r}")
-        key_terms = terms
-        self.key_terms = frozenset(t.lower() for t in key_terms)
+        # (the seed's terms are single words already: tested)
+        self.key_terms = frozenset(t.lower() for t in terms) if key_terms is SEED_KEY_TERMS else _key_tokens(terms)
         self.length_scale = length_scale
         self.length_cap = length_cap
         self.keyword_bonus = keyword_bonus

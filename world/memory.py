@@ -439,6 +439,18 @@ def _int_at_least(name: str, value: object, low: int) -> int:
 _STEP_MAX = 2**53
 
 
+def _id_list(name: str, ids: object, none: str = "") -> list:
+    """``ids`` (a list or other iterable of memory ids) as a new list; ValueError naming ``name`` for
+    something that is no iterable (an int, None where it is not allowed). ``none``: what the message
+    adds about None. The ids themselves are checked by ``MemoryStore._check_refs``."""
+    if type(ids) is list:  # (the usual case: one test)
+        return list(ids)
+    try:
+        return list(ids)  # type: ignore[call-overload]
+    except TypeError:
+        raise ValueError(f"{name} must be a list of memory ids{none}, got {ids!r}") from None
+
+
 def _relation(relation: object) -> str:
     """A typed link's relation as its name (a RelationType or its value); ValueError naming the
     allowed ones otherwise."""
@@ -825,9 +837,14 @@ class MemoryStore:
         """(ids, cosine similarities) of `vec` against live memories: one mat-vec.
 
         ids=None: every live memory of the namespace (write order). Otherwise the given ids
-        (KeyError on an unknown id).
+        (KeyError on an unknown id). ``vec``: a 1-d vector of the store's embedding dimension
+        (ValueError naming ``vec`` otherwise).
         """
         vec = np.asarray(vec, dtype=np.float32)
+        if vec.ndim != 1 or (self._dim is not None and vec.shape[0] != self._dim):
+            raise ValueError(f"vec must be a 1-d vector of the store's embedding dimension "
+                             f"{self._dim if self._dim is not None else '(any until the first write)'}, "
+                             f"got shape {vec.shape}")
         if ids is None:
             space = self._space(self._ns(namespace))
             if space is None or not space.order:
@@ -925,7 +942,10 @@ class MemoryStore:
         return n
 
     def recent_ids(self, n: int, namespace: str | None = None, active_only: bool = False) -> list[str]:
-        """The n most recently written live ids of the namespace, newest first."""
+        """The n most recently written live ids of the namespace, newest first (an int n; none for
+        n <= 0; ValueError naming ``n`` for anything else)."""
+        if type(n) is not int and (isinstance(n, bool | np.bool_) or not isinstance(n, int | np.integer)):
+            raise ValueError(f"n must be an int (how many ids; none for n <= 0), got {n!r}")
         # (the default namespace without two method calls: the env reads it twice per step)
         space = self._spaces.get(self.default_namespace if namespace is None else self._ns(namespace))
         if space is None or n <= 0:
@@ -1068,7 +1088,7 @@ class MemoryStore:
         """
         if isinstance(derived_from, str):
             raise TypeError("derived_from must be a list of memory ids, not a string")
-        derived = list(derived_from)
+        derived = _id_list("derived_from", derived_from, " ([] for none)")
         return self._write("sem", step, rule, cues, importance, key, tier, confidence, source, evidence, namespace, derived, None)  # type: ignore[return-value]
 
     def _check_write(self, kind, step, content, cues, importance, key, tier, confidence, evidence, namespace, derived,
@@ -1106,7 +1126,8 @@ class MemoryStore:
         semantic = kind == "sem"
         if isinstance(evidence, str):
             raise ValueError(f"evidence must be a list of memory ids or None, not a string, got {evidence!r}")
-        evidence_list = list(evidence) if evidence is not None else (list(derived) if semantic else [])
+        evidence_list = (_id_list("evidence", evidence, " or None") if evidence is not None
+                         else (list(derived) if semantic else []))
         # the erasure cascade follows evidence / derived_from inside a namespace: an id of another
         # namespace would be skipped by it and survive the erasure of what it cites (and an id that is
         # no live memory's is kept as given: it must have a UTF-8 form too)
@@ -1331,7 +1352,7 @@ class MemoryStore:
             raise KeyError(f"unknown memory id {memory_id!r}")
         if isinstance(evidence, str) or isinstance(derived_from, str):
             raise ValueError("evidence and derived_from must be lists of memory ids, not strings")
-        evidence, derived = list(evidence), list(derived_from)
+        evidence, derived = _id_list("evidence", evidence), _id_list("derived_from", derived_from)
         if derived and rec.kind != "semantic":
             raise TypeError(f"add_evidence(): derived_from applies to semantic memories only; {memory_id!r} is an episode")
         self._check_refs(rec.namespace, derived, evidence)
@@ -1574,7 +1595,7 @@ class MemoryStore:
         if semantic and isinstance(derived, str):
             raise TypeError("derived_from must be a list of memory ids, not a string")
         if semantic:
-            derived = list(derived)
+            derived = _id_list("derived_from", derived, " ([] for none)")
         # (the write gets the checked values, and does not check them again: a generator would be consumed
         # by the check)
         kind = "sem" if semantic else "ep"
@@ -2087,7 +2108,12 @@ class MemoryStore:
                 raise ValueError(f"embedder: the store was built with {name!r}; pass that embedder to load it")
         else:
             check_embedder_config(saved_config, embedder, saved_name=meta.get("embedder"))
-        dedup = DedupConfig(**cfg["dedup"]) if cfg.get("dedup") is not None else False
+        dedup_cfg = cfg.get("dedup")
+        if isinstance(dedup_cfg, dict) and not isinstance(dedup_cfg.get("value_aware", True), bool):
+            # a previous release took any value_aware and used its truth ("no" kept the guard on, None
+            # turned it off): a file keeps what it did; DedupConfig now asks for a bool
+            dedup_cfg = {**dedup_cfg, "value_aware": bool(dedup_cfg["value_aware"])}
+        dedup = DedupConfig(**dedup_cfg) if dedup_cfg is not None else False
         store = cls(
             embedder, cfg["forget_threshold"], decay=cfg["decay"], actr_k=cfg["actr_k"], dedup=dedup,
             namespace=cfg["namespace"], max_cues=cfg["max_cues"], ppr_alpha=cfg["ppr_alpha"],
@@ -2259,13 +2285,15 @@ class NamespaceView:
         rec = self.store.get(memory_id)
         return rec is not None and rec.namespace == self.name
 
+    # (a namespace= kwarg was dropped silently and the write went to this namespace: another one is
+    # refused as by the view's other methods, this one or None is fine)
     def write_episode(self, step, content, cues=None, importance=0.5, **kw) -> EpisodicMemory:
-        kw.pop("namespace", None)
-        return self.store.write_episode(step, content, cues, importance, namespace=self.name, **kw)
+        ns = self._scope(kw.pop("namespace", None))
+        return self.store.write_episode(step, content, cues, importance, namespace=ns, **kw)
 
     def write_semantic(self, step, rule, derived_from, **kw) -> SemanticMemory:
-        kw.pop("namespace", None)
-        return self.store.write_semantic(step, rule, derived_from, namespace=self.name, **kw)
+        ns = self._scope(kw.pop("namespace", None))
+        return self.store.write_semantic(step, rule, derived_from, namespace=ns, **kw)
 
     @property
     def last_write(self) -> WriteReport | None:

@@ -188,7 +188,7 @@ def personalized_pagerank(
 
     `personalization` is a non-negative (n,) vector (normalised here); it must not be all zero.
     """
-    max_iter = _checked_params(alpha, max_iter, fallback)
+    max_iter = _checked_params(alpha, max_iter, fallback, tol)
     n = tm.n
     if n == 0:
         return np.zeros(0), "power"
@@ -213,7 +213,7 @@ def _seeded_pagerank(
     valid row indices, at least one, as :meth:`world.graph.AssocGraph.ppr` passes them: private, since
     it trusts them) and 0 elsewhere: the same scores, without building and checking that vector (a seed's normalised weight 1.0 / k for k seeds is exactly the 0/1 vector divided by
     its sum, k)."""
-    max_iter = _checked_params(alpha, max_iter, fallback)
+    max_iter = _checked_params(alpha, max_iter, fallback, tol)
     if not len(rows):
         raise ValueError("personalization must be finite and non-negative with a positive sum")
     p = np.zeros(tm.n)
@@ -221,8 +221,8 @@ def _seeded_pagerank(
     return _pagerank(tm, p, alpha, max_iter, tol, fallback)
 
 
-def _checked_params(alpha: float, max_iter: int, fallback: str) -> int:
-    """``max_iter`` as an int, or ValueError for a bad fallback, alpha or max_iter (in that order)."""
+def _checked_params(alpha: float, max_iter: int, fallback: str, tol: float) -> int:
+    """``max_iter`` as an int, or ValueError for a bad fallback, alpha, max_iter or tol (in that order)."""
     if fallback not in ("solve", "raise"):
         raise ValueError(f"fallback must be 'solve' or 'raise', got {fallback!r}")
     if not 0.0 < alpha < 1.0:
@@ -230,6 +230,11 @@ def _checked_params(alpha: float, max_iter: int, fallback: str) -> int:
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
         # (checked up front: the batched loop would otherwise accept or reject a float by convergence)
         raise ValueError(f"max_iter must be an integer >= 0, got {max_iter!r}")
+    # (the stop test is ||x - x_prev||_1 < n * tol: an infinite tol stopped after one iteration and
+    # called that vector converged; NaN, 0 or a negative one never converge)
+    if type(tol) is not float and (isinstance(tol, bool | np.bool_) or not isinstance(tol, int | float | np.integer | np.floating)) \
+            or not 0.0 < tol < math.inf:  # (NaN fails the range test)
+        raise ValueError(f"tol must be a finite number > 0, got {tol!r}")
     return int(max_iter)
 
 

@@ -218,22 +218,35 @@ def _summarizer_from_config(config: dict) -> Summarizer | None:
 
 @dataclass(frozen=True)
 class Turn:
-    """One verbatim turn: the memory it was written as, its text, the step it happened at and the
-    memory's key (so that erasing a key also reaches turns whose memory already left the store)."""
+    """One verbatim turn: the memory it was written as, its text, the step it happened at, and the
+    memory's key and cues (so that erasing a key, or a subject the memory matched only through a cue
+    the caller gave, also reaches turns whose memory already left the store). ``cues`` is None for a
+    turn saved before cues were kept (its text's extracted cues stand in for them)."""
 
     memory_id: str
     text: str
     step: int
     key: str | None = None
+    cues: tuple[str, ...] | None = None
 
     def to_json(self) -> list:
-        return [self.memory_id, self.text, self.step, self.key]
+        row = [self.memory_id, self.text, self.step, self.key]
+        return row if self.cues is None else [*row, list(self.cues)]
 
     @classmethod
     def from_json(cls, row: Sequence) -> Turn:
         memory_id, text, step, *rest = row
         key = rest[0] if rest else None
-        return cls(str(memory_id), str(text), int(step), None if key is None else str(key))
+        cues = rest[1] if len(rest) > 1 else None  # (absent in files saved before cues were kept)
+        return cls(str(memory_id), str(text), int(step), None if key is None else str(key),
+                   None if cues is None else tuple(str(c) for c in cues))
+
+    @classmethod
+    def of(cls, record: Any, text: str, step: int) -> Turn:
+        """The turn for a stored memory: its id, key and cues (as the store keeps them)."""
+        cues = getattr(record, "cues", None)
+        return cls(record.memory_id, text, step, getattr(record, "key", None),
+                   None if cues is None else tuple(cues))
 
 
 class SummaryRebuildError(RuntimeError):
@@ -312,6 +325,11 @@ class _Erased:
         if self.subject is None:
             return False
         if turn.key is not None and (turn.key.lower() == self.subject or turn.key.lower().startswith(self.subject + "/")):
+            return True
+        # the store's cue rule (a caller's cues are kept as given: compared case-folded), and the cues
+        # extracted from the text (what the store gives a memory written without cues; all a turn
+        # saved before cues were kept has)
+        if turn.cues is not None and any(c.lower() == self.subject for c in turn.cues):
             return True
         if self.subject in extract_cues(turn.text):
             return True
@@ -430,14 +448,21 @@ class RollingSummary:
 
     def add_turn(self, text: str, step: int | None = None, **write_kwargs: Any):
         """Write ``text`` as an episode in this namespace, add it to the window, fold if needed.
+        ``write_kwargs`` go to ``write_episode``; a ``namespace`` other than this summary's is a
+        ValueError (nothing is written).
 
         Returns the record ``write_episode`` returned (the existing one on a duplicate)."""
         if not isinstance(text, str):
             raise TypeError(f"RollingSummary.add_turn: text must be str, got {type(text).__name__}")
         step = self._step(step, "add_turn")
-        write_kwargs.setdefault("namespace", self.namespace)
-        record = self.store.write_episode(step, text, **write_kwargs)
-        self._push(Turn(record.memory_id, text, step, getattr(record, "key", None)))
+        # a turn of another namespace would be written there yet enter this window, and every later
+        # fold would then cite it across namespaces (the store refuses that): refused like add_memory
+        namespace = write_kwargs.pop("namespace", None)
+        if namespace is not None and namespace != self.namespace:
+            raise ValueError(f"RollingSummary.add_turn: namespace={namespace!r}, this summary serves "
+                             f"{self.namespace!r} (allowed: {self.namespace!r} or None)")
+        record = self.store.write_episode(step, text, namespace=self.namespace, **write_kwargs)
+        self._push(Turn.of(record, text, step))
         return record
 
     def add_memory(self, memory_id: str, step: int | None = None) -> None:
@@ -450,7 +475,7 @@ class RollingSummary:
         if ns != self.namespace:
             raise ValueError(f"RollingSummary.add_memory: {memory_id!r} is in namespace {ns!r}, "
                              f"this summary serves {self.namespace!r}")
-        self._push(Turn(memory_id, record.content, step, getattr(record, "key", None)))
+        self._push(Turn.of(record, record.content, step))
 
     @property
     def rebuild_pending(self) -> bool:
@@ -759,7 +784,7 @@ def _registry(store: Any, create: bool = True) -> SummaryRegistry | None:
 def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> RollingSummary:
     """The rolling summary of ``namespace`` on ``store``, created with ``kwargs`` on first use. For an
     existing one, an argument that differs from its own (a different ``summarizer`` object included;
-    the same object or None is fine) is a ValueError naming it."""
+    the same object or None is fine, as is ``source=None``) is a ValueError naming it."""
     store, ns = _unwrap(store, namespace)
     registry = _registry(store)
     if ns not in registry:
@@ -777,6 +802,8 @@ def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> Rollin
                         f"summaries: namespace {ns!r} already has a rolling summary with summarizer="
                         f"{type(existing.summarizer).__name__}, asked for {type(value).__name__} (another object); "
                         f"to replace it: restore_summaries(store, summarizers={{{ns!r}: summarizer}})")
+            elif name == "source" and value is None:
+                continue  # (None means "the default", as for summarizer: it asks for nothing new)
             elif getattr(existing, name, value) != value:
                 raise ValueError(f"summaries: namespace {ns!r} already has a rolling summary with "
                                  f"{name}={getattr(existing, name)!r}, asked for {value!r}")
