@@ -263,15 +263,39 @@ def check_overrides(overrides: dict) -> None:
 _ENV_ID_SHAPE = re.compile(r"(?:[\w.]+:)?[\w.-]+/[\w.-]+-v\d+")
 
 
+def _squash(text: str) -> str:
+    """``"MemGym/Life-Easy-v0"``, ``"Life-Easy-v0"``, ``"lifeeasy"`` -> ``"lifeeasy"``: an env id's letters."""
+    key = "".join(ch for ch in text.lower() if ch.isalnum())
+    key = key.removeprefix("envs").removeprefix("memgym")
+    return key[:-2] if key.endswith("v0") else key
+
+
+def near_env_ids(text: str) -> list[str]:
+    """The registered env ids ``text`` may have meant (its letters those of one, else up to 3 close ones);
+    empty when none is close."""
+    import difflib
+
+    import envs
+
+    by_key = {_squash(i): i for i in envs.registered_ids()}
+    key = _squash(text)
+    if key in by_key:
+        return [by_key[key]]
+    return [by_key[k] for k in difflib.get_close_matches(key, list(by_key), n=3, cutoff=0.75)]
+
+
 def names_a_config_file(text: str) -> bool:
     """Does ``text`` name a world YAML file rather than an env id or a family: an existing file, a name
-    ending in ``.yaml`` / ``.yml``, or a path with folders (``/``) not shaped like an env id
-    (``Namespace/Name-vN``)? Such a target that is not a file is "no such config file", never an
+    ending in ``.yaml`` / ``.yml``, or a path with folders (``/``) that is neither shaped like an env id
+    (``Namespace/Name-vN``) nor a near miss of a registered one (``MemGym/Life-Easy``: its error says
+    which id it may mean)? Such a target that is not a file is "no such config file", never an
     "unknown env id"."""
     if os.path.isfile(text) or text.lower().endswith((".yaml", ".yml")):
         return True
     separators = {"/", os.sep, os.altsep} - {None}
-    return any(sep in text for sep in separators) and not _ENV_ID_SHAPE.fullmatch(text)
+    if not any(sep in text for sep in separators) or _ENV_ID_SHAPE.fullmatch(text):
+        return False
+    return not near_env_ids(text)
 
 
 def _check_config_file(path: str) -> None:
@@ -705,11 +729,16 @@ def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str
     return rows, timings
 
 
-def _worker_loop(conn: Any) -> None:
+def _worker_loop(conn: Any, inherited: Sequence[Any] = ()) -> None:
     """A worker process: play the tasks the main process sends on ``conn`` (``(index, task)``) one at a
-    time and answer each with its result; ``None`` or a closed pipe ends it."""
+    time and answer each with its result; ``None`` or a closed pipe ends it. ``inherited``: the main
+    process's ends of the pipes, its own and the other workers', which a forked worker holds copies of;
+    closed first, so that the main process's death (a kill, the OOM killer) closes this worker's pipe
+    (a worker holding them never saw EOF and outlived the run, holding the caller's stdout open)."""
     import signal
 
+    for end in inherited:
+        end.close()
     # Ctrl-C reaches the whole process group: the main process stops the run and terminates the workers;
     # a worker that also raised KeyboardInterrupt only printed a traceback on the way out
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -763,7 +792,9 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
 
     def start() -> Any:
         here, there = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=_worker_loop, args=(there,), daemon=True)
+        # (a forked worker inherits every pipe end open here; a spawned one only what it is given)
+        inherited = [here, *running] if ctx.get_start_method() == "fork" else []
+        proc = ctx.Process(target=_worker_loop, args=(there, inherited), daemon=True)
         proc.start()
         there.close()  # (only the worker holds that end now: its death closes the pipe)
         running[here] = (proc, None)
@@ -805,18 +836,27 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
                 if conn not in running:  # (retired earlier in this round)
                     continue
                 proc, index = running[conn]
+                unreadable = None
                 try:
                     result = conn.recv() if conn.poll() else None  # (an answer sent before dying still counts)
-                except Exception:  # noqa: BLE001 - EOF, or an answer cut short by the death
+                except (EOFError, OSError):  # its pipe closed: it is gone
                     result = None
+                except Exception as exc:  # noqa: BLE001 - an answer that does not load here (or cut short by a death)
+                    result, unreadable = None, exc
                 if result is not None:
                     running[conn] = (proc, None)
                     take(result)
                     give(conn)
                     continue
+                if unreadable is not None and proc.is_alive():
+                    proc.terminate()  # (its answer is lost: the worker goes with it, a new one takes its place)
+                else:
+                    unreadable = None  # (a dead worker's answer cut short: it died)
                 retire(conn)  # no answer and ready: its pipe closed or its sentinel fired, it is gone
                 if index is not None:
-                    take(([], _died(tasks[index], proc.exitcode)))
+                    take(([], _failure(tasks[index], f"its results could not be read in the main process: "
+                                                     f"{unreadable!r}", f"{unreadable!r}\n")
+                                if unreadable is not None else _died(tasks[index], proc.exitcode)))
                 if todo:
                     give(start())
     finally:  # done, or an error in take() / Ctrl-C: no worker outlives the run

@@ -201,22 +201,13 @@ def _add_play(sub: Any) -> None:
     p.set_defaults(func=cmd_play)
 
 
-def _squash(text: str) -> str:
-    """``"MemGym/Life-Easy-v0"``, ``"Life-Easy-v0"``, ``"lifeeasy"`` -> ``"lifeeasy"``: an env id's letters."""
-    key = "".join(ch for ch in text.lower() if ch.isalnum())
-    key = key.removeprefix("envs").removeprefix("memgym")
-    return key[:-2] if key.endswith("v0") else key
-
-
 def _play_target(text: str) -> str:
     """The env ``memgym play`` was asked for: a registered id (what the help and `memgym info` show) or the
     shorthands ``make_env`` takes (a family, ``family-difficulty``, a YAML config file). Anything else is
     an error listing the registered ids, with the nearest ones as a hint (``Life-Easy-v0`` ->
     ``MemGym/Life-Easy-v0``) rather than make_env's advice about YAML paths or families."""
-    import difflib
-
     import envs
-    from agents.bench import names_a_config_file
+    from agents.bench import names_a_config_file, near_env_ids
     from world import DIFFICULTIES, FAMILIES
 
     ids = envs.registered_ids()
@@ -224,12 +215,7 @@ def _play_target(text: str) -> str:
     if (text.split(":", 1)[-1] in ids or text in FAMILIES or (family in FAMILIES and difficulty in DIFFICULTIES)
             or names_a_config_file(text)):  # (a world YAML file, by a path with folders too: make_env says
         return text  # "<path>: no such config file" when it is not one)
-    by_key = {_squash(i): i for i in ids}
-    key = _squash(text)
-    if key in by_key:
-        near = [by_key[key]]
-    else:
-        near = [by_key[k] for k in difflib.get_close_matches(key, list(by_key), n=3, cutoff=0.75)]
+    near = near_env_ids(text)
     hint = f" (did you mean {' or '.join(repr(i) for i in near)}?)" if near else ""
     raise CliError(f"unknown env id {text!r}{hint}; registered ids: {', '.join(ids)}")
 

@@ -430,6 +430,12 @@ def test_play_says_a_folder_is_not_a_config_file_and_env_ids_keep_their_hints(tm
     code, _ = run(["play", "MemGym/Lif-Easy-v0"], stdin="quit\n")
     err = capsys.readouterr().err
     assert code == 2 and "unknown env id 'MemGym/Lif-Easy-v0' (did you mean 'MemGym/Life-Easy-v0'?)" in err, err
+    # and so is a near miss of another shape (no version, upper-case V, a trailing space): not a file path
+    for near in ("MemGym/Life-Easy", "MemGym/Life-Easy-V0", "MemGym/Life-Easy-v0 "):
+        code, _ = run(["play", near], stdin="quit\n")
+        err = capsys.readouterr().err
+        assert code == 2 and f"unknown env id {near!r} (did you mean 'MemGym/Life-Easy-v0'?)" in err, err
+        assert "no such config file" not in err
 
 
 def test_an_unknown_set_key_lists_only_keys_the_command_takes(capsys):

@@ -693,3 +693,89 @@ def test_a_waiting_delete_is_void_once_the_library_stores_that_id_again():
     held = set(agent.system.mem.values())
     assert agent.system.first in held and not [t for t in erased if t in held], erased
     assert not agent._deletes
+
+
+def _children(pid: int) -> set[int]:
+    """Live processes whose parent is ``pid`` (from /proc; zombies count as gone)."""
+    kids = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                kids.add(int(entry))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_workers_do_not_outlive_a_killed_bench(tmp_path):
+    """SIGTERM to the main process of a `--workers 2` run: its workers end too (forked, they held the
+    main process's ends of their pipes, never saw EOF and lived on, holding the caller's stdout open:
+    `communicate()` and `| tee` waited forever)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "agents.cli", "bench", "--agents", "write_all", "--families",
+                             "recall,temporal", "--seeds", "40", "--workers", "2", "--set", "horizon=300",
+                             "--no-progress", "--no-plot", "--out", str(tmp_path / "o")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+    try:
+        workers: set[int] = set()
+        for _ in range(600):  # (until both workers run: at most ~60 s)
+            workers = _children(proc.pid)
+            if len(workers) >= 2:
+                break
+            time.sleep(0.1)
+        assert len(workers) >= 2, "the bench never started its workers"
+        time.sleep(1.0)  # (inside their first tasks)
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=60)  # returns once every holder of its stdout is gone
+        for _ in range(600):
+            if not any(_alive(w) for w in workers):
+                break
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in workers)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # (whatever is left of the group, if the test failed)
+        except ProcessLookupError:
+            pass
+
+
+def test_an_answer_the_main_process_cannot_load_fails_its_task_and_the_run_goes_on():
+    """A worker's answer that does not unpickle in the main process: that task fails with the error named,
+    its worker is replaced and the other tasks are played (the main process waited forever to join the
+    live worker)."""
+    code = textwrap.dedent('''
+        import agents.bench as B
+
+        def _boom():
+            raise RuntimeError("cannot load this")
+
+        class Unloadable:
+            def __reduce__(self):
+                return (_boom, ())
+
+        B._task = lambda task: ([Unloadable()], None) if task[4][0] == 1 else ([task[4][0]], None)
+        got = []
+        B._run_in_pool([("a", "recall", "easy", {}, [i]) for i in range(5)], 2, got.append)
+        rows = sorted(r[0][0] for r in got if r[0])
+        failures = [r[1]["error"] for r in got if r[1]]
+        print(rows, failures)
+    ''')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("[0, 2, 3, 4] [\"its results could not be read in the main process: "
+                                 "RuntimeError('cannot load this')\"]"), out.stdout
