@@ -447,7 +447,11 @@ def test_endless_world_bookkeeping_stays_bounded():
     g = w._gen
     retired = seen - set(g.cast.people)
     assert len(retired) > 100 and not any(s in retired for s, _ in g._used)
-    assert first_user and first_user <= g._used  # the user's relations stay reserved
+    assert first_user and first_user <= set(g._used)  # the user's relations stay reserved
+    # people made off-stage (a multi-hop sibling, an unanswerable question's subject) are never in the
+    # cast and their names never come back: their pairs go too
+    people = set(g.cast.used_names)
+    assert {s for s, _ in g._used if s in people} <= set(g.cast.people)
     assert retired <= set(g.cast.used_names)  # (retired names stay used: never given again)
 
 

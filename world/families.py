@@ -163,6 +163,53 @@ class EventLog:
             self._start += drop
 
 
+class PairSet:
+    """A set of ``(subject, relation)`` pairs kept by subject, so that the pairs of retiring subjects go
+    at a cost of their own pairs (:meth:`drop_subjects`), not of the whole set: an endless world retires
+    people at every window, and rebuilding the set each time made its cost grow with the run."""
+
+    __slots__ = ("_by",)
+
+    def __init__(self, pairs=()) -> None:
+        self._by: dict[str, set[str]] = {}
+        for subject, relation in pairs:
+            self.add((subject, relation))
+
+    def __contains__(self, pair) -> bool:
+        relations = self._by.get(pair[0])
+        return relations is not None and pair[1] in relations
+
+    def add(self, pair: tuple[str, str]) -> None:
+        self._by.setdefault(pair[0], set()).add(pair[1])
+
+    def discard(self, pair: tuple[str, str]) -> None:
+        relations = self._by.get(pair[0])
+        if relations is not None:
+            relations.discard(pair[1])
+            if not relations:
+                del self._by[pair[0]]
+
+    def drop_subjects(self, subjects) -> None:
+        """Forget every pair of these subjects."""
+        for subject in subjects:
+            self._by.pop(subject, None)
+
+    def __iter__(self):
+        return ((subject, relation) for subject, relations in self._by.items() for relation in relations)
+
+    def __len__(self) -> int:
+        return sum(map(len, self._by.values()))
+
+    def __eq__(self, other) -> bool:
+        return set(self) == set(other) if isinstance(other, (PairSet, set, frozenset)) else NotImplemented
+
+    def __getstate__(self):
+        return self._by
+
+    def __setstate__(self, state) -> None:
+        self._by = state
+
+
 def release_before(items, upto: int, start: int = 0) -> None:
     """Release the items of ``items`` before index ``upto``: an :class:`EventLog` drops them; a plain
     list (a world pickled before EventLog existed) gets None in their places, from ``start`` on."""
@@ -195,7 +242,8 @@ class ScriptGenerator:
         self.events: list[ScriptEvent] | EventLog = EventLog() if config.endless else []
         self._pending: dict[int, tuple[str, str, dict]] = {}  # slot -> (kind, text, payload)
         self._quiet: set[int] = set()  # free slots that get chit-chat (see _slots)
-        self._used: set[tuple[str, str]] = set()  # (subject, relation) pairs stated or reserved
+        self._used = PairSet()  # (subject, relation) pairs stated or reserved
+        self._offstage: list[str] = []  # people made for one thread and never in the cast (see _release)
         self._repeatable: list[int] = []  # indices of finalized facts that may be repeated
         self._threads = 0
         self._released = 0  # endless worlds: events[:_released] are None (see _release)
@@ -259,18 +307,31 @@ class ScriptGenerator:
           reserved for them can go. Names stay used (a retired name is never
           given to a new person)."""
         cast = self.cast
-        if len(cast.people) > ENDLESS_CAST:
-            retired = set(cast.people[:-ENDLESS_CAST])
-            del cast.people[:-ENDLESS_CAST]
+        used = self._used
+        if not isinstance(used, PairSet):  # (a generator pickled when this was a set)
+            used = self._used = PairSet(used)
+        offstage = getattr(self, "_offstage", None) or []
+        if len(cast.people) > ENDLESS_CAST or offstage:
             # only the retired people's pairs: "user" and the other subjects keep theirs (a user's
-            # relation stated once must not be stated again as a new fact)
-            self._used = {pair for pair in self._used if pair[0] not in retired}
+            # relation stated once must not be stated again as a new fact); people made off-stage (a
+            # multi-hop sibling, the subject of an unanswerable question) were never in the cast and
+            # their names are never given again: their pairs go at the first window too
+            used.drop_subjects(cast.people[:-ENDLESS_CAST])
+            del cast.people[:-ENDLESS_CAST]
+            used.drop_subjects(offstage)
+            self._offstage = []
         keep_from = len(self.events) - self.cfg.chunk - ENDLESS_HISTORY
         if keep_from <= self._released:
             return
         release_before(self.events, keep_from, self._released)
         self._released = keep_from
         self._repeatable = [i for i in self._repeatable if i >= keep_from]
+
+    def _put_offstage(self, name: str) -> None:
+        """Take a person made for one thread out of the cast (only ever referred to, or never introduced);
+        :meth:`_release` drops the pairs reserved for them."""
+        self.cast.people.remove(name)
+        self.__dict__.setdefault("_offstage", []).append(name)  # (a generator pickled before it existed)
 
     def _delay(self) -> int:
         scale = 1.0 + 0.5 * self.level
@@ -577,7 +638,7 @@ class ScriptGenerator:
             # Lena." "His sibling works at ...", never "Tom's sibling is Carl." "His sibling ...")
             o = self.cast.new_person(female=gender_of(s) != "f")
             self.cast.used_objects.setdefault("person", set()).add(o)
-            self.cast.people.remove(o)
+            self._put_offstage(o)
         else:
             o = self.cast.value(rel0.objects)
         out = [self._stmt(0, "fact", self._render_fact(rel0, s, o), fam, subject=s, relation=path[0], object=o,
@@ -655,7 +716,7 @@ class ScriptGenerator:
             s2, r2 = others[randint(self.rng, 0, len(others))], r
         else:  # someone never introduced
             s2 = self.cast.new_person()
-            self.cast.people.remove(s2)
+            self._put_offstage(s2)
             r2 = r
         self._used.add((s2, r2))
         text = pick(self.rng, RELATIONS[r2].ask).format(s=s2)
