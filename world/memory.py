@@ -443,8 +443,6 @@ def _id_list(name: str, ids: object, none: str = "") -> list:
     """``ids`` (a list or other iterable of memory ids) as a new list; ValueError naming ``name`` for
     something that is no iterable (an int, None where it is not allowed). ``none``: what the message
     adds about None. The ids themselves are checked by ``MemoryStore._check_refs``."""
-    if type(ids) is list:  # (the usual case: one test)
-        return list(ids)
     try:
         return list(ids)  # type: ignore[call-overload]
     except TypeError:
