@@ -113,6 +113,42 @@ def test_python_m_world_reports_bad_input_in_one_line(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("family: life\ndifficulty: easy\n")
 
 
+def test_a_configs_tables_cannot_be_changed_in_place():
+    """cfg.rewards / cfg.mix were plain dicts: a NaN or unknown weight written into them went round every
+    check (the env then paid NaN rewards) and changed the frozen config's hash."""
+    import copy
+    import pickle
+
+    cfg = WorldConfig.preset("life", "easy")
+    before = hash(cfg)
+    for change in (lambda: cfg.rewards.__setitem__("storage", float("nan")), lambda: cfg.rewards.update(typo=5),
+                   lambda: cfg.mix.pop("recall"), lambda: cfg.mix.clear(), lambda: cfg.rewards.setdefault("x", 1)):
+        with pytest.raises(TypeError, match="frozen: its rewards and mix cannot be changed in place"):
+            change()
+    assert hash(cfg) == before and cfg == WorldConfig.preset("life", "easy")
+    for twin in (pickle.loads(pickle.dumps(cfg)), copy.deepcopy(cfg), WorldConfig(**cfg.to_dict())):
+        assert twin == cfg and hash(twin) == before
+    loose = cfg.to_dict()["rewards"]  # (copies are plain dicts)
+    loose["storage"] = 9.0
+    assert type(loose) is dict and cfg.rewards["storage"] != 9.0
+
+
+def test_replace_with_some_reward_weights_keeps_the_others(tmp_path):
+    """A partial rewards override changes the weights it names and keeps the config's others (they fell
+    back to the defaults: a YAML file's weights vanished under one keyword override)."""
+    import envs
+
+    p = tmp_path / "w.yaml"
+    p.write_text("preset: recall-easy\nrewards: {write: -0.1, storage: -0.005}\n")
+    cfg = WorldConfig.from_yaml(p)
+    both = cfg.replace(rewards={"correct": 2.0})
+    assert (both.rewards["correct"], both.rewards["write"], both.rewards["storage"]) == (2.0, -0.1, -0.005)
+    env = envs.MemoryEnv(config=str(p), rewards={"correct": 2.0})
+    assert env.config.rewards == both.rewards
+    with pytest.raises(ConfigError, match="rewards.storage: must be a number"):
+        cfg.replace(rewards={"storage": float("inf")})
+
+
 def test_from_yaml_errors_name_file_and_key(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("family: recall\ncapacty: 3\n")

@@ -213,9 +213,10 @@ class WorldConfig:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (-100 <= v <= 100):
                 raise ConfigError(f"rewards.{k}: must be a number in [-100, 100], got {v!r}")
             full[k] = float(v)
-        # frozen dataclass: fill missing reward keys with their defaults
-        object.__setattr__(self, "rewards", full)
-        object.__setattr__(self, "mix", {k: float(v) for k, v in self.mix.items()})
+        # frozen dataclass: fill missing reward keys with their defaults; both tables read-only (a weight
+        # written into cfg.rewards went round every check above, NaN included, and changed the hash)
+        object.__setattr__(self, "rewards", FrozenTable(full))
+        object.__setattr__(self, "mix", FrozenTable({k: float(v) for k, v in self.mix.items()}))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -274,7 +275,8 @@ class WorldConfig:
             raise ConfigError(f"{path}: {exc}") from None
 
     def replace(self, **overrides: Any) -> WorldConfig:
-        """A copy with ``overrides`` applied (validated like the constructor).
+        """A copy with ``overrides`` applied (validated like the constructor). A ``rewards`` table changes
+        the weights it names and keeps this config's others (``mix`` is replaced whole).
 
         ``family`` and ``difficulty`` may only be given their current values: they name the preset
         (horizon, capacity, mix, ...), and changing them here would relabel this world without changing
@@ -290,6 +292,11 @@ class WorldConfig:
                     f"(replace would relabel the {self.name} world without changing it); build that world "
                     f"with WorldConfig.preset({family!r}, {difficulty!r}) (an env: its own id, "
                     f"MemoryEnv('{family}-{difficulty}') or reset(options={{'{key}': {overrides[key]!r}}}))")
+        rewards = overrides.get("rewards")
+        if isinstance(rewards, dict):
+            # a partial table changes those weights of this config and keeps its others (the constructor
+            # fills a missing weight with its default: a file's weights vanished under one override)
+            overrides = {**overrides, "rewards": {**self.rewards, **rewards}}
         return dataclasses.replace(self, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
@@ -318,6 +325,26 @@ class WorldConfig:
 
     def __hash__(self) -> int:  # dict fields make the default hash fail
         return hash(tuple(sorted((k, repr(v)) for k, v in self.to_dict().items())))
+
+
+class FrozenTable(dict):
+    """A read-only dict: a frozen :class:`WorldConfig`'s ``rewards`` and ``mix``. Reading is a dict's;
+    any change raises ``TypeError`` (a new weight is ``cfg.replace(rewards={...})``, checked like the
+    constructor's). ``dict(table)`` / ``cfg.to_dict()`` give changeable copies; it pickles and copies."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a WorldConfig is frozen: its rewards and mix cannot be changed in place; "
+                        "use cfg.replace(rewards={...}) or cfg.replace(mix={...}), checked like the constructor")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def copy(self) -> dict:
+        return dict(self)
+
+    def __reduce__(self):
+        return (FrozenTable, (dict(self),))
 
 
 def _check_keys(data: dict, unlisted: Iterable[str] = ()) -> None:
