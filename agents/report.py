@@ -384,12 +384,24 @@ def ablation_md(payload: dict) -> str:
     return _md_table(["op removed", *tasks, "IQM [95% CI]"], rows)
 
 
+def overrides_text(payload: dict) -> str:
+    """The run's world overrides (``--set``) as one line, or "" without any: returns and scores of
+    another world must not read as the presets' (reward weights, horizon, capacity, ...)."""
+    overrides = payload.get("overrides") or {}
+    if not overrides:
+        return ""
+    items = "; ".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(overrides.items()))
+    return f"World overrides (not the presets): {items}."
+
+
 def leaderboard_md(payload: dict) -> str:
     seeds = payload["seeds"]
     seed_txt = f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+    over = overrides_text(payload)
     head = (f"# memgym leaderboard (suite `{payload['suite']}`)\n\n"
             f"Families: {', '.join(payload['families'])}; difficulty: {', '.join(payload['difficulties'])}; "
             f"evaluation seeds {seed_txt} ({len(seeds)} per family); memgym {payload.get('memgym_version')}.\n"
+            + (f"{over}\n" if over else "") +
             "Normalised score: 0 = random, 1 = oracle (mean episode return per family), aggregated with the "
             "interquartile mean over all episodes; 95% stratified bootstrap CIs. Rates are per question.\n")
     parts = [head, "## Overall\n", leaderboard_table(payload), "",

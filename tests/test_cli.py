@@ -444,3 +444,20 @@ def test_an_unknown_set_key_lists_only_keys_the_command_takes(capsys):
     err = capsys.readouterr().err
     assert code == 2 and "unknown config key 'horizn'" in err and "'horizon'" in err
     assert "'family'" not in err and "'difficulty'" not in err
+
+
+def test_the_leaderboard_and_the_summary_say_which_world_overrides_ran(tmp_path, capsys):
+    """--set overrides (reward weights, horizon) were only in results.json: the leaderboard and the
+    printed summary read as the presets' numbers."""
+    out = tmp_path / "o"
+    code, printed = run(["bench", "--suite", "quick", "--agents", "random,oracle", "--families", "recall",
+                         "--difficulties", "easy", "--seeds", "1", "--workers", "1", "--out", str(out), "--no-plot",
+                         "--no-progress", "--set", 'rewards={"correct": 2.0}', "--set", "horizon=40"])
+    line = 'World overrides (not the presets): horizon=40; rewards={"correct": 2.0}.'
+    assert code == 0 and line in printed, printed
+    assert line in (out / "leaderboard.md").read_text()
+    code, printed = run(["bench", "--suite", "quick", "--agents", "random,oracle", "--families", "recall",
+                         "--difficulties", "easy", "--seeds", "1", "--workers", "1", "--out", str(tmp_path / "p"),
+                         "--no-plot", "--no-progress"])
+    assert code == 0 and "World overrides" not in printed
+    assert "World overrides" not in (tmp_path / "p" / "leaderboard.md").read_text()
