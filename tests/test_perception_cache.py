@@ -243,3 +243,25 @@ def test_event_vector_stays_read_only_after_a_pickle():
             w.advance()
         assert not w.event_vector().flags.writeable
     assert clone.event_vector().tobytes() == world.event_vector().tobytes()
+
+
+def test_an_agents_view_never_reads_the_perception_cache():
+    """WorldView.embed / similarities / query embed an agent's free text apart from the world's
+    perception cache: how fast that cache answered told whether the script holds a text (future
+    questions included: an audit's timing agent scored near the oracle on Recall-Medium). The vectors
+    are the same; a privileged policy's query (world.privileged.query) still reads the cache."""
+    shared = CachedEmbedder(HashingEmbedder(_cfg().embed_dim))
+    world = World(_cfg(), seed=0, embedder=shared)
+    future = [e.text for e in world._gen.events[1:] if e.kind == "question"][:3]
+    for text in future:  # (as a MiniLM prefetch, or an earlier agent on the same seed, leaves them)
+        shared.encode(text)
+    world.apply(Op.WRITE)  # (a live memory: query and similarities embed their text)
+    view = world.view()
+    hits, misses = shared.hits, shared.misses
+    for text in future:
+        np.testing.assert_array_equal(view.embed(text), HashingEmbedder(_cfg().embed_dim).encode(text))
+        view.similarities(text)
+        view.query(text)
+    assert (shared.hits, shared.misses) == (hits, misses)
+    world.privileged.query(future[0])
+    assert shared.hits == hits + 1

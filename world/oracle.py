@@ -191,7 +191,7 @@ class Oracle:
                   and not (q.get("kind") == "episode" and (q["subject"], q["relation"]) in ruled)]
         if not needed:
             return False
-        reached = set(world.view().query(world.event.text)).intersection(needed)
+        reached = set(acc.query(world.event.text)).intersection(needed)
         if not reached:
             return False
         actr = world.store.actr_of(sorted(reached))
@@ -273,7 +273,7 @@ class Oracle:
                 return False
             if (kind == "repeat" and e.get("of") == event) or (kind == QUESTION and event in e.get("evidence", ())):
                 return True
-            if kind == QUESTION and e.get("subject") == key[0] and mid in world.view().query(acc.script[j].text):
+            if kind == QUESTION and e.get("subject") == key[0] and mid in acc.query(acc.script[j].text):
                 return True
         return False
 

@@ -31,6 +31,7 @@ import dataclasses
 import reprlib
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from enum import IntEnum
 from operator import itemgetter
@@ -271,11 +272,25 @@ class _StoreEmbedder:
         vec = lookup(text) if lookup is not None else None
         return vec if vec is not None else self._own.get(text)
 
+    _private = False  # (class default: embedders pickled before it existed load with it)
+
+    @contextmanager
+    def private(self):
+        """Within: a text is looked up in this store's own entries only, never in the shared cache (an
+        agent's free text: how fast the shared cache answered told whether the world's script, future
+        questions included, holds that text). The current event's vector (primed) still answers."""
+        old = self._private
+        self._private = True
+        try:
+            yield self
+        finally:
+            self._private = old
+
     def encode(self, text: str):
         last = self._last
         if last is not None and last[0] == text:
             return last[1]
-        vec = self._find(text)
+        vec = self._own.get(text) if self._private else self._find(text)
         if vec is None:
             # the model is shared by every world of the process: a text the store brings in (a rule,
             # an agent's query) must leave none of its words in the model's own caches, where the
@@ -338,6 +353,12 @@ class _StoreEmbedder:
         self.__dict__.update(state)
         self.shared = _embedder_from_pickle(self.shared)
         self.__dict__.setdefault("_own", {})
+
+
+def _private(store):
+    """The store embedder's :meth:`_StoreEmbedder.private` mode, or nothing for another embedder."""
+    private = getattr(getattr(store, "embedder", None), "private", None)
+    return private() if private is not None else nullcontext()
 
 
 def _event(se: ScriptEvent) -> Event:
@@ -1220,17 +1241,21 @@ class WorldView:
     def recent(self, n: int) -> list[str]:
         return self._w.store.recent_ids(n)
 
+    # (an agent's free text is embedded apart from the world's perception cache: see _private)
     def query(self, text: str, top_k: int | None = None) -> list[str]:
         """Retrieval as QUERY does it, without bumping activations."""
         k = self._w.config.top_k if top_k is None else top_k
-        return [r.memory_id for r in self._w.store.query(text, top_k=k, bump=False)]
+        with _private(self._w.store):
+            return [r.memory_id for r in self._w.store.query(text, top_k=k, bump=False)]
 
     def similarities(self, text: str, ids: Sequence[str] | None = None):
         s = self._w.store
-        return s.similarities(s.embed(text), ids)
+        with _private(s):
+            return s.similarities(s.embed(text), ids)
 
     def embed(self, text: str) -> np.ndarray:
-        return self._w.store.embed(text)
+        with _private(self._w.store):
+            return self._w.store.embed(text)
 
     def activations(self, ids: Sequence[str]) -> np.ndarray:
         return self._w.store.activations(list(ids))
@@ -1273,6 +1298,12 @@ class OracleAccess:
 
     def __init__(self, world: World):
         self._w = world
+
+    def query(self, text: str, top_k: int | None = None) -> list[str]:
+        """:meth:`WorldView.query` through the world's perception cache (a privileged policy may look up
+        the script's texts, future ones included, at the cache's speed)."""
+        k = self._w.config.top_k if top_k is None else top_k
+        return [r.memory_id for r in self._w.store.query(text, top_k=k, bump=False)]
 
     @property
     def event_payload(self) -> dict:
