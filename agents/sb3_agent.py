@@ -1,7 +1,7 @@
 """Trained Stable-Baselines3 / sb3-contrib models as benchmark agents: ``sb3:path/to/model.zip``.
 
-The algorithm is read from the ``model.json`` that ``memgym train`` writes next to the model (or
-the run's ``config.yaml``); without it, it is detected from the zip itself: SB3 stores the policy
+The algorithm is read from the ``model.json`` that ``memgym train`` writes next to the model; without
+it, it is detected from the zip itself: SB3 stores the policy
 class (with its module) and the constructor arguments in the archive's ``data`` JSON, so
 
 - a policy from ``sb3_contrib.common.maskable`` -> MaskablePPO (masks passed to ``predict``);

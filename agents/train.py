@@ -580,8 +580,12 @@ def _checkpoint_steps(run_dir: str | Path) -> list[int]:
     return sorted(steps)
 
 
-def _bad_checkpoint(run_dir: Path, steps: int, path: Path, problem: str) -> TrainConfigError:
-    """The error for an unreadable checkpoint: names the file, leaves it alone, says how to go on."""
+def _bad_checkpoint(run_dir: Path, steps: int, path: Path, problem: str, how: str | None = None) -> TrainConfigError:
+    """The error for an unreadable checkpoint: names the file, leaves it alone, says how to go on (``how``:
+    instead of the advice to fall back to the previous checkpoint)."""
+    if how is not None:
+        return TrainConfigError(f"cannot resume: checkpoint file {path} {problem}. Nothing was changed in {run_dir}; "
+                                f"{how}")
     ckpt_dir = run_dir / CHECKPOINT_DIR
     earlier = [n for n in _checkpoint_steps(run_dir) if n < steps]
     pair = f"{ckpt_dir / f'model_{steps}_steps.zip'} and {ckpt_dir / f'state_{steps}.json'}"
@@ -737,8 +741,11 @@ def _check_checkpoint_model(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainCo
     finally:
         env.close()
     if problem:
+        # (every checkpoint of the run has that layout: falling back to an earlier one cannot help)
         raise _bad_checkpoint(run_dir, int(ckpt[1]["timesteps"]), ckpt[0],
-                              f"was trained for another env layout than {cfg.env_id} has now ({problem})")
+                              f"was trained for another env layout than {cfg.env_id} has now ({problem})",
+                              how="the run's checkpoints all share that layout: evaluate its model.zip on the env "
+                                  "it was trained on (with the code of then), or train again into another --out")
 
 
 def _load_checkpoint(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig, **kwargs):

@@ -354,6 +354,16 @@ def test_load_store_with_an_llm_summarizer(tmp_path):
         load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64), summarizers={"bob": ExtractiveSummarizer()})
 
 
+@pytest.mark.parametrize("bad", ["d", ["d"], 5])
+def test_summarizers_that_are_no_mapping_are_a_value_error_naming_them(bad):
+    """restore_summaries (load_store's summarizers=) took any value and failed with a bare AttributeError."""
+    from world.summary import restore_summaries
+
+    store = make_store()
+    with pytest.raises(ValueError, match=r"summarizers must be a dict of namespace -> summarizer"):
+        restore_summaries(store, {}, summarizers=bad)
+
+
 def test_store_without_summaries_exports_no_summary_state():
     store = make_store()
     store.write_episode(0, "Alice moved to Lisbon.")

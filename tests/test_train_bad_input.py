@@ -720,3 +720,24 @@ def test_recipe_baselines_and_headline_api_names_are_stripped(finished_run, tmp_
     _, data = T.headline([finished_run], episodes=1, baselines=[" versioned", "abstain ", " "], progress=False)
     assert set(data["table"]) >= {"versioned", "abstain"} and data["best_heuristic"] == "versioned"
     assert list(data["paired_floors"]) == ["abstain"]
+
+
+def test_resume_on_another_env_layout_does_not_advise_an_earlier_checkpoint(finished_run, tmp_path):
+    """Every checkpoint of a run shares its env layout: the error advised moving the newest checkpoint away
+    to resume from the previous one, which failed the same way and cost the newest checkpoint."""
+    import shutil
+
+    import yaml
+
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["env"]["overrides"] = {**(cfg["env"].get("overrides") or {}), "n_candidates": 4, "n_recent": 2}
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    with pytest.raises(T.TrainConfigError) as err:
+        T.train(None, out_dir=run, resume=True, total_steps=256, test_eval=False)
+    msg = str(err.value)
+    assert "another env layout" in msg and "all share that layout" in msg, msg
+    assert "previous checkpoint" not in msg and "move or delete" not in msg, msg
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before

@@ -40,7 +40,7 @@ from __future__ import annotations
 import inspect
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -826,6 +826,9 @@ def restore_summaries(store: Any, states: dict | None = None, summarizers: dict 
     """Attach rolling summaries to a store rebuilt from a state: from ``states`` (an
     ``export_summaries`` dict) or, when None, from ``store.extra_state["summaries"]``. ``summarizers``
     maps a namespace to the summarizer to keep using (an LLM one cannot be saved)."""
+    if summarizers is not None and not isinstance(summarizers, Mapping):
+        raise ValueError(f"summarizers must be a dict of namespace -> summarizer (an object with summarize()), "
+                         f"got {type(summarizers).__name__}")
     # restores pending state and registers the erase hooks; a store without summaries stays as it is
     registry = _registry(store, create=bool(states or summarizers))
     if registry is None:
