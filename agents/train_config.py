@@ -440,7 +440,7 @@ def check_agent_names(names: Any, label: str, *, privileged: bool = True) -> Non
 
     known = agent_names()
     allowed = [n for n in known if privileged or not getattr(_REGISTRY[n][0], "privileged", False)]
-    extra = ", sb3:PATH, memsys:MODULE:FACTORY" if privileged else ""
+    extra = ", oracle[-OP,...], sb3:PATH, memsys:MODULE:FACTORY" if privileged else ""  # (as bench lists them)
     for spec in names:
         if privileged and spec.startswith(("sb3:", "memsys:")) and spec.split(":", 1)[1]:
             continue

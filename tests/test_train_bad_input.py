@@ -58,7 +58,7 @@ def finished_run(tmp_path_factory) -> Path:
          ["key 'env.overrides.horizon'", "[10, 1000000]", "-3"]),
         ({"env": {"id": "MemGym/Nope-v0"}}, ["key 'env.id'", "MemGym/Life-Easy-v0"]),
         ({"eval": {"baselines": ["random", "nope"]}},
-         ["key 'eval.baselines'", "'nope'", "versioned", "write_all", "sb3:PATH"]),
+         ["key 'eval.baselines'", "'nope'", "versioned", "write_all", "oracle[-OP,...]", "sb3:PATH"]),
         ({"pretrain": {"agent": "nope"}}, ["key 'pretrain.agent'", "'nope'", "versioned"]),
         # the quick section is checked without --quick too
         ({"quick": {"totl_steps": 3}}, ["unknown key 'quick.totl_steps'", "quick.total_steps"]),
