@@ -133,6 +133,30 @@ def test_a_configs_tables_cannot_be_changed_in_place():
     assert type(loose) is dict and cfg.rewards["storage"] != 9.0
 
 
+def test_tables_of_an_older_pickle_are_read_only_and_tables_dump_as_yaml_mappings():
+    """A config pickled when rewards / mix were plain dicts loads with read-only tables (they stayed
+    writable: NaN weights again); PyYAML's safe dumper, which represents exact dicts only, dumps the
+    tables as mappings (a config logged with dataclasses.asdict raised RepresenterError)."""
+    import dataclasses
+    import pickle
+
+    import yaml
+
+    from world.config import FrozenTable
+
+    cfg = WorldConfig.preset("life", "easy")
+    old = WorldConfig.preset("life", "easy")
+    object.__setattr__(old, "rewards", dict(old.rewards))  # (as an older release built it)
+    object.__setattr__(old, "mix", dict(old.mix))
+    back = pickle.loads(pickle.dumps(old))
+    assert type(back.rewards) is FrozenTable and type(back.mix) is FrozenTable and back == cfg
+    with pytest.raises(TypeError, match="frozen"):
+        back.rewards["storage"] = float("nan")
+    dumped = yaml.safe_load(yaml.safe_dump(dataclasses.asdict(cfg)))
+    assert dumped["rewards"] == dict(cfg.rewards) and dumped["mix"] == dict(cfg.mix)
+    assert yaml.safe_load(yaml.dump({"r": cfg.rewards})) == {"r": dict(cfg.rewards)}
+
+
 def test_replace_with_some_reward_weights_keeps_the_others(tmp_path):
     """A partial rewards override changes the weights it names and keeps the config's others (they fell
     back to the defaults: a YAML file's weights vanished under one keyword override)."""

@@ -102,3 +102,16 @@ def test_encode_transient_is_encode_and_leaves_the_word_cache_as_it_was():
         got = emb.encode_transient(text)
         assert np.array_equal(got.view(np.int32), HashingEmbedder(64).encode(text).view(np.int32))
         assert emb._feature_cache == before
+
+
+def test_encode_transient_reads_nothing_from_the_word_cache():
+    """encode_transient hashes every word and word pair: a cache entry, even a wrong one, is never read
+    (a query whose word pairs the world's script had cached was hashed faster: an agent could time it)."""
+    emb = HashingEmbedder(64)
+    text = "where does alice live now"
+    emb.encode(text)
+    for key in list(emb._feature_cache):
+        emb._feature_cache[key] = (0, 1.0)  # (poisoned: a read would show in the vector)
+    want = HashingEmbedder(64).encode(text)
+    assert np.array_equal(emb.encode_transient(text).view(np.int32), want.view(np.int32))
+    assert not np.array_equal(emb.encode(text), want)  # (the cached route does read it)

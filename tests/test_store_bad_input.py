@@ -645,3 +645,20 @@ def test_importance_key_terms_are_matched_as_the_tokens_they_are():
     for text in ("Remember it.", "The café opens.", "I don't know.", "A 3d print."):
         assert sc.score(text) == pytest.approx(base.score(text) + 0.4)
     assert ImportanceScorer().key_terms == {t.lower() for t in SEED_KEY_TERMS}
+
+
+def test_actr_of_names_a_bad_argument_and_an_id_that_is_not_live():
+    """actr_of iterated a single id letter by letter (KeyError 'e') and raised a bare TypeError for 5."""
+    from world.embedding import HashingEmbedder
+    from world.memory import MemoryStore
+
+    store = MemoryStore(embedder=HashingEmbedder(dim=64))
+    mid = store.write_episode(0, "Alice moved to Lisbon.").memory_id
+    with pytest.raises(ValueError, match="ids must be a list of memory ids, not a string"):
+        store.actr_of(mid)
+    for bad in (5, None):
+        with pytest.raises(ValueError, match="ids must be a list of memory ids"):
+            store.actr_of(bad)
+    with pytest.raises(KeyError, match="'ep_999999' is no live memory"):
+        store.actr_of([mid, "ep_999999"])
+    assert list(store.actr_of([mid])) == [mid] and store.actr_of([mid])[mid].n == store.actr[mid].n

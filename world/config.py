@@ -323,6 +323,13 @@ class WorldConfig:
         changing the script (the first N events are those of the same world without a horizon)."""
         return self.difficulty == "endless"
 
+    def __setstate__(self, state: dict) -> None:
+        # (a config pickled before the tables were read-only held plain dicts: they are wrapped on load)
+        for name, value in state.items():
+            if name in ("rewards", "mix") and isinstance(value, dict) and not isinstance(value, FrozenTable):
+                value = FrozenTable(value)
+            object.__setattr__(self, name, value)
+
     def __hash__(self) -> int:  # dict fields make the default hash fail
         return hash(tuple(sorted((k, repr(v)) for k, v in self.to_dict().items())))
 
@@ -345,6 +352,19 @@ class FrozenTable(dict):
 
     def __reduce__(self):
         return (FrozenTable, (dict(self),))
+
+
+def _represent_table(dumper: Any, table: FrozenTable) -> Any:
+    return dumper.represent_dict(dict(table))
+
+
+try:  # (YAML dumps a table as the mapping it is: PyYAML's safe dumper represents exact dicts only)
+    import yaml as _yaml
+except ImportError:  # pragma: no cover - PyYAML is a dependency
+    _yaml = None
+else:
+    for _dumper in (_yaml.SafeDumper, _yaml.Dumper):
+        _yaml.add_representer(FrozenTable, _represent_table, Dumper=_dumper)
 
 
 def _check_keys(data: dict, unlisted: Iterable[str] = ()) -> None:

@@ -85,6 +85,11 @@ PREPARED_ENTRIES = 4096
 TOKEN_GROUP_ENTRIES = 20_000
 
 
+def _no_hit(token: str) -> None:
+    """A feature cache that holds nothing (``HashingEmbedder.encode_transient``)."""
+    return None
+
+
 class HashingEmbedder:
     """Signed feature hashing of word unigrams and bigrams, L2-normalised float32."""
 
@@ -106,12 +111,15 @@ class HashingEmbedder:
         self._prepared: OrderedDict[str, np.ndarray] = OrderedDict()  # text -> vector (see prepare)
         self._token_groups: dict[str, tuple] = {}  # whitespace token of a prepared text -> its features
 
+    def _hashed(self, token: str) -> tuple[int, float]:
+        """The feature of ``token`` (its bin and sign), hashed: no cache read or written."""
+        v = int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "little")
+        return (v % self.dim, 1.0 if (v >> 63) & 1 else -1.0)
+
     def _feature(self, token: str) -> tuple[int, float]:
         hit = self._feature_cache.get(token)
         if hit is None:
-            h = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
-            v = int.from_bytes(h, "little")
-            hit = (v % self.dim, 1.0 if (v >> 63) & 1 else -1.0)
+            hit = self._hashed(token)
             if len(self._feature_cache) < 200_000:
                 self._feature_cache[token] = hit
         return hit
@@ -119,11 +127,13 @@ class HashingEmbedder:
     def _features(self, text: str) -> tuple[list[str], list[int], list[float]]:
         """(tokens, indices, signed weights) of ``text``'s features in order: its unigrams, then its
         bigrams (weighted by ``bigram_weight``)."""
+        return self._features_by(text, self._feature_cache.get, self._feature)
+
+    def _features_by(self, text: str, cached, feature) -> tuple[list[str], list[int], list[float]]:
+        """:meth:`_features` with ``cached(token)`` (a hit or None) and ``feature(token)`` for a miss."""
         toks = tokenize(text)
         if not toks:
             toks = ["\x00empty:" + text.strip()]
-        feature = self._feature
-        cached = self._feature_cache.get  # (the common case inline: one call less per token)
         index: list[int] = []
         weight: list[float] = []
         add_index, add_weight = index.append, weight.append
@@ -146,11 +156,15 @@ class HashingEmbedder:
         return self._encode(text)
 
     def encode_transient(self, text: str) -> np.ndarray:
-        """:meth:`encode`'s vector of ``text`` (bit for bit) leaving no trace here: the words and word
-        pairs it added to the word cache, which outlives every store, are taken out again. For a text
-        whose words must go when it goes, e.g. an agent's free-text query to a world's store (its
-        erasure drops the store's own texts, but could not find them in a cache shared by every world
-        of the process)."""
+        """:meth:`encode`'s vector of ``text`` (bit for bit) without the word cache, which outlives every
+        store: every word and word pair hashed, none read from the cache nor left in it. For a text whose
+        words must go when it goes and whose cost must not tell what the cache holds, e.g. an agent's
+        free-text query to a world's store (its erasure drops the store's own texts, but could not find
+        them in a cache shared by every world of the process; and a query hashed faster where the world's
+        script had put its word pairs). A subclass with its own ``_features`` or ``_feature`` reads the
+        cache and then takes out what the text added."""
+        if type(self)._features is HashingEmbedder._features and type(self)._feature is HashingEmbedder._feature:
+            return self._encode(text, self._features_by(text, _no_hit, self._hashed), self._hashed)
         cache = self._feature_cache
         before = len(cache)
         vec = self._encode(text)
@@ -158,15 +172,15 @@ class HashingEmbedder:
             cache.popitem()
         return vec
 
-    def _encode(self, text: str) -> np.ndarray:
+    def _encode(self, text: str, features: tuple | None = None, feature=None) -> np.ndarray:
         # the features summed per index by one bincount: each entry is 0.0 + its features in order, the
         # additions a float64 vector of zeros would make one feature at a time; untouched entries stay 0.0
-        toks, index, weight = self._features(text)
+        toks, index, weight = self._features(text) if features is None else features
         vec = np.bincount(index, weight, self.dim)
         # np.linalg.norm of a 1-D float64 vector is sqrt(x.dot(x)) (and sqrt is correctly rounded)
         norm = math.sqrt(vec.dot(vec))
         if norm == 0.0:  # all features cancelled out: fall back to the first unigram alone
-            i, s = self._feature(toks[0])
+            i, s = (feature or self._feature)(toks[0])
             vec[i] = s
             norm = 1.0
         vec /= norm

@@ -710,11 +710,16 @@ class MemoryStore:
         return self.actr_of(self._loc)
 
     def actr_of(self, ids: Iterable[str]) -> dict[str, ActRRecord]:
-        """ACT-R state of the live memories ``ids``, as ActRRecord snapshots (KeyError for an id that is
-        not live)."""
+        """ACT-R state of the live memories ``ids``, as ActRRecord snapshots (ValueError for ``ids`` that
+        are no list of ids, KeyError naming an id that is not live)."""
+        if isinstance(ids, str):
+            raise ValueError(f"ids must be a list of memory ids, not a string, got {ids!r}")
         out = {}
-        for mid in ids:
-            space, slot = self._loc[mid]
+        loc = self._loc
+        for mid in _id_list("ids", ids):
+            if mid not in loc:
+                raise KeyError(f"actr_of: {mid!r} is no live memory")
+            space, slot = loc[mid]
             n = int(space.a_n[slot])
             recent = [float(t) for t in space.a_recent[slot] if math.isfinite(t)]
             out[mid] = ActRRecord(
