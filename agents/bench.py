@@ -729,7 +729,25 @@ def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str
     return rows, timings
 
 
-def _worker_loop(conn: Any, inherited: Sequence[Any] = ()) -> None:
+def _die_with_parent(parent_pid: int | None) -> None:
+    """Linux: have the kernel kill this worker when the process that started it dies (a kill or the OOM
+    killer of the main process alone: the worker went on with its task, up to five episodes, holding
+    the caller's stdout open); elsewhere nothing."""
+    if parent_pid is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the pipe's EOF still ends it, later
+        return
+    if os.getppid() != parent_pid:  # (the parent died before the request took effect)
+        os._exit(1)
+
+
+def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | None = None) -> None:
     """A worker process: play the tasks the main process sends on ``conn`` (``(index, task)``) one at a
     time and answer each with its result; ``None`` or a closed pipe ends it. ``inherited``: the main
     process's ends of the pipes, its own and the other workers', which a forked worker holds copies of;
@@ -739,6 +757,7 @@ def _worker_loop(conn: Any, inherited: Sequence[Any] = ()) -> None:
 
     for end in inherited:
         end.close()
+    _die_with_parent(parent_pid)
     # Ctrl-C reaches the whole process group: the main process stops the run and terminates the workers;
     # a worker that also raised KeyboardInterrupt only printed a traceback on the way out
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -750,7 +769,13 @@ def _worker_loop(conn: Any, inherited: Sequence[Any] = ()) -> None:
         if job is None:
             return
         index, task = job
-        result = _task(task)
+        try:
+            result = _task(task)
+        except KeyboardInterrupt:  # (SIGINT is ignored here: the agent raised it) that task fails, as in-process
+            import traceback
+
+            tb = traceback.format_exc()
+            result = ([], _failure(task, "it raised KeyboardInterrupt", tb))
         try:
             conn.send(result)
         except OSError:  # the main process is gone
@@ -794,16 +819,24 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
         here, there = ctx.Pipe(duplex=True)
         # (a forked worker inherits every pipe end open here; a spawned one only what it is given)
         inherited = [here, *running] if ctx.get_start_method() == "fork" else []
-        proc = ctx.Process(target=_worker_loop, args=(there, inherited), daemon=True)
+        proc = ctx.Process(target=_worker_loop, args=(there, inherited, os.getpid()), daemon=True)
         proc.start()
         there.close()  # (only the worker holds that end now: its death closes the pipe)
         running[here] = (proc, None)
         return here
 
-    def retire(conn: Any) -> Any:
+    def retire(conn: Any, wait: float = 5.0) -> Any:
         proc, _ = running.pop(conn)
         conn.close()
-        proc.join()
+        # a worker that does not end (an agent's library ignoring SIGTERM, or keeping a thread alive at
+        # exit) must not hold the run: asked, then terminated, then killed
+        proc.join(wait)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(min(wait, 2.0))
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
         return proc
 
     def give(conn: Any) -> None:
@@ -862,7 +895,7 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
     finally:  # done, or an error in take() / Ctrl-C: no worker outlives the run
         for conn, (proc, _) in list(running.items()):
             proc.terminate()
-            retire(conn)
+            retire(conn, wait=0.5)
 
 
 def build_tasks(agents: Sequence[str], families: Sequence[str], difficulties: Sequence[str], seeds: Sequence[int],

@@ -779,3 +779,79 @@ def test_an_answer_the_main_process_cannot_load_fails_its_task_and_the_run_goes_
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("[0, 2, 3, 4] [\"its results could not be read in the main process: "
                                  "RuntimeError('cannot load this')\"]"), out.stdout
+
+
+_LINGERING = '''
+import os
+import signal
+import threading
+import time
+
+from agents.memory_system import TinyMemorySystem
+
+
+class Slow(TinyMemorySystem):
+    def add(self, text, metadata):
+        time.sleep(0.3)
+        return super().add(text, metadata)
+
+
+class Flusher(TinyMemorySystem):
+    """A library with a background (non-daemon) flush thread that never ends, and a SIGTERM handler."""
+
+    def add(self, text, metadata):
+        if not getattr(Flusher, "started", False):
+            Flusher.started = True
+            signal.signal(signal.SIGTERM, lambda *a: None)
+            threading.Thread(target=lambda: time.sleep(3600), daemon=False).start()
+        return super().add(text, metadata)
+'''
+
+
+def test_a_worker_that_does_not_end_does_not_hold_the_run(tmp_path):
+    """An agent's library keeps a non-daemon thread alive and ignores SIGTERM: its worker never ended,
+    and the run waited for it forever before writing anything. It is asked, terminated, then killed."""
+    (tmp_path / "lingering.py").write_text(_LINGERING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "agents.cli", "bench", "--agents", "memsys:lingering:Flusher",
+                           "--families", "recall", "--seeds", "2", "--workers", "2", "--set", "horizon=20",
+                           "--no-progress", "--no-plot", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["agents"][0] == "memsys:lingering:Flusher"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc")
+def test_workers_end_at_once_when_the_bench_is_killed(tmp_path):
+    """SIGKILL to the main process alone (the OOM killer, kill -9): its workers end at once, not after
+    their current task (five slow episodes here), and release the caller's stdout."""
+    import signal
+    import time
+
+    (tmp_path / "lingering.py").write_text(_LINGERING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "agents.cli", "bench", "--agents", "memsys:lingering:Slow",
+                             "--families", "recall", "--seeds", "10", "--workers", "2", "--set", "horizon=60",
+                             "--no-progress", "--no-plot", "--out", str(tmp_path / "o")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+                            start_new_session=True)
+    try:
+        for _ in range(600):
+            if len(_children(proc.pid)) >= 2:
+                break
+            time.sleep(0.1)
+        workers = _children(proc.pid)
+        assert len(workers) >= 2, "the bench never started its workers"
+        time.sleep(1.0)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)  # (a task of these episodes takes minutes: only a prompt end returns)
+        for _ in range(300):
+            if not any(_alive(w) for w in workers):
+                break
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in workers)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
