@@ -468,6 +468,11 @@ def test_a_multi_line_error_is_reported_in_one_line(tmp_path, monkeypatch, capsy
     assert code == 2 and err.count("\n") == 1 and "line one line two" in err, err
 
 
+def _env_with(folder) -> dict:
+    """This process's environment with ``folder`` (a memory system's module) and the repo importable."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(REPO), os.environ.get("PYTHONPATH", "")])}
+
+
 def test_a_worker_that_dies_without_an_exception_is_reported_and_the_run_ends(tmp_path):
     """os._exit() (or a segfault in a native library) in a worker: multiprocessing.Pool replaced the
     worker and waited for its task forever."""
@@ -485,7 +490,7 @@ def test_a_worker_that_dies_without_an_exception_is_reported_and_the_run_ends(tm
                 return super().add(text, metadata)
         '''))
     out = tmp_path / "o"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = _env_with(tmp_path)
     # in a subprocess with a timeout: the bug this guards against was a run that never ended
     proc = subprocess.run([sys.executable, "-m", "agents.cli", "bench", "--agents", "write_all,memsys:dying:Dies",
                            "--families", "recall", "--seeds", "2", "--workers", "2", "--set", "horizon=30",
@@ -510,7 +515,7 @@ def test_an_agent_whose_workers_keep_dying_across_many_tasks_ends_the_run(tmp_pa
                 os._exit(3)
         '''))
     out = tmp_path / "o"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = _env_with(tmp_path)
     # in a subprocess with a timeout: the bug this guards against was a run that never ended
     proc = subprocess.run([sys.executable, "-m", "agents.cli", "bench", "--agents", "write_all,memsys:dying_fast:Dies",
                            "--families", "recall", "--seeds", "150", "--workers", "2", "--set", "horizon=10",
@@ -717,42 +722,6 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_workers_do_not_outlive_a_killed_bench(tmp_path):
-    """SIGTERM to the main process of a `--workers 2` run: its workers end too (forked, they held the
-    main process's ends of their pipes, never saw EOF and lived on, holding the caller's stdout open:
-    `communicate()` and `| tee` waited forever)."""
-    import signal
-    import time
-
-    proc = subprocess.Popen([sys.executable, "-m", "agents.cli", "bench", "--agents", "write_all", "--families",
-                             "recall,temporal", "--seeds", "40", "--workers", "2", "--set", "horizon=300",
-                             "--no-progress", "--no-plot", "--out", str(tmp_path / "o")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
-    try:
-        workers: set[int] = set()
-        for _ in range(600):  # (until both workers run: at most ~60 s)
-            workers = _children(proc.pid)
-            if len(workers) >= 2:
-                break
-            time.sleep(0.1)
-        assert len(workers) >= 2, "the bench never started its workers"
-        time.sleep(1.0)  # (inside their first tasks)
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.communicate(timeout=60)  # returns once every holder of its stdout is gone
-        for _ in range(600):
-            if not any(_alive(w) for w in workers):
-                break
-            time.sleep(0.1)
-        assert not any(_alive(w) for w in workers)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # (whatever is left of the group, if the test failed)
-        except ProcessLookupError:
-            pass
-
-
 def test_an_answer_the_main_process_cannot_load_fails_its_task_and_the_run_goes_on():
     """A worker's answer that does not unpickle in the main process: that task fails with the error named,
     its worker is replaced and the other tasks are played (the main process waited forever to join the
@@ -812,7 +781,7 @@ def test_a_worker_that_does_not_end_does_not_hold_the_run(tmp_path):
     """An agent's library keeps a non-daemon thread alive and ignores SIGTERM: its worker never ended,
     and the run waited for it forever before writing anything. It is asked, terminated, then killed."""
     (tmp_path / "lingering.py").write_text(_LINGERING)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = _env_with(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "agents.cli", "bench", "--agents", "memsys:lingering:Flusher",
                            "--families", "recall", "--seeds", "2", "--workers", "2", "--set", "horizon=20",
                            "--no-progress", "--no-plot", "--out", str(tmp_path / "o")],
@@ -822,29 +791,32 @@ def test_a_worker_that_does_not_end_does_not_hold_the_run(tmp_path):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc")
-def test_workers_end_at_once_when_the_bench_is_killed(tmp_path):
-    """SIGKILL to the main process alone (the OOM killer, kill -9): its workers end at once, not after
-    their current task (five slow episodes here), and release the caller's stdout."""
+@pytest.mark.parametrize("agent, how", [("write_all", "SIGTERM"), ("memsys:lingering:Slow", "SIGKILL")])
+def test_workers_do_not_outlive_a_killed_bench(tmp_path, agent, how):
+    """SIGTERM or SIGKILL to the main process of a `--workers 2` run alone (kill, the OOM killer): its
+    workers end at once and release the caller's stdout. Forked, they held the main process's ends of
+    their pipes and never saw EOF (`communicate()` and `| tee` waited forever); then they went on with
+    their current task (five slow episodes of `Slow`: minutes) until it ended."""
     import signal
     import time
 
     (tmp_path / "lingering.py").write_text(_LINGERING)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "agents.cli", "bench", "--agents", "memsys:lingering:Slow",
-                             "--families", "recall", "--seeds", "10", "--workers", "2", "--set", "horizon=60",
+    proc = subprocess.Popen([sys.executable, "-m", "agents.cli", "bench", "--agents", agent, "--families",
+                             "recall,temporal", "--seeds", "40", "--workers", "2", "--set", "horizon=300",
                              "--no-progress", "--no-plot", "--out", str(tmp_path / "o")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
-                            start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env=_env_with(tmp_path), start_new_session=True)
     try:
-        for _ in range(600):
-            if len(_children(proc.pid)) >= 2:
+        workers: set[int] = set()
+        for _ in range(600):  # (until both workers run: at most ~60 s)
+            workers = _children(proc.pid)
+            if len(workers) >= 2:
                 break
             time.sleep(0.1)
-        workers = _children(proc.pid)
         assert len(workers) >= 2, "the bench never started its workers"
-        time.sleep(1.0)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=30)  # (a task of these episodes takes minutes: only a prompt end returns)
+        time.sleep(1.0)  # (inside their first tasks)
+        os.kill(proc.pid, getattr(signal, how))
+        proc.communicate(timeout=30)  # returns once every holder of its stdout is gone
         for _ in range(300):
             if not any(_alive(w) for w in workers):
                 break
@@ -852,6 +824,6 @@ def test_workers_end_at_once_when_the_bench_is_killed(tmp_path):
         assert not any(_alive(w) for w in workers)
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)  # (whatever is left of the group, if the test failed)
         except ProcessLookupError:
             pass
