@@ -166,8 +166,9 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     t = payload["_timings"]
     print(f"\nmemgym bench: suite {payload['suite']}, {t['episodes']} episodes, {t['steps']} steps, "
           f"{t['workers']} worker(s), {elapsed:.1f} s\n", file=out)
-    if report.overrides_text(payload):
-        print(report.overrides_text(payload) + "\n", file=out)
+    over = report.overrides_text(payload)
+    if over:
+        print(over + "\n", file=out)
     if not args.ablate or args.agents:
         print(report.leaderboard_table(payload), file=out)
         print("\nNormalised score per family (0 = random, 1 = oracle):\n", file=out)
