@@ -791,10 +791,13 @@ def _failure(task: tuple, error: str, traceback: str) -> dict:
             "error": error, "traceback": traceback}
 
 
-def _died(task: tuple, exitcode: int | None) -> dict:
+def _died(task: tuple, exitcodes: Sequence[int | None]) -> dict:
+    """The failure of a task whose worker died twice, in two workers (``exitcodes``: theirs, in order)."""
     seeds = task[-1]
-    return _failure(task, f"its worker process died (exit code {exitcode}) while playing seeds "
-                          f"{seeds[0]}..{seeds[-1]}: os._exit() or a crash in native code; there is no traceback",
+    codes = ", then ".join(str(c) for c in exitcodes) if len(set(exitcodes)) > 1 else str(exitcodes[0])
+    return _failure(task, f"its worker process died (exit code {codes}) twice while playing seeds "
+                          f"{seeds[0]}..{seeds[-1]} (played again in a fresh worker, it died again): os._exit() "
+                          "or a crash in native code; there is no traceback",
                     "(the process ended without a Python exception)\n")
 
 
@@ -804,16 +807,20 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
     Each worker owns a pipe and is sent one task at a time, so the main process always knows which
     task each worker holds. A worker that dies without a Python exception (``os._exit``, a segfault in
     a library, the OOM killer) closes its pipe and fires its process sentinel, which no death can slip
-    past however fast it comes: its task is reported as a failure of its agent (``_died``), a new
-    worker takes its place and the other tasks go on. (``multiprocessing.Pool`` replaced a dead worker
-    but never answered for its task, and telling which task a short-lived replacement had held raced
-    with the pool's own reaping of it: the run waited forever.) Results arrive in completion order;
-    ``run_bench`` sorts them, so the output does not depend on the number of workers."""
+    past however fast it comes: a new worker takes its place and plays that task again from its first
+    seed (a task's episodes are sent together when it ends, so none counts twice, and each is a pure
+    function of its seed: a kill from outside costs nothing). A task whose second worker dies too (a
+    deterministic crash) is reported as a failure of its agent (``_died``), and the other tasks go on.
+    (``multiprocessing.Pool`` replaced a dead worker but never answered for its task, and telling
+    which task a short-lived replacement had held raced with the pool's own reaping of it: the run
+    waited forever.) Results arrive in completion order; ``run_bench`` sorts them, so the output does
+    not depend on the number of workers, nor on a worker's death."""
     from multiprocessing.connection import wait
 
     ctx = _pool_context()
     todo = list(range(len(tasks)))[::-1]  # (popped from the end: tasks start in the order given)
     running: dict[Any, tuple[Any, int | None]] = {}  # main end of a worker's pipe -> (its Process, its task)
+    deaths: dict[int, list[int | None]] = {}  # task -> exit codes of the workers that died playing it
 
     def start() -> Any:
         here, there = ctx.Pipe(duplex=True)
@@ -886,10 +893,16 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
                 else:
                     unreadable = None  # (a dead worker's answer cut short: it died)
                 retire(conn)  # no answer and ready: its pipe closed or its sentinel fired, it is gone
-                if index is not None:
+                if index is not None and unreadable is not None:
                     take(([], _failure(tasks[index], f"its results could not be read in the main process: "
-                                                     f"{unreadable!r}", f"{unreadable!r}\n")
-                                if unreadable is not None else _died(tasks[index], proc.exitcode)))
+                                                     f"{unreadable!r}", f"{unreadable!r}\n")))
+                elif index is not None:
+                    codes = deaths.setdefault(index, [])
+                    codes.append(proc.exitcode)
+                    if len(codes) < 2:  # (a kill from outside, the OOM killer: once more, next, in a new worker)
+                        todo.append(index)
+                    else:  # (it dies wherever it is played)
+                        take(([], _died(tasks[index], codes)))
                 if todo:
                     give(start())
     finally:  # done, or an error in take() / Ctrl-C: no worker outlives the run

@@ -377,3 +377,61 @@ def test_an_episode_without_questions_runs_through_the_bench_and_the_training_re
         assert math.isnan(_row_accuracy({"metrics": r["world_metrics"]}))
         assert _accuracy_from_info({"metrics": r["world_metrics"]}) is None
     assert "| oracle " in buf.getvalue() and (out / "leaderboard.md").exists()
+
+
+# ------------------------------------------------------------------------------------ worker pool
+
+POOL_RUN = dict(families=["recall"], progress=False, plot=False, overrides={"horizon": 30})
+
+
+def test_a_task_whose_worker_was_killed_is_played_again_in_a_fresh_worker(tmp_path, monkeypatch):
+    """A worker killed from outside (SIGKILL, the OOM killer) in the middle of a task of `random` failed
+    that agent, and as the normalised scores need random the run ended with EpisodeError and wrote
+    nothing. The task is played again in a fresh worker: results.json is byte-identical to an
+    undisturbed run's (here in-process: it is the same whatever the workers)."""
+    import os
+    import signal
+
+    bench.run_bench("quick", agents=["write_all"], seeds=3, workers=1, out_dir=tmp_path / "calm", **POOL_RUN)
+    marker = tmp_path / "was_killed"
+    play = bench.run_episode
+
+    def killed_once(agent, env, seed, **kw):  # (forked workers inherit this patch)
+        if agent.name == "random" and seed == 10_001 and not marker.exists():  # (its first episode was played)
+            marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return play(agent, env, seed, **kw)
+
+    monkeypatch.setattr(bench, "run_episode", killed_once)
+    bench.run_bench("quick", agents=["write_all"], seeds=3, workers=2, out_dir=tmp_path / "killed", **POOL_RUN)
+    assert int(marker.read_text()) != os.getpid()  # a worker was killed, not this process
+    assert (tmp_path / "killed" / "results.json").read_bytes() == (tmp_path / "calm" / "results.json").read_bytes()
+    assert not (tmp_path / "killed" / "errors.txt").exists()
+
+
+def test_a_task_that_kills_every_worker_fails_after_two_deaths(tmp_path, monkeypatch):
+    """An agent that os._exit()s (or crashes in native code) every time dies again in the fresh worker:
+    its task is reported after the second death, as a failure of that agent, and the run goes on."""
+    import os
+
+    attempts = tmp_path / "attempts"
+    play = bench.run_episode
+
+    def exits(agent, env, seed, **kw):
+        if agent.name == "write_all":
+            with open(attempts, "a") as fh:
+                fh.write(f"{os.getpid()}\n")
+            os._exit(7)
+        return play(agent, env, seed, **kw)
+
+    monkeypatch.setattr(bench, "run_episode", exits)
+    with pytest.raises(bench.AgentFailedError) as err:
+        bench.run_bench("quick", agents=["write_all"], seeds=2, workers=2, out_dir=tmp_path / "o", **POOL_RUN)
+    pids = attempts.read_text().split()
+    assert len(pids) == len(set(pids)) == 2  # played twice, in two workers
+    (failure,) = err.value.failures
+    assert (failure["agent"], failure["seed"]) == ("write_all", 10_000)
+    assert failure["error"] == ("its worker process died (exit code 7) twice while playing seeds 10000..10001 (played "
+                                "again in a fresh worker, it died again): os._exit() or a crash in native code; "
+                                "there is no traceback")
+    assert err.value.payload["agents"] == ["random", "oracle"] and len(err.value.payload["episodes"]) == 4
