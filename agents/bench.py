@@ -22,12 +22,13 @@ byte-identical whatever ``--workers`` is.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -747,6 +748,23 @@ def _die_with_parent(parent_pid: int | None) -> None:
         os._exit(1)
 
 
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread (``signal.pthread_sigmask``, where it exists) and restore the mask
+    after: a process started meanwhile is born with SIGINT blocked (the mask is inherited through fork
+    and exec); here a Ctrl-C waits, then raises KeyboardInterrupt as usual."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # (Windows: no signal masks)
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | None = None) -> None:
     """A worker process: play the tasks the main process sends on ``conn`` (``(index, task)``) one at a
     time and answer each with its result; ``None`` or a closed pipe ends it. ``inherited``: the main
@@ -755,12 +773,17 @@ def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | Non
     (a worker holding them never saw EOF and outlived the run, holding the caller's stdout open)."""
     import signal
 
+    # Ctrl-C reaches the whole process group: the main process stops the run and terminates the workers;
+    # a worker that also raised KeyboardInterrupt only printed a traceback on the way out. This process
+    # was born with SIGINT blocked (_sigint_blocked), so that a Ctrl-C while it started (a spawned worker
+    # starts an interpreter and imports first) waited; ignored, then unblocked, such a one is dropped, and
+    # the agent's own subprocesses are born with SIGINT unblocked
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for end in inherited:
         end.close()
     _die_with_parent(parent_pid)
-    # Ctrl-C reaches the whole process group: the main process stops the run and terminates the workers;
-    # a worker that also raised KeyboardInterrupt only printed a traceback on the way out
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             job = conn.recv()
@@ -827,9 +850,10 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
         # (a forked worker inherits every pipe end open here; a spawned one only what it is given)
         inherited = [here, *running] if ctx.get_start_method() == "fork" else []
         proc = ctx.Process(target=_worker_loop, args=(there, inherited, os.getpid()), daemon=True)
-        proc.start()
-        there.close()  # (only the worker holds that end now: its death closes the pipe)
-        running[here] = (proc, None)
+        with _sigint_blocked():  # (the worker inherits the mask: see _worker_loop)
+            proc.start()
+            there.close()  # (only the worker holds that end now: its death closes the pipe)
+            running[here] = (proc, None)  # (before a Ctrl-C held back meanwhile: the finally below ends it)
         return here
 
     def retire(conn: Any, wait: float = 5.0) -> Any:

@@ -435,3 +435,58 @@ def test_a_task_that_kills_every_worker_fails_after_two_deaths(tmp_path, monkeyp
                                 "again in a fresh worker, it died again): os._exit() or a crash in native code; "
                                 "there is no traceback")
     assert err.value.payload["agents"] == ["random", "oracle"] and len(err.value.payload["episodes"]) == 4
+
+
+_SIGINT_PROBE = '''
+import multiprocessing as mp
+import os
+import signal
+
+import agents.bench as bench
+
+
+def sigint_state():
+    """(is SIGINT blocked, is it ignored) in this process."""
+    return signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []), signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def worker(*args):
+    """A spawned worker's target: SIGINT's state at its first instruction, then the real worker, whose tasks
+    answer with SIGINT's state while they are played."""
+    at_start = sigint_state()
+    bench._task = lambda task: ([(at_start, sigint_state())], None)
+    bench._worker_loop(*args)
+
+
+class InterruptedAtStart(mp.get_context("spawn").Process):
+    """A worker that gets SIGINT (a Ctrl-C reaches the whole process group) as soon as it is started."""
+
+    def start(self):
+        super().start()
+        os.kill(self.pid, signal.SIGINT)
+'''
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="no signal masks (Windows)")
+def test_a_spawned_worker_is_born_with_sigint_blocked(tmp_path, monkeypatch, capfd):
+    """Under spawn (macOS) a Ctrl-C in the instant a worker started killed it or printed its
+    KeyboardInterrupt traceback: it ignored SIGINT only once _worker_loop ran, after the interpreter's
+    start-up and imports. A worker is born with SIGINT blocked; _worker_loop ignores it, then unblocks it
+    (a Ctrl-C meanwhile is dropped), so the agent's own subprocesses are born with it unblocked."""
+    import multiprocessing as mp
+    import types
+
+    (tmp_path / "sigint_probe.py").write_text(_SIGINT_PROBE)
+    monkeypatch.syspath_prepend(str(tmp_path))  # (spawned workers get this process's sys.path)
+    import sigint_probe
+
+    spawn = mp.get_context("spawn")
+    monkeypatch.setattr(bench, "_pool_context", lambda: types.SimpleNamespace(
+        Pipe=spawn.Pipe, Process=sigint_probe.InterruptedAtStart, get_start_method=spawn.get_start_method))
+    monkeypatch.setattr(bench, "_worker_loop", sigint_probe.worker)
+    got = []
+    bench._run_in_pool([("write_all", "recall", "easy", {}, [seed]) for seed in (10_000, 10_001)], 1, got.append)
+    # blocked (not yet ignored) at the first instruction; ignored (not blocked) while a task is played
+    assert got == [([((True, False), (False, True))], None)] * 2
+    err = capfd.readouterr().err
+    assert "KeyboardInterrupt" not in err and "Traceback" not in err, err
