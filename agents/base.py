@@ -25,7 +25,9 @@ Stable-Baselines3 model (:mod:`agents.sb3_agent`).
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -223,16 +225,31 @@ class AgentView:
 # ---------------------------------------------------------------------------------------------
 
 _REGISTRY: dict[str, tuple[Callable[..., Agent], str]] = {}
+#: memgym's own agent modules: importing them registers the built-in agents (in any process)
+_BUILTIN_MODULES = ("agents.baselines", "agents.memory_system", "agents.oracle")
+#: the names whose current entry was registered by code outside ``_BUILTIN_MODULES`` (a user's script,
+#: its ``__main__``, a test): a spawned bench worker imports only memgym's modules, so it is sent these
+_RUNTIME: set[str] = set()
 
 
 def register_agent(name: str, summary: str = "") -> Callable:
-    """Class decorator: ``@register_agent("fifo", "one-line rule")``."""
+    """Class decorator: ``@register_agent("fifo", "one-line rule")``. A name registered again is replaced.
+
+    A registration made outside memgym's own agent modules (``runtime_registrations``) is sent to the
+    benchmark's spawned worker processes, so its factory must pickle (a class or function defined at the
+    top level of a module)."""
+    # (who registers: memgym's agent modules, at import, or anyone else, at run time)
+    caller = sys._getframe(1).f_globals.get("__name__")
 
     def deco(factory: Callable[..., Agent]) -> Callable[..., Agent]:
         doc = summary
         if not doc and factory.__doc__:
             doc = factory.__doc__.strip().splitlines()[0]
         _REGISTRY[name] = (factory, doc)
+        if caller in _BUILTIN_MODULES:
+            _RUNTIME.discard(name)
+        else:
+            _RUNTIME.add(name)
         return factory
 
     return deco
@@ -240,7 +257,16 @@ def register_agent(name: str, summary: str = "") -> Callable:
 
 def _load_builtin() -> None:
     # Importing the modules runs their @register_agent decorators.
-    from agents import baselines, memory_system, oracle  # noqa: F401
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def runtime_registrations() -> dict[str, tuple[Callable[..., Agent], str]]:
+    """The registry entries made at run time, outside memgym's own agent modules (``register_agent`` in a
+    user's script or a test), as ``{name: (factory, summary)}`` in registry order: what a fresh process
+    that imports memgym lacks."""
+    _load_builtin()
+    return {name: entry for name, entry in _REGISTRY.items() if name in _RUNTIME}
 
 
 def agent_names() -> list[str]:

@@ -748,6 +748,67 @@ def _die_with_parent(parent_pid: int | None) -> None:
         os._exit(1)
 
 
+def _agent_name(spec: Any) -> Any:
+    """The registry name of an agent spec: ``oracle[-LINK]`` -> ``oracle``; ``sb3:`` / ``memsys:`` specs, and
+    one that does not parse, as given."""
+    from agents.base import parse_agent_spec
+
+    try:
+        return parse_agent_spec(spec)[0] if isinstance(spec, str) else spec
+    except ValueError:
+        return spec
+
+
+def _registrations_for_workers(specs: Iterable[Any]) -> dict[str, bytes]:
+    """The agents registered at run time in this process (``agents.base.runtime_registrations``: a user's
+    ``register_agent`` in ``__main__``, a notebook, a test), pickled for worker processes that start
+    afresh (spawn) and import only memgym's own agents. One of the run's agents (``specs``) whose
+    registration does not pickle is a ValueError naming it and why; any other is left out (no task of
+    the run asks for it)."""
+    import pickle
+
+    from agents.base import runtime_registrations
+
+    needed = {_agent_name(s) for s in specs}
+    out = {}
+    for name, entry in runtime_registrations().items():
+        try:
+            out[name] = pickle.dumps(entry)
+        except Exception as exc:  # noqa: BLE001 - pickling raises PicklingError, AttributeError, TypeError, ...
+            if name in needed:
+                raise ValueError(
+                    f"agent {name!r} is registered in this process (agents.base.register_agent), but the "
+                    "benchmark's worker processes start afresh here (spawn, not fork) and its factory cannot be "
+                    f"sent to them: it does not pickle ({type(exc).__name__}: {exc}); define it at the top level "
+                    "of a module (not inside a function, not a lambda), or play with one worker (--workers 1)"
+                ) from None
+    return out
+
+
+def _register_in_worker(registrations: dict[str, bytes]) -> dict[str, tuple[str, str]]:
+    """Register the main process's run-time agents (``_registrations_for_workers``) in this worker, after
+    memgym's own (which would replace a name registered again otherwise). Returns, per agent whose
+    registration does not load here (its module cannot be imported in a fresh process: a class of a
+    script run with ``python -c`` or from stdin), the reason and its traceback."""
+    import pickle
+    import traceback
+
+    from agents.base import _load_builtin, register_agent
+
+    if not registrations:  # (a forked worker: it has the main process's registry)
+        return {}
+    _load_builtin()
+    unloadable = {}
+    for name, blob in registrations.items():
+        try:
+            factory, summary = pickle.loads(blob)
+        except Exception as exc:  # noqa: BLE001 - unpickling imports the factory's module: anything
+            unloadable[name] = (repr(exc), traceback.format_exc())
+            continue
+        register_agent(name, summary)(factory)
+    return unloadable
+
+
 @contextlib.contextmanager
 def _sigint_blocked() -> Iterator[None]:
     """Block SIGINT in this thread (``signal.pthread_sigmask``, where it exists) and restore the mask
@@ -765,12 +826,16 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | None = None) -> None:
+def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | None = None,
+                 registrations: dict[str, bytes] | None = None) -> None:
     """A worker process: play the tasks the main process sends on ``conn`` (``(index, task)``) one at a
     time and answer each with its result; ``None`` or a closed pipe ends it. ``inherited``: the main
     process's ends of the pipes, its own and the other workers', which a forked worker holds copies of;
     closed first, so that the main process's death (a kill, the OOM killer) closes this worker's pipe
-    (a worker holding them never saw EOF and outlived the run, holding the caller's stdout open)."""
+    (a worker holding them never saw EOF and outlived the run, holding the caller's stdout open).
+    ``registrations``: the main process's agents registered at run time (``_registrations_for_workers``),
+    which a spawned worker registers again before its first task; the tasks of one that does not load
+    here fail with the reason."""
     import signal
 
     # Ctrl-C reaches the whole process group: the main process stops the run and terminates the workers;
@@ -784,6 +849,7 @@ def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | Non
     for end in inherited:
         end.close()
     _die_with_parent(parent_pid)
+    unloadable = _register_in_worker(registrations or {})
     while True:
         try:
             job = conn.recv()
@@ -793,7 +859,15 @@ def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | Non
             return
         index, task = job
         try:
-            result = _task(task)
+            name = _agent_name(task[0])
+            if name in unloadable:
+                why, tb = unloadable[name]
+                result = ([], _failure(task, f"agent {name!r} is registered in the main process "
+                                             "(agents.base.register_agent), but its registration could not be "
+                                             f"loaded in this worker process, which started afresh (spawn): {why}",
+                                       tb))
+            else:
+                result = _task(task)
         except KeyboardInterrupt:  # (SIGINT is ignored here: the agent raised it) that task fails, as in-process
             import traceback
 
@@ -841,6 +915,9 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
     from multiprocessing.connection import wait
 
     ctx = _pool_context()
+    # a forked worker has this process's agent registry; a spawned one (macOS) imports memgym afresh and
+    # is sent the agents registered here at run time
+    registrations = None if ctx.get_start_method() == "fork" else _registrations_for_workers(t[0] for t in tasks)
     todo = list(range(len(tasks)))[::-1]  # (popped from the end: tasks start in the order given)
     running: dict[Any, tuple[Any, int | None]] = {}  # main end of a worker's pipe -> (its Process, its task)
     deaths: dict[int, list[int | None]] = {}  # task -> exit codes of the workers that died playing it
@@ -849,7 +926,7 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
         here, there = ctx.Pipe(duplex=True)
         # (a forked worker inherits every pipe end open here; a spawned one only what it is given)
         inherited = [here, *running] if ctx.get_start_method() == "fork" else []
-        proc = ctx.Process(target=_worker_loop, args=(there, inherited, os.getpid()), daemon=True)
+        proc = ctx.Process(target=_worker_loop, args=(there, inherited, os.getpid(), registrations), daemon=True)
         with _sigint_blocked():  # (the worker inherits the mask: see _worker_loop)
             proc.start()
             there.close()  # (only the worker holds that end now: its death closes the pipe)
@@ -1014,6 +1091,8 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     finally:
         for env in envs:
             env.close()
+    if workers > 1 and _pool_context().get_start_method() != "fork":  # (spawned workers get them pickled)
+        _registrations_for_workers(agents)
     if out_dir is not None:
         report.prepare_out_dir(out_dir, (*report.OUTPUT_FILES, ERRORS_FILE))
     tasks = build_tasks(agents, families, difficulties, seed_list, overrides)

@@ -490,3 +490,65 @@ def test_a_spawned_worker_is_born_with_sigint_blocked(tmp_path, monkeypatch, cap
     assert got == [([((True, False), (False, True))], None)] * 2
     err = capfd.readouterr().err
     assert "KeyboardInterrupt" not in err and "Traceback" not in err, err
+
+
+_RUNTIME_AGENTS = '''
+from agents.baselines import WriteAllAgent
+
+
+class Writer(WriteAllAgent):
+    """write_all under another name; its module registers nothing (the test does, at run time)."""
+
+    name = "runtime_writer"
+'''
+
+
+@pytest.fixture
+def spawned_workers(monkeypatch):
+    """The worker pool starts its workers with spawn (macOS's way: they import memgym afresh), and agents
+    registered by the test leave the registry as it was."""
+    import multiprocessing as mp
+
+    from agents import base
+
+    base._load_builtin()
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base, "_RUNTIME", set(base._RUNTIME))
+    monkeypatch.setattr(bench, "_pool_context", lambda: mp.get_context("spawn"))
+
+
+def test_an_agent_registered_at_run_time_plays_in_spawned_workers(tmp_path, monkeypatch, spawned_workers):
+    """An agent registered at run time (register_agent in __main__, a notebook, a test) was unknown to spawned
+    workers, which import only memgym's own agents: its every task failed. The main process sends them its
+    run-time registrations, which they register again before their first task; one that does not load there
+    (its module cannot be imported in a fresh process) fails its agent's tasks with the reason."""
+    import sys
+    import types
+
+    from agents.base import register_agent
+    from agents.baselines import WriteAllAgent
+
+    (tmp_path / "runtime_agents.py").write_text(_RUNTIME_AGENTS)
+    monkeypatch.syspath_prepend(str(tmp_path))  # (spawned workers get this process's sys.path)
+    import runtime_agents
+
+    register_agent("runtime_writer", "write_all, registered at run time")(runtime_agents.Writer)
+    ghost = types.ModuleType("ghost_agents")  # (a module of this process only)
+
+    class Ghost(WriteAllAgent):
+        name = "ghost"
+
+    Ghost.__module__, Ghost.__qualname__, ghost.Ghost = "ghost_agents", "Ghost", Ghost
+    monkeypatch.setitem(sys.modules, "ghost_agents", ghost)
+    register_agent("ghost")(Ghost)
+
+    with pytest.raises(bench.AgentFailedError) as err:
+        bench.run_bench("quick", agents=["runtime_writer", "ghost"], seeds=2, workers=2, **POOL_RUN)
+    (failure,) = err.value.failures
+    assert failure["agent"] == "ghost" and failure["error"] == (
+        "agent 'ghost' is registered in the main process (agents.base.register_agent), but its registration could "
+        "not be loaded in this worker process, which started afresh (spawn): ModuleNotFoundError(\"No module named "
+        "'ghost_agents'\")")
+    rows = [r for r in err.value.payload["episodes"] if r["agent"] == "runtime_writer"]
+    expected = bench.evaluate("write_all", "recall", [10_000, 10_001], overrides=POOL_RUN["overrides"])
+    assert [r["return"] for r in rows] == [r["return"] for r in expected] and len(rows) == 2

@@ -584,3 +584,38 @@ def test_set_of_an_unknown_field_names_the_allowed_ones(capsys):
     assert "unknown config key 'preset'; allowed keys: [" in err and "capacity" in err
     with pytest.raises(ValueError, match="unknown config key 'registered_as'"):
         bench.make_env({"id": "MemGym/Life-Easy-v0", "overrides": {"registered_as": "life-easy"}})
+
+
+def test_an_agent_registered_at_run_time_that_spawned_workers_cannot_get_is_refused_before_the_run(no_episodes,
+                                                                                                   monkeypatch):
+    """Spawned workers get the agents registered at run time pickled; a factory defined inside a function does
+    not pickle: that is an error naming the agent and why, before any episode (it failed every task). Forked
+    workers (Linux) inherit the registry: there it is no error."""
+    import multiprocessing as mp
+
+    from agents import base
+    from agents.baselines import WriteAllAgent
+
+    base._load_builtin()
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base, "_RUNTIME", set(base._RUNTIME))
+
+    @base.register_agent("local_writer")
+    class LocalWriter(WriteAllAgent):
+        name = "local_writer"
+
+    base.register_agent("unused", "not in the run: not needed")(lambda: WriteAllAgent())
+    kw = dict(agents=["local_writer"], families=["recall"], seeds=1, workers=2, progress=False, plot=False,
+              overrides={"horizon": 20})
+    monkeypatch.setattr(bench, "_pool_context", lambda: mp.get_context("spawn"))
+    with pytest.raises(ValueError) as err:
+        bench.run_bench("quick", **kw)
+    assert str(err.value).startswith(
+        "agent 'local_writer' is registered in this process (agents.base.register_agent), but the benchmark's "
+        "worker processes start afresh here (spawn, not fork) and its factory cannot be sent to them: it does not "
+        "pickle (AttributeError: Can't pickle local object "), str(err.value)
+    assert "define it at the top level of a module" in str(err.value) and "--workers 1" in str(err.value)
+    assert no_episodes == []
+    monkeypatch.setattr(bench, "_pool_context", lambda: mp.get_context("fork"))
+    with pytest.raises(AssertionError, match="episodes were run"):  # (checked, and the run began)
+        bench.run_bench("quick", **kw)
