@@ -382,8 +382,12 @@ def test_an_episode_without_questions_runs_through_the_bench_and_the_training_re
 # ------------------------------------------------------------------------------------ worker pool
 
 POOL_RUN = dict(families=["recall"], progress=False, plot=False, overrides={"horizon": 30})
+#: a test that patches this process for its workers: only forked ones (Linux) inherit the patch
+FORKED_WORKERS = pytest.mark.skipif(bench._pool_context().get_start_method() != "fork",
+                                    reason="the workers are not forked: they do not inherit the test's patch")
 
 
+@FORKED_WORKERS
 def test_a_task_whose_worker_was_killed_is_played_again_in_a_fresh_worker(tmp_path, monkeypatch):
     """A worker killed from outside (SIGKILL, the OOM killer) in the middle of a task of `random` failed
     that agent, and as the normalised scores need random the run ended with EpisodeError and wrote
@@ -409,6 +413,7 @@ def test_a_task_whose_worker_was_killed_is_played_again_in_a_fresh_worker(tmp_pa
     assert not (tmp_path / "killed" / "errors.txt").exists()
 
 
+@FORKED_WORKERS
 def test_a_task_that_kills_every_worker_fails_after_two_deaths(tmp_path, monkeypatch):
     """An agent that os._exit()s (or crashes in native code) every time dies again in the fresh worker:
     its task is reported after the second death, as a failure of that agent, and the run goes on."""

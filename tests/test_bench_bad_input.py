@@ -589,8 +589,9 @@ def test_set_of_an_unknown_field_names_the_allowed_ones(capsys):
 def test_an_agent_registered_at_run_time_that_spawned_workers_cannot_get_is_refused_before_the_run(no_episodes,
                                                                                                    monkeypatch):
     """Spawned workers get the agents registered at run time pickled; a factory defined inside a function does
-    not pickle: that is an error naming the agent and why, before any episode (it failed every task). Forked
-    workers (Linux) inherit the registry: there it is no error."""
+    not pickle: that is an error naming the agent and why, before any episode (it failed every task). One
+    that the run does not play is no error (it is not sent), nor is any under fork (Linux: forked workers
+    inherit the registry)."""
     import multiprocessing as mp
 
     from agents import base
@@ -616,6 +617,8 @@ def test_an_agent_registered_at_run_time_that_spawned_workers_cannot_get_is_refu
         "pickle (AttributeError: Can't pickle local object "), str(err.value)
     assert "define it at the top level of a module" in str(err.value) and "--workers 1" in str(err.value)
     assert no_episodes == []
-    monkeypatch.setattr(bench, "_pool_context", lambda: mp.get_context("fork"))
     with pytest.raises(AssertionError, match="episodes were run"):  # (checked, and the run began)
+        bench.run_bench("quick", **{**kw, "agents": ["write_all"]})
+    monkeypatch.setattr(bench, "_pool_context", lambda: mp.get_context("fork"))
+    with pytest.raises(AssertionError, match="episodes were run"):
         bench.run_bench("quick", **kw)
