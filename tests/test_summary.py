@@ -3,6 +3,7 @@ rebuild on erasure, state round trip."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -793,3 +794,62 @@ def test_summaries_asked_again_with_source_none_gets_the_existing_one():
     assert summaries(s, "b", source=None) is mine and mine.source == "bot"
     with pytest.raises(ValueError, match="source='bot', asked for 'other'"):
         summaries(s, "b", source="other")
+
+
+def _records_and_state(store, rs) -> str:
+    """Every record's content and the summary's saved state, as one string to search."""
+    records = [m.content for m in [*store.episodic.values(), *store.semantic.values()]]
+    return json.dumps([records, rs.export_state()])
+
+
+@pytest.mark.parametrize("leaves", ["forget", "sweep"])
+@pytest.mark.parametrize("how", ["key", "memory_id"])
+def test_erasing_a_chain_drops_a_window_turn_whose_memory_got_its_key_later_and_already_left(tmp_path, how, leaves):
+    """The turn was written without a key (Turn.key None), supersede gave its memory the key
+    chain:<id>, and that old version left the store (forget, or the ACT-R sweep that usually takes a
+    superseded version) before the chain was erased: the turn stayed in the window verbatim, the next
+    fold wrote it into the summary, and every save wrote it to disk."""
+    store = make_store(forget_threshold=-1.0)
+    rs = summaries(store, max_turns=6, keep_recent=4)
+    pin = rs.add_turn("Alice's PIN is 4711.", step=1, importance=0.0)
+    rs.add_turn("Bob adopted a cat named Miso.", step=2, importance=5.0)
+    new = store.supersede(pin.memory_id, "Alice's PIN is 9999.", 3, importance=5.0)
+    assert rs.window[0].key is None and new.key == "chain:" + pin.memory_id
+    store.tick(1000)
+    if leaves == "forget":
+        store.forget(pin.memory_id)
+    else:
+        assert store.sweep_decayed() == [pin.memory_id]
+    report = store.erase(key=new.key) if how == "key" else store.erase(memory_id=new.memory_id)
+    assert report.episodic == [new.memory_id] and report.chains == [("default", new.key)]
+    assert report.gone == [pin.memory_id]  # the version that had already left, by id (no content)
+    assert [t.text for t in rs.window] == ["Bob adopted a cat named Miso."]
+    for i in range(6):
+        rs.add_turn(f"Filler turn number {i} about the weather.", step=1001 + i, importance=5.0)
+    assert rs.text and "4711" not in _records_and_state(store, rs)
+    store.save(tmp_path / "m.sqlite")
+    assert b"4711" not in (tmp_path / "m.sqlite").read_bytes()
+
+
+@pytest.mark.parametrize("how", ["key", "memory_id"])
+def test_erasing_a_chain_rebuilds_a_summary_that_folded_a_turn_whose_memory_got_its_key_later(how):
+    """The same turn already folded: the store's cascade removed the summary version citing the gone
+    id, and the hook, which did not see the turn, took the summary itself for the target and forgot
+    the whole folded history (Bob's turn, never erased, included). It must drop that turn and rebuild
+    the summary from the others."""
+    store = make_store()
+    rs = summaries(store, max_turns=2, keep_recent=1)
+    pin = rs.add_turn("Alice's PIN is 4711.", step=1)
+    rs.add_turn("Bob adopted a cat named Miso.", step=2)
+    rs.add_turn("Carol moved to Oslo in June.", step=3)  # folds the PIN turn and Bob's
+    assert "4711" in rs.text and "Miso" in rs.text
+    new = store.supersede(pin.memory_id, "Alice's PIN is 9999.", 4)
+    store.forget(pin.memory_id)
+    report = store.erase(key=new.key) if how == "key" else store.erase(memory_id=new.memory_id)
+    assert report.gone == [pin.memory_id]
+    assert report.extra["summaries"]["default"] == {"rebuilt": rs.memory_id, "turns_dropped": 1, "folds": 1}
+    assert [t.text for t in rs.folded] == ["Bob adopted a cat named Miso."]
+    assert [t.text for t in rs.window] == ["Carol moved to Oslo in June."]
+    assert rs.text == ExtractiveSummarizer().summarize("", ["Bob adopted a cat named Miso."])
+    assert rs.memory.content == SUMMARY_HEADER + "\n" + rs.text
+    assert "4711" not in _records_and_state(store, rs)

@@ -269,9 +269,10 @@ def _note(report: Any, namespace: str, entry: dict) -> None:
 
 
 def _erased_ids(report: Any) -> set[str]:
-    """Every memory id an ``ErasureReport`` says was removed, whatever the kind."""
+    """Every memory id an ``ErasureReport`` says was removed, whatever the kind, and the ids of
+    versions that had already left the store which it took out of their keys' histories (``gone``)."""
     ids: set[str] = set()
-    for attr in ("episodic", "semantic"):
+    for attr in ("episodic", "semantic", "gone"):
         value = getattr(report, attr, None)
         if isinstance(value, list | tuple | set | frozenset):
             ids.update(v for v in value if isinstance(v, str))
@@ -283,7 +284,9 @@ def _words(text: str) -> str:
 
 
 class _Erased:
-    """Which turns an erasure takes away from a namespace's summary: the removed memories, turns of a
+    """Which turns an erasure takes away from a namespace's summary: the removed memories, the
+    versions that had already left the store which the erasure took out of their keys' histories (a
+    turn written before its memory got its key, ``Turn.key`` None, is reached by its id), turns of a
     key whose chain was removed in this namespace, plus (for an erasure aimed at this namespace) turns
     of the key asked for and turns mentioning an erased subject by the store's subject rule (its
     words, or one of its cues), even when their memory had already been forgotten or swept: the
