@@ -853,3 +853,51 @@ def test_erasing_a_chain_rebuilds_a_summary_that_folded_a_turn_whose_memory_got_
     assert rs.text == ExtractiveSummarizer().summarize("", ["Bob adopted a cat named Miso."])
     assert rs.memory.content == SUMMARY_HEADER + "\n" + rs.text
     assert "4711" not in _records_and_state(store, rs)
+
+
+class _ShortestFirst:
+    """A scorer of the caller's (code: a store cannot save it)."""
+
+    def score(self, text, query=None):
+        return 1.0 / len(text)
+
+
+def test_an_extractive_summarizer_with_its_own_scorer_is_not_restored_silently_with_the_default(tmp_path):
+    """Only max_chars was saved: the loaded store folded with the default ImportanceScorer, picking
+    other sentences than the original, and nothing said so (an LLM summarizer warns)."""
+    from world.importance import ImportanceScorer
+    from world.persistence import load_store
+
+    turns = ["Alice moved to Lisbon in May 2024 with her two children.", "Bob is 30.",
+             "Carol, the project manager at Initech, quit her job on Friday.", "Dan likes tea."]
+    later = ["Erin bought a red bicycle at the market yesterday afternoon.", "Fay is 41."]
+
+    def mine():
+        return ExtractiveSummarizer(max_chars=60, scorer=_ShortestFirst())
+
+    store = make_store()
+    rs = summaries(store, max_turns=2, keep_recent=1, summarizer=mine())
+    for i, t in enumerate(turns):
+        rs.add_turn(t, step=i + 1)
+    config = {"name": "extractive", "max_chars": 60, "scorer": "_ShortestFirst"}
+    assert rs.export_state()["summarizer"] == config
+    store.save(tmp_path / "m.sqlite")
+    plain = summaries(load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64)))
+    assert plain.text == rs.text and plain.export_state()["summarizer"] == config  # a re-save loses nothing
+    with pytest.warns(UserWarning, match=r"namespace 'default': its summarizer 'extractive' with scorer "
+                                         r"'_ShortestFirst' could not be saved.*summarizers=\{'default': <summarizer>\}"):
+        plain.add_turn(later[0], step=5)
+    assert plain.summarizer.max_chars == 60  # the stand-in keeps the saved budget
+    # given again, the loaded store folds exactly as the original, without a word
+    given = summaries(load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64),
+                                 summarizers={"default": mine()}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for roll in (rs, given):
+            for i, t in enumerate(later):
+                roll.add_turn(t, step=5 + i)
+    assert given.text == rs.text == "Bob is 30.\nDan likes tea."
+    # the default scorer (given or not) saves as before and is restored silently
+    assert ExtractiveSummarizer().config() == {"name": "extractive", "max_chars": 800}
+    assert ExtractiveSummarizer(scorer=ImportanceScorer()).config() == {"name": "extractive", "max_chars": 800}
+    assert ExtractiveSummarizer(scorer=ImportanceScorer(cap=2.0)).config()["scorer"] == "ImportanceScorer"

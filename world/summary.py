@@ -112,6 +112,20 @@ def _default_scorer():
     return ImportanceScorer()
 
 
+def _is_default_scorer(scorer: Any) -> bool:
+    """Whether ``scorer`` scores as the default one (an ``ImportanceScorer`` of default settings),
+    which is what a loaded store rebuilds."""
+    from world.importance import ImportanceScorer
+
+    return type(scorer) is ImportanceScorer and vars(scorer) == vars(_default_scorer())
+
+
+def _scorer_name(scorer: Any) -> str:
+    """What a saved config calls a scorer it cannot hold: a function's name, else its class's."""
+    name = getattr(scorer, "__qualname__", None)
+    return name if isinstance(name, str) else type(scorer).__qualname__
+
+
 def _score(scorer: Any, text: str) -> float:
     if hasattr(scorer, "score"):
         return float(scorer.score(text))
@@ -128,6 +142,10 @@ class ExtractiveSummarizer:
     that would overflow ``max_chars``; a sentence longer than the budget is clipped at a word
     boundary. The kept sentences are returned in their original order, one per line, so the result
     never exceeds ``max_chars`` and re-splits into the same sentences.
+
+    ``config()`` (what a saved store keeps) holds ``max_chars``, and the scorer's name under
+    ``"scorer"`` when it is not the default: a scorer is code, which a store file cannot hold, so a
+    loaded store folds with the default one in its place and warns (see ``RollingSummary.from_state``).
     """
 
     name = "extractive"
@@ -161,7 +179,12 @@ class ExtractiveSummarizer:
         return "\n".join(candidates[i] for i in sorted(chosen))
 
     def config(self) -> dict:
-        return {"name": self.name, "max_chars": self.max_chars}
+        config = {"name": self.name, "max_chars": self.max_chars}
+        if not _is_default_scorer(self.scorer):
+            # (only named: a loaded store cannot rebuild it, and must not fold with the default one
+            # silently, which picks other sentences)
+            config["scorer"] = _scorer_name(self.scorer)
+        return config
 
 
 class LLMSummarizer:
@@ -206,9 +229,25 @@ def _summarizer_config(summarizer: Any) -> dict:
 
 
 def _summarizer_from_config(config: dict) -> Summarizer | None:
-    if config.get("name") == ExtractiveSummarizer.name:
+    """The summarizer a saved config describes, or None when it cannot be rebuilt from it (an LLM
+    one, an extractive one with a scorer of its own, any other kind)."""
+    if config.get("name") == ExtractiveSummarizer.name and "scorer" not in config:
         return ExtractiveSummarizer(max_chars=int(config.get("max_chars", 800)))
     return None
+
+
+def _stand_in_for(config: dict) -> ExtractiveSummarizer:
+    """The extractive summarizer that folds for one a saved config cannot rebuild: with the saved
+    budget when that was an extractive one (only its scorer is lost), the default otherwise."""
+    if config.get("name") == ExtractiveSummarizer.name:
+        return ExtractiveSummarizer(max_chars=int(config.get("max_chars", 800)))
+    return ExtractiveSummarizer()
+
+
+def _described(config: dict) -> str:
+    """A saved summarizer config as the stand-in's warning names it."""
+    scorer = config.get("scorer")
+    return f"{config.get('name')!r}" + (f" with scorer {scorer!r}" if scorer is not None else "")
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -552,7 +591,7 @@ class RollingSummary:
         config = self._stand_in_config()
         if config is not None:
             warnings.warn(
-                f"rolling summary of namespace {self.namespace!r}: its summarizer {config.get('name')!r} "
+                f"rolling summary of namespace {self.namespace!r}: its summarizer {_described(config)} "
                 f"could not be saved with the store, so it is folding with ExtractiveSummarizer; pass "
                 f"load_store(..., summarizers={{{self.namespace!r}: <summarizer>}}) to keep using it",
                 UserWarning, stacklevel=4)
@@ -695,8 +734,10 @@ class RollingSummary:
     @classmethod
     def from_state(cls, store: Any, state: dict, summarizer: Summarizer | None = None,
                    register: bool = True) -> RollingSummary:
-        """Rebuild from ``export_state()``. An extractive summarizer is recreated from its config;
-        any other kind must be passed as ``summarizer`` (the extractive default is used otherwise).
+        """Rebuild from ``export_state()``. An extractive summarizer with the default scorer is
+        recreated from its config; any other kind (an LLM one, an extractive one with a scorer of its
+        own) must be passed as ``summarizer``: otherwise an ``ExtractiveSummarizer`` (with the saved
+        ``max_chars`` for an extractive one) stands in and its first fold warns.
         A ``source`` that is a list (a tuple the previous release saved) becomes its items joined by "/"."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             version = state.get("version") if isinstance(state, dict) else type(state).__name__
@@ -705,8 +746,8 @@ class RollingSummary:
         if summarizer is None:
             config = state.get("summarizer", {})
             summarizer = _summarizer_from_config(config)
-            if summarizer is None:  # (an LLM client cannot be saved) the first fold warns, see _summarize
-                summarizer = ExtractiveSummarizer()
+            if summarizer is None:  # (an LLM client, a scorer, cannot be saved) the first fold warns, see _summarize
+                summarizer = _stand_in_for(config)
                 stand_in = (summarizer, dict(config))
         # a source the previous release kept (a tuple, saved as a list) is migrated as the store
         # migrates records' sources ("bot/v1"); a new summary still refuses one that is not a string
