@@ -901,3 +901,47 @@ def test_an_extractive_summarizer_with_its_own_scorer_is_not_restored_silently_w
     assert ExtractiveSummarizer().config() == {"name": "extractive", "max_chars": 800}
     assert ExtractiveSummarizer(scorer=ImportanceScorer()).config() == {"name": "extractive", "max_chars": 800}
     assert ExtractiveSummarizer(scorer=ImportanceScorer(cap=2.0)).config()["scorer"] == "ImportanceScorer"
+
+
+class _ConfigNotJson:
+    def summarize(self, previous_summary, turns):
+        return "x"
+
+    def config(self):
+        return {"name": "odd", "client": object()}
+
+
+class _ConfigRaises:
+    def summarize(self, previous_summary, turns):
+        return "x"
+
+    def config(self):
+        raise RuntimeError("no config here")
+
+
+@pytest.mark.parametrize("bad, match", [
+    (ExtractiveSummarizer, r"summarizer must be an instance, not the class ExtractiveSummarizer: pass "
+                           r"ExtractiveSummarizer\(\)"),
+    (_ConfigNotJson(), r"summarizer: its config\(\) must return a dict JSON can hold.*object is not JSON"),
+    (_ConfigRaises(), r"summarizer: its config\(\) must return a dict JSON can hold.*RuntimeError: no config here"),
+])
+def test_a_summarizer_class_or_one_whose_config_cannot_be_saved_is_refused_before_registering(tmp_path, bad, match):
+    """A class passed the summarize() check (its summarize is a function): without source= the error
+    was config()'s bare TypeError naming nothing; with source= the summary was registered, its first
+    fold failed, and so did every later save of the whole store (as for a config() JSON cannot hold)."""
+    store = make_store()
+    for kwargs in ({}, {"source": "me"}):
+        with pytest.raises(TypeError, match=match):
+            summaries(store, "b", summarizer=bad, max_turns=1, keep_recent=0, **kwargs)
+    assert all_summaries(store) == {}
+    rs = summaries(store, "b", max_turns=1, keep_recent=0)
+    if bad is ExtractiveSummarizer:  # asked of the existing summary: a class, not "another object"
+        with pytest.raises(TypeError, match=match):
+            summaries(store, "b", summarizer=bad)
+    with pytest.raises(TypeError, match=match.replace("summarizer", "summarizer for 'b'", 1)):
+        restore_summaries(store, summarizers={"b": bad})
+    assert type(rs.summarizer) is ExtractiveSummarizer
+    rs.add_turn("Alice likes tea.", step=1)
+    rs.add_turn("Bob likes coffee.", step=2)
+    assert rs.text == "Alice likes tea.\nBob likes coffee."
+    store.save(tmp_path / "m.sqlite")

@@ -228,6 +228,28 @@ def _summarizer_config(summarizer: Any) -> dict:
     return {"name": type(summarizer).__name__}
 
 
+def _check_summarizer(name: str, summarizer: Any) -> dict:
+    """``summarizer``'s config, once checked; a TypeError naming ``name`` (and what is allowed) for a
+    class (its ``summarize`` is a plain function, which passed the check: the first fold failed), an
+    object without ``summarize``, or a ``config()`` that raises or returns what a store file cannot
+    hold. Called before a summary is registered or given the summarizer: a registered summary cannot
+    be taken back, and its config is saved with the store, so every later save failed."""
+    if isinstance(summarizer, type):
+        cls = summarizer.__qualname__
+        raise TypeError(f"{name} must be an instance, not the class {cls}: pass {cls}()")
+    if not callable(getattr(summarizer, "summarize", None)):
+        raise TypeError(f"{name} must have summarize(previous_summary, turns), got {type(summarizer).__name__}")
+    from world.persistence import _dumps
+
+    try:
+        config = _summarizer_config(summarizer)
+        _dumps(config).encode("utf-8")  # (as the save writes it)
+    except Exception as exc:  # noqa: BLE001 - whatever config() raises, the summarizer cannot be saved
+        raise TypeError(f"{name}: its config() must return a dict JSON can hold (a store saves it), "
+                        f"got {type(exc).__name__}: {exc}") from exc
+    return config
+
+
 def _summarizer_from_config(config: dict) -> Summarizer | None:
     """The summarizer a saved config describes, or None when it cannot be rebuilt from it (an LLM
     one, an extractive one with a scorer of its own, any other kind)."""
@@ -410,9 +432,7 @@ class RollingSummary:
                              f"got {confidence!r}")
         if summarizer is None:
             summarizer = ExtractiveSummarizer()
-        if not callable(getattr(summarizer, "summarize", None)):
-            raise TypeError(f"RollingSummary: summarizer must have summarize(previous_summary, turns), "
-                            f"got {type(summarizer).__name__}")
+        config = _check_summarizer("RollingSummary: summarizer", summarizer)
         store, namespace = _unwrap(store, namespace)
         # checked as the store checks what it keeps, before anything is registered: a namespace or
         # source without a UTF-8 form (a lone surrogate) made every later save fail, and a registered
@@ -429,7 +449,7 @@ class RollingSummary:
         self.summarizer = summarizer
         self.confidence = float(confidence)
         self.key = SUMMARY_KEY_PREFIX + self.namespace
-        self.source = source if source is not None else f"summarizer:{_summarizer_config(summarizer)['name']}"
+        self.source = source if source is not None else f"summarizer:{config.get('name', type(summarizer).__name__)}"
         self.text = ""
         self._memory_id: str | None = None
         self._window: list[Turn] = []
@@ -841,6 +861,8 @@ def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> Rollin
                 raise TypeError(f"summaries: unknown argument {name!r}; allowed: {', '.join(allowed)}")
             if name == "summarizer":
                 # (was ignored silently; the same object, or None, asks for nothing new)
+                if isinstance(value, type):  # (a class: said so, not "another object")
+                    _check_summarizer("summaries: summarizer", value)
                 if value is not None and value is not existing.summarizer:
                     raise ValueError(
                         f"summaries: namespace {ns!r} already has a rolling summary with summarizer="
@@ -884,8 +906,7 @@ def restore_summaries(store: Any, states: dict | None = None, summarizers: dict 
     for ns, summarizer in (summarizers or {}).items():
         if ns not in registry:
             raise KeyError(f"restore_summaries: no rolling summary in namespace {ns!r} to give a summarizer")
-        if not callable(getattr(summarizer, "summarize", None)):
-            raise TypeError(f"restore_summaries: summarizer for {ns!r} has no summarize(previous_summary, turns)")
+        _check_summarizer(f"restore_summaries: summarizer for {ns!r}", summarizer)
         registry[ns].summarizer = summarizer
 
 
