@@ -1635,7 +1635,14 @@ class MemoryStore:
             raise
 
     def versions(self, key: str, namespace: str | None = None) -> list[Record]:
-        """The version chain of `key`, oldest first."""
+        """The version chain of `key`, oldest first. A key that is not a string is a ValueError."""
+        return self._versions("versions", key, namespace)
+
+    def _versions(self, method: str, key: object, namespace: str | None) -> list[Record]:
+        # a key of another type names no chain: it was answered "no record" (explain(42) with a live
+        # key "42"), which erase(key=42) refuses by name, and an unhashable one was a bare TypeError
+        if not isinstance(key, str):
+            raise ValueError(f"{method}: key must be a string, got {key!r}")
         space = self._space(self._ns(namespace))
         if space is None:
             return []
@@ -1645,14 +1652,14 @@ class MemoryStore:
         """The version that was valid at `step` (written_at <= step < superseded_at), or None."""
         _finite("step", step)
         best = None
-        for rec in self.versions(key, namespace):
+        for rec in self._versions("value_at", key, namespace):
             if rec.written_at <= step and (rec.superseded_at is None or rec.superseded_at > step):
                 best = rec
         return best
 
     def explain(self, key: str, namespace: str | None = None) -> str:
         """Readable history of a key: one line per version."""
-        chain = self.versions(key, namespace)
+        chain = self._versions("explain", key, namespace)
         if not chain:
             return f"{key}: no record"
         lines = [f"{key}: {len(chain)} version(s)"]
