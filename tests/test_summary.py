@@ -945,3 +945,31 @@ def test_a_summarizer_class_or_one_whose_config_cannot_be_saved_is_refused_befor
     rs.add_turn("Bob likes coffee.", step=2)
     assert rs.text == "Alice likes tea.\nBob likes coffee."
     store.save(tmp_path / "m.sqlite")
+
+
+def test_numpy_numbers_in_range_are_accepted_as_the_store_accepts_them(tmp_path):
+    """The store takes numpy numbers for such fields (write_semantic(confidence=np.float32(0.6))); the
+    summary refused them, saying that the in-range 0.6 "must be in [0, 0.8)"."""
+    store = make_store()
+    rs = summaries(store, max_turns=np.int64(2), keep_recent=np.int32(1), confidence=np.float32(0.6),
+                   summarizer=ExtractiveSummarizer(max_chars=np.int64(500)))
+    # kept as Python numbers: the saved state and the comparison in summaries() see plain values
+    assert (rs.max_turns, rs.keep_recent, rs.confidence, rs.summarizer.max_chars) == (2, 1, float(np.float32(0.6)), 500)
+    assert [type(v) for v in (rs.max_turns, rs.keep_recent, rs.confidence, rs.summarizer.max_chars)] == [int, int, float, int]
+    assert summaries(store, max_turns=2, keep_recent=np.int64(1)) is rs
+    assert LLMSummarizer(lambda p: p, max_chars=np.int16(90)).max_chars == 90
+    for i, t in enumerate(TURNS[:3]):
+        rs.add_turn(t, step=i)
+    assert rs.memory.confidence == float(np.float32(0.6))
+    store.save(tmp_path / "m.sqlite")
+    # out of range, not a number, or a bool: still refused, by name
+    for kwargs, field in (({"max_turns": np.int64(0)}, "max_turns"), ({"keep_recent": np.float64(1.0)}, "keep_recent"),
+                          ({"confidence": np.float64(0.8)}, "confidence"), ({"confidence": np.float64("nan")}, "confidence"),
+                          ({"confidence": False}, "confidence"), ({"max_turns": np.bool_(True)}, "max_turns")):
+        with pytest.raises(ValueError, match=f"RollingSummary: {field} must be"):
+            RollingSummary(store, "other", **kwargs)
+    for cls in (ExtractiveSummarizer, lambda max_chars: LLMSummarizer(lambda p: p, max_chars=max_chars)):
+        for bad in (np.int64(0), np.float64(5.0), True):
+            with pytest.raises(ValueError, match="max_chars must be an int >= 1"):
+                cls(max_chars=bad)
+    assert all_summaries(store) == {"default": rs}

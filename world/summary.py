@@ -46,7 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from world.cues import extract_cues
 from world.dedup import signature
-from world.memory import _check_step, _check_unicode, _legacy_source
+from world.memory import _check_step, _check_unicode, _int_at_least, _is_finite_number, _legacy_source
 
 __all__ = [
     "Summarizer",
@@ -151,9 +151,8 @@ class ExtractiveSummarizer:
     name = "extractive"
 
     def __init__(self, max_chars: int = 800, scorer: Any = None) -> None:
-        if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
-            raise ValueError(f"ExtractiveSummarizer: max_chars must be an int >= 1, got {max_chars!r}")
-        self.max_chars = max_chars
+        # (numpy ints too, as the store takes them; kept as an int: the saved config is plain JSON)
+        self.max_chars = _int_at_least("ExtractiveSummarizer: max_chars", max_chars, 1)
         self.scorer = scorer if scorer is not None else _default_scorer()
 
     def summarize(self, previous_summary: str, turns: Sequence[str]) -> str:
@@ -199,8 +198,7 @@ class LLMSummarizer:
                                     "Keep names, facts, dates and changes; drop chit-chat.") -> None:
         if not callable(complete):
             raise TypeError(f"LLMSummarizer: complete must be callable, got {type(complete).__name__}")
-        if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
-            raise ValueError(f"LLMSummarizer: max_chars must be an int >= 1, got {max_chars!r}")
+        max_chars = _int_at_least("LLMSummarizer: max_chars", max_chars, 1)
         self.complete = complete
         self.max_chars = max_chars
         self.instruction = instruction
@@ -422,14 +420,16 @@ class RollingSummary:
     def __init__(self, store: Any, namespace: str | None = None, *, max_turns: int = 6,
                  keep_recent: int = 4, summarizer: Summarizer | None = None, confidence: float = 0.6,
                  source: str | None = None, register: bool = True) -> None:
-        for name, value, low in (("max_turns", max_turns, 1), ("keep_recent", keep_recent, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"RollingSummary: {name} must be an int >= {low}, got {value!r}")
+        # numpy numbers too, as the store takes them (they were refused, an in-range confidence as "must
+        # be in [0, 0.8)"); kept as Python numbers: the saved state is plain JSON, and summaries()
+        # compares them
+        max_turns = _int_at_least("RollingSummary: max_turns", max_turns, 1)
+        keep_recent = _int_at_least("RollingSummary: keep_recent", keep_recent, 0)
         if keep_recent > max_turns:
             raise ValueError(f"RollingSummary: keep_recent ({keep_recent}) must be <= max_turns ({max_turns})")
-        if not (isinstance(confidence, int | float) and 0.0 <= confidence < 0.8):
-            raise ValueError(f"RollingSummary: confidence must be in [0, 0.8) (a summary is an inference), "
-                             f"got {confidence!r}")
+        if not (_is_finite_number(confidence) and 0.0 <= confidence < 0.8):
+            raise ValueError(f"RollingSummary: confidence must be a number in [0, 0.8) (a summary is an "
+                             f"inference), got {confidence!r}")
         if summarizer is None:
             summarizer = ExtractiveSummarizer()
         config = _check_summarizer("RollingSummary: summarizer", summarizer)
