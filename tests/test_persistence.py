@@ -503,6 +503,30 @@ def test_checksum_catches_a_changed_row(saved, tmp_path):
     expect_error(path, "checksum mismatch in table records")
 
 
+def test_a_locked_file_is_reported_as_locked_not_corrupted(tmp_path, monkeypatch):
+    """Another connection holding a lock on a valid store file (a sqlite3 shell, a backup tool) made
+    load wait, then say the file was corrupted: a user could delete a good file because of it."""
+    import world.persistence as persistence
+
+    monkeypatch.setattr(persistence, "BUSY_TIMEOUT", 0.05)  # (5 s by default: the test need not wait)
+    path = tmp_path / "m.sqlite"
+    store = MemoryStore(embedder=embedder())
+    store.write_episode(1, "Alice likes tea.")
+    store.save(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreFileError) as info:
+            load_store(path)
+        assert str(info.value).startswith(f"{path}: locked by another process or connection (waited 0.05 s: "
+                                          f"database is locked); retry once it is released")
+        assert "corrupt" not in str(info.value)
+    finally:
+        conn.execute("ROLLBACK")
+        conn.close()
+    assert len(load_store(path)) == 1
+
+
 def test_missing_table_and_bad_meta(saved, tmp_path):
     path = copy_of(saved, tmp_path, "a.sqlite")
     conn = sqlite3.connect(path)

@@ -662,3 +662,21 @@ def test_actr_of_names_a_bad_argument_and_an_id_that_is_not_live():
     with pytest.raises(KeyError, match="'ep_999999' is no live memory"):
         store.actr_of([mid, "ep_999999"])
     assert list(store.actr_of([mid])) == [mid] and store.actr_of([mid])[mid].n == store.actr[mid].n
+
+
+@pytest.mark.parametrize("key", [42, ["42"], None, b"42", 4.0])
+@pytest.mark.parametrize("method", ["versions", "explain", "value_at"])
+def test_key_lookups_refuse_a_key_that_is_no_string_by_name(method, key):
+    """erase(key=42) is refused by name; versions / explain / value_at answered "no record" for it
+    (with a live key "42" in the store), and an unhashable key was a bare TypeError."""
+    s = _store()
+    s.write_episode(1, "Alice likes tea.", key="42")
+    view = s.namespace("default")
+    call = {"versions": lambda o: o.versions(key), "explain": lambda o: o.explain(key),
+            "value_at": lambda o: o.value_at(key, 1)}[method]
+    for owner in (s, view):
+        with pytest.raises(ValueError, match=f"^{method}: key must be a string, got {re.escape(repr(key))}$"):
+            call(owner)
+    # a string key answers as before, a blank one included (an old file's chain may have one)
+    assert [r.content for r in s.versions("42")] == ["Alice likes tea."] and s.versions(" ") == []
+    assert s.value_at("42", 1).content == "Alice likes tea." and s.explain("43") == "43: no record"

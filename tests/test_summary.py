@@ -3,6 +3,7 @@ rebuild on erasure, state round trip."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -793,3 +794,182 @@ def test_summaries_asked_again_with_source_none_gets_the_existing_one():
     assert summaries(s, "b", source=None) is mine and mine.source == "bot"
     with pytest.raises(ValueError, match="source='bot', asked for 'other'"):
         summaries(s, "b", source="other")
+
+
+def _records_and_state(store, rs) -> str:
+    """Every record's content and the summary's saved state, as one string to search."""
+    records = [m.content for m in [*store.episodic.values(), *store.semantic.values()]]
+    return json.dumps([records, rs.export_state()])
+
+
+@pytest.mark.parametrize("leaves", ["forget", "sweep"])
+@pytest.mark.parametrize("how", ["key", "memory_id"])
+def test_erasing_a_chain_drops_a_window_turn_whose_memory_got_its_key_later_and_already_left(tmp_path, how, leaves):
+    """The turn was written without a key (Turn.key None), supersede gave its memory the key
+    chain:<id>, and that old version left the store (forget, or the ACT-R sweep that usually takes a
+    superseded version) before the chain was erased: the turn stayed in the window verbatim, the next
+    fold wrote it into the summary, and every save wrote it to disk."""
+    store = make_store(forget_threshold=-1.0)
+    rs = summaries(store, max_turns=6, keep_recent=4)
+    pin = rs.add_turn("Alice's PIN is 4711.", step=1, importance=0.0)
+    rs.add_turn("Bob adopted a cat named Miso.", step=2, importance=5.0)
+    new = store.supersede(pin.memory_id, "Alice's PIN is 9999.", 3, importance=5.0)
+    assert rs.window[0].key is None and new.key == "chain:" + pin.memory_id
+    store.tick(1000)
+    if leaves == "forget":
+        store.forget(pin.memory_id)
+    else:
+        assert store.sweep_decayed() == [pin.memory_id]
+    report = store.erase(key=new.key) if how == "key" else store.erase(memory_id=new.memory_id)
+    assert report.episodic == [new.memory_id] and report.chains == [("default", new.key)]
+    assert report.gone == [pin.memory_id]  # the version that had already left, by id (no content)
+    assert [t.text for t in rs.window] == ["Bob adopted a cat named Miso."]
+    for i in range(6):
+        rs.add_turn(f"Filler turn number {i} about the weather.", step=1001 + i, importance=5.0)
+    assert rs.text and "4711" not in _records_and_state(store, rs)
+    store.save(tmp_path / "m.sqlite")
+    assert b"4711" not in (tmp_path / "m.sqlite").read_bytes()
+
+
+@pytest.mark.parametrize("how", ["key", "memory_id"])
+def test_erasing_a_chain_rebuilds_a_summary_that_folded_a_turn_whose_memory_got_its_key_later(how):
+    """The same turn already folded: the store's cascade removed the summary version citing the gone
+    id, and the hook, which did not see the turn, took the summary itself for the target and forgot
+    the whole folded history (Bob's turn, never erased, included). It must drop that turn and rebuild
+    the summary from the others."""
+    store = make_store()
+    rs = summaries(store, max_turns=2, keep_recent=1)
+    pin = rs.add_turn("Alice's PIN is 4711.", step=1)
+    rs.add_turn("Bob adopted a cat named Miso.", step=2)
+    rs.add_turn("Carol moved to Oslo in June.", step=3)  # folds the PIN turn and Bob's
+    assert "4711" in rs.text and "Miso" in rs.text
+    new = store.supersede(pin.memory_id, "Alice's PIN is 9999.", 4)
+    store.forget(pin.memory_id)
+    report = store.erase(key=new.key) if how == "key" else store.erase(memory_id=new.memory_id)
+    assert report.gone == [pin.memory_id]
+    assert report.extra["summaries"]["default"] == {"rebuilt": rs.memory_id, "turns_dropped": 1, "folds": 1}
+    assert [t.text for t in rs.folded] == ["Bob adopted a cat named Miso."]
+    assert [t.text for t in rs.window] == ["Carol moved to Oslo in June."]
+    assert rs.text == ExtractiveSummarizer().summarize("", ["Bob adopted a cat named Miso."])
+    assert rs.memory.content == SUMMARY_HEADER + "\n" + rs.text
+    assert "4711" not in _records_and_state(store, rs)
+
+
+class _ShortestFirst:
+    """A scorer of the caller's (code: a store cannot save it)."""
+
+    def score(self, text, query=None):
+        return 1.0 / len(text)
+
+
+def test_an_extractive_summarizer_with_its_own_scorer_is_not_restored_silently_with_the_default(tmp_path):
+    """Only max_chars was saved: the loaded store folded with the default ImportanceScorer, picking
+    other sentences than the original, and nothing said so (an LLM summarizer warns)."""
+    from world.importance import ImportanceScorer
+    from world.persistence import load_store
+
+    turns = ["Alice moved to Lisbon in May 2024 with her two children.", "Bob is 30.",
+             "Carol, the project manager at Initech, quit her job on Friday.", "Dan likes tea."]
+    later = ["Erin bought a red bicycle at the market yesterday afternoon.", "Fay is 41."]
+
+    def mine():
+        return ExtractiveSummarizer(max_chars=60, scorer=_ShortestFirst())
+
+    store = make_store()
+    rs = summaries(store, max_turns=2, keep_recent=1, summarizer=mine())
+    for i, t in enumerate(turns):
+        rs.add_turn(t, step=i + 1)
+    config = {"name": "extractive", "max_chars": 60, "scorer": "_ShortestFirst"}
+    assert rs.export_state()["summarizer"] == config
+    store.save(tmp_path / "m.sqlite")
+    plain = summaries(load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64)))
+    assert plain.text == rs.text and plain.export_state()["summarizer"] == config  # a re-save loses nothing
+    with pytest.warns(UserWarning, match=r"namespace 'default': its summarizer 'extractive' with scorer "
+                                         r"'_ShortestFirst' could not be saved.*summarizers=\{'default': <summarizer>\}"):
+        plain.add_turn(later[0], step=5)
+    assert plain.summarizer.max_chars == 60  # the stand-in keeps the saved budget
+    # given again, the loaded store folds exactly as the original, without a word
+    given = summaries(load_store(tmp_path / "m.sqlite", embedder=HashingEmbedder(dim=64),
+                                 summarizers={"default": mine()}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for roll in (rs, given):
+            for i, t in enumerate(later):
+                roll.add_turn(t, step=5 + i)
+    assert given.text == rs.text == "Bob is 30.\nDan likes tea."
+    # the default scorer (given or not) saves as before and is restored silently
+    assert ExtractiveSummarizer().config() == {"name": "extractive", "max_chars": 800}
+    assert ExtractiveSummarizer(scorer=ImportanceScorer()).config() == {"name": "extractive", "max_chars": 800}
+    assert ExtractiveSummarizer(scorer=ImportanceScorer(cap=2.0)).config()["scorer"] == "ImportanceScorer"
+
+
+class _ConfigNotJson:
+    def summarize(self, previous_summary, turns):
+        return "x"
+
+    def config(self):
+        return {"name": "odd", "client": object()}
+
+
+class _ConfigRaises:
+    def summarize(self, previous_summary, turns):
+        return "x"
+
+    def config(self):
+        raise RuntimeError("no config here")
+
+
+@pytest.mark.parametrize("bad, match", [
+    (ExtractiveSummarizer, r"summarizer must be an instance, not the class ExtractiveSummarizer: pass "
+                           r"ExtractiveSummarizer\(\)"),
+    (_ConfigNotJson(), r"summarizer: its config\(\) must return a dict JSON can hold.*object is not JSON"),
+    (_ConfigRaises(), r"summarizer: its config\(\) must return a dict JSON can hold.*RuntimeError: no config here"),
+])
+def test_a_summarizer_class_or_one_whose_config_cannot_be_saved_is_refused_before_registering(tmp_path, bad, match):
+    """A class passed the summarize() check (its summarize is a function): without source= the error
+    was config()'s bare TypeError naming nothing; with source= the summary was registered, its first
+    fold failed, and so did every later save of the whole store (as for a config() JSON cannot hold)."""
+    store = make_store()
+    for kwargs in ({}, {"source": "me"}):
+        with pytest.raises(TypeError, match=match):
+            summaries(store, "b", summarizer=bad, max_turns=1, keep_recent=0, **kwargs)
+    assert all_summaries(store) == {}
+    rs = summaries(store, "b", max_turns=1, keep_recent=0)
+    if bad is ExtractiveSummarizer:  # asked of the existing summary: a class, not "another object"
+        with pytest.raises(TypeError, match=match):
+            summaries(store, "b", summarizer=bad)
+    with pytest.raises(TypeError, match=match.replace("summarizer", "summarizer for 'b'", 1)):
+        restore_summaries(store, summarizers={"b": bad})
+    assert type(rs.summarizer) is ExtractiveSummarizer
+    rs.add_turn("Alice likes tea.", step=1)
+    rs.add_turn("Bob likes coffee.", step=2)
+    assert rs.text == "Alice likes tea.\nBob likes coffee."
+    store.save(tmp_path / "m.sqlite")
+
+
+def test_numpy_numbers_in_range_are_accepted_as_the_store_accepts_them(tmp_path):
+    """The store takes numpy numbers for such fields (write_semantic(confidence=np.float32(0.6))); the
+    summary refused them, saying that the in-range 0.6 "must be in [0, 0.8)"."""
+    store = make_store()
+    rs = summaries(store, max_turns=np.int64(2), keep_recent=np.int32(1), confidence=np.float32(0.6),
+                   summarizer=ExtractiveSummarizer(max_chars=np.int64(500)))
+    # kept as Python numbers: the saved state and the comparison in summaries() see plain values
+    assert (rs.max_turns, rs.keep_recent, rs.confidence, rs.summarizer.max_chars) == (2, 1, float(np.float32(0.6)), 500)
+    assert [type(v) for v in (rs.max_turns, rs.keep_recent, rs.confidence, rs.summarizer.max_chars)] == [int, int, float, int]
+    assert summaries(store, max_turns=2, keep_recent=np.int64(1)) is rs
+    assert LLMSummarizer(lambda p: p, max_chars=np.int16(90)).max_chars == 90
+    for i, t in enumerate(TURNS[:3]):
+        rs.add_turn(t, step=i)
+    assert rs.memory.confidence == float(np.float32(0.6))
+    store.save(tmp_path / "m.sqlite")
+    # out of range, not a number, or a bool: still refused, by name
+    for kwargs, field in (({"max_turns": np.int64(0)}, "max_turns"), ({"keep_recent": np.float64(1.0)}, "keep_recent"),
+                          ({"confidence": np.float64(0.8)}, "confidence"), ({"confidence": np.float64("nan")}, "confidence"),
+                          ({"confidence": False}, "confidence"), ({"max_turns": np.bool_(True)}, "max_turns")):
+        with pytest.raises(ValueError, match=f"RollingSummary: {field} must be"):
+            RollingSummary(store, "other", **kwargs)
+    for cls in (ExtractiveSummarizer, lambda max_chars: LLMSummarizer(lambda p: p, max_chars=max_chars)):
+        for bad in (np.int64(0), np.float64(5.0), True):
+            with pytest.raises(ValueError, match="max_chars must be an int >= 1"):
+                cls(max_chars=bad)
+    assert all_summaries(store) == {"default": rs}

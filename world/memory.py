@@ -193,6 +193,10 @@ class ErasureReport:
     # whose versions had all left the store (forget, sweeps) counts too; readers that act on one
     # namespace (a rolling summary dropping the turns of an erased key) match these, not `keys`
     chains: list[tuple[str, str]] = field(default_factory=list)
+    # ids of versions that had already left the store (forget, sweeps) before this erasure and that it
+    # took out of their keys' histories (ids only, sorted): a rolling summary's turn written as such a
+    # version before it got its key (supersede gives an unkeyed memory "chain:<id>") is matched by id
+    gone: list[str] = field(default_factory=list)
     cue_nodes: int = 0  # a count: cue names are words of the erased text
     edges: int = 0
     embedding_rows: int = 0
@@ -1631,7 +1635,14 @@ class MemoryStore:
             raise
 
     def versions(self, key: str, namespace: str | None = None) -> list[Record]:
-        """The version chain of `key`, oldest first."""
+        """The version chain of `key`, oldest first. A key that is not a string is a ValueError."""
+        return self._versions("versions", key, namespace)
+
+    def _versions(self, method: str, key: object, namespace: str | None) -> list[Record]:
+        # a key of another type names no chain: it was answered "no record" (explain(42) with a live
+        # key "42"), which erase(key=42) refuses by name, and an unhashable one was a bare TypeError
+        if not isinstance(key, str):
+            raise ValueError(f"{method}: key must be a string, got {key!r}")
         space = self._space(self._ns(namespace))
         if space is None:
             return []
@@ -1641,14 +1652,14 @@ class MemoryStore:
         """The version that was valid at `step` (written_at <= step < superseded_at), or None."""
         _finite("step", step)
         best = None
-        for rec in self.versions(key, namespace):
+        for rec in self._versions("value_at", key, namespace):
             if rec.written_at <= step and (rec.superseded_at is None or rec.superseded_at > step):
                 best = rec
         return best
 
     def explain(self, key: str, namespace: str | None = None) -> str:
         """Readable history of a key: one line per version."""
-        chain = self.versions(key, namespace)
+        chain = self._versions("explain", key, namespace)
         if not chain:
             return f"{key}: no record"
         lines = [f"{key}: {len(chain)} version(s)"]
@@ -1705,7 +1716,8 @@ class MemoryStore:
         looks wherever the id lives when `namespace` is None, only in that namespace when one is given
         (an id of another namespace is then left alone: `report.extra["not_in_namespace"]` names it).
         Ids that already left the store (forget, sweeps) still count: the versions of an erased key's or
-        live memory's chain that left earlier, and the `memory_id` asked for even if it is gone.
+        live memory's chain that left earlier (`report.gone` lists those ids), and the `memory_id` asked
+        for even if it is gone.
         Cascade: records whose evidence / derived_from hold an erased id (transitively), graph nodes and
         edges, cue nodes left without memories, embedding rows (zeroed, freed), embedder cache entries
         (the erased texts, cached texts quoting them, and the hashing embedder's cached words and word
@@ -1843,10 +1855,12 @@ class MemoryStore:
             report.cue_nodes += len(cues)
             report.embedding_rows += 1
         # the erased ids that had already gone are forgotten by their keys' histories too
+        gone_ids: list[str] = []
         for space in ghost_spaces.values():
             for m in ghosts:
                 k = space.gone_key.pop(m, None)
                 if k is not None:
+                    gone_ids.append(m)
                     gone = space.gone[k]
                     gone.remove(m)
                     if not gone:
@@ -1858,6 +1872,7 @@ class MemoryStore:
                 report.chains.append((ns, k))
                 if k not in report.keys:
                     report.keys.append(k)
+        report.gone = sorted(gone_ids)  # (sorted: `ghosts` is a set, its order follows PYTHONHASHSEED)
         report.namespaces = sorted(namespaces)
         # The store's part is done. A cache that fails from here on (a corrupted cache file) must not
         # leave the erasure half-way: every drop is still tried (a CachedEmbedder forgets its entries

@@ -49,6 +49,9 @@ FORMAT_VERSION = 1
 APPLICATION_ID = 0x4D454D47  # "MEMG"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _TABLES = ("records", "edges", "actr", "embeddings")
+#: How long (seconds) a load waits for another connection's lock on the file (SQLite's busy timeout;
+#: sqlite3's default) before it fails with a StoreFileError saying the file is locked.
+BUSY_TIMEOUT = 5.0
 
 _SCHEMA = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -378,19 +381,35 @@ def _read_state(path: Path) -> dict:
     _check_header(path)
     uri = Path(os.path.abspath(path)).as_uri() + "?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True)
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT)
     except sqlite3.Error as exc:
         raise StoreFileError(path, f"cannot open as SQLite: {exc}") from exc
     try:
         return _read(conn, path)
     except StoreFileError:
         raise
+    except sqlite3.OperationalError as exc:
+        if _locked(exc):
+            # (a lock is an OperationalError, so a DatabaseError: it was reported as a corrupted file,
+            # and a user may delete a good one because of it)
+            raise StoreFileError(path, f"locked by another process or connection (waited {BUSY_TIMEOUT:g} s: "
+                                       f"{exc}); retry once it is released") from exc
+        raise StoreFileError(path, f"corrupted SQLite file: {exc}") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreFileError(path, f"corrupted SQLite file: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - whatever a corrupted row makes fail, the file is bad
         raise StoreFileError(path, f"corrupted store contents: {type(exc).__name__}: {exc}") from exc
     finally:
         conn.close()
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite failed because another connection holds a lock (SQLITE_BUSY / SQLITE_LOCKED,
+    extended codes included), not because the file is bad."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)  # (a Python without sqlite_errorcode)
 
 
 def _read(conn: sqlite3.Connection, path: Path) -> dict:

@@ -46,7 +46,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from world.cues import extract_cues
 from world.dedup import signature
-from world.memory import _check_step, _check_unicode, _legacy_source
+from world.memory import _check_step, _check_unicode, _int_at_least, _is_finite_number, _legacy_source
 
 __all__ = [
     "Summarizer",
@@ -112,6 +112,20 @@ def _default_scorer():
     return ImportanceScorer()
 
 
+def _is_default_scorer(scorer: Any) -> bool:
+    """Whether ``scorer`` scores as the default one (an ``ImportanceScorer`` of default settings),
+    which is what a loaded store rebuilds."""
+    from world.importance import ImportanceScorer
+
+    return type(scorer) is ImportanceScorer and vars(scorer) == vars(_default_scorer())
+
+
+def _scorer_name(scorer: Any) -> str:
+    """What a saved config calls a scorer it cannot hold: a function's name, else its class's."""
+    name = getattr(scorer, "__qualname__", None)
+    return name if isinstance(name, str) else type(scorer).__qualname__
+
+
 def _score(scorer: Any, text: str) -> float:
     if hasattr(scorer, "score"):
         return float(scorer.score(text))
@@ -128,14 +142,17 @@ class ExtractiveSummarizer:
     that would overflow ``max_chars``; a sentence longer than the budget is clipped at a word
     boundary. The kept sentences are returned in their original order, one per line, so the result
     never exceeds ``max_chars`` and re-splits into the same sentences.
+
+    ``config()`` (what a saved store keeps) holds ``max_chars``, and the scorer's name under
+    ``"scorer"`` when it is not the default: a scorer is code, which a store file cannot hold, so a
+    loaded store folds with the default one in its place and warns (see ``RollingSummary.from_state``).
     """
 
     name = "extractive"
 
     def __init__(self, max_chars: int = 800, scorer: Any = None) -> None:
-        if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
-            raise ValueError(f"ExtractiveSummarizer: max_chars must be an int >= 1, got {max_chars!r}")
-        self.max_chars = max_chars
+        # (numpy ints too, as the store takes them; kept as an int: the saved config is plain JSON)
+        self.max_chars = _int_at_least("ExtractiveSummarizer: max_chars", max_chars, 1)
         self.scorer = scorer if scorer is not None else _default_scorer()
 
     def summarize(self, previous_summary: str, turns: Sequence[str]) -> str:
@@ -161,7 +178,12 @@ class ExtractiveSummarizer:
         return "\n".join(candidates[i] for i in sorted(chosen))
 
     def config(self) -> dict:
-        return {"name": self.name, "max_chars": self.max_chars}
+        config = {"name": self.name, "max_chars": self.max_chars}
+        if not _is_default_scorer(self.scorer):
+            # (only named: a loaded store cannot rebuild it, and must not fold with the default one
+            # silently, which picks other sentences)
+            config["scorer"] = _scorer_name(self.scorer)
+        return config
 
 
 class LLMSummarizer:
@@ -176,8 +198,7 @@ class LLMSummarizer:
                                     "Keep names, facts, dates and changes; drop chit-chat.") -> None:
         if not callable(complete):
             raise TypeError(f"LLMSummarizer: complete must be callable, got {type(complete).__name__}")
-        if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
-            raise ValueError(f"LLMSummarizer: max_chars must be an int >= 1, got {max_chars!r}")
+        max_chars = _int_at_least("LLMSummarizer: max_chars", max_chars, 1)
         self.complete = complete
         self.max_chars = max_chars
         self.instruction = instruction
@@ -205,10 +226,48 @@ def _summarizer_config(summarizer: Any) -> dict:
     return {"name": type(summarizer).__name__}
 
 
+def _check_summarizer(name: str, summarizer: Any) -> dict:
+    """``summarizer``'s config, once checked; a TypeError naming ``name`` (and what is allowed) for a
+    class (its ``summarize`` is a plain function, which passed the check: the first fold failed), an
+    object without ``summarize``, or a ``config()`` that raises or returns what a store file cannot
+    hold. Called before a summary is registered or given the summarizer: a registered summary cannot
+    be taken back, and its config is saved with the store, so every later save failed."""
+    if isinstance(summarizer, type):
+        cls = summarizer.__qualname__
+        raise TypeError(f"{name} must be an instance, not the class {cls}: pass {cls}()")
+    if not callable(getattr(summarizer, "summarize", None)):
+        raise TypeError(f"{name} must have summarize(previous_summary, turns), got {type(summarizer).__name__}")
+    from world.persistence import _dumps
+
+    try:
+        config = _summarizer_config(summarizer)
+        _dumps(config).encode("utf-8")  # (as the save writes it)
+    except Exception as exc:  # noqa: BLE001 - whatever config() raises, the summarizer cannot be saved
+        raise TypeError(f"{name}: its config() must return a dict JSON can hold (a store saves it), "
+                        f"got {type(exc).__name__}: {exc}") from exc
+    return config
+
+
 def _summarizer_from_config(config: dict) -> Summarizer | None:
-    if config.get("name") == ExtractiveSummarizer.name:
+    """The summarizer a saved config describes, or None when it cannot be rebuilt from it (an LLM
+    one, an extractive one with a scorer of its own, any other kind)."""
+    if config.get("name") == ExtractiveSummarizer.name and "scorer" not in config:
         return ExtractiveSummarizer(max_chars=int(config.get("max_chars", 800)))
     return None
+
+
+def _stand_in_for(config: dict) -> ExtractiveSummarizer:
+    """The extractive summarizer that folds for one a saved config cannot rebuild: with the saved
+    budget when that was an extractive one (only its scorer is lost), the default otherwise."""
+    if config.get("name") == ExtractiveSummarizer.name:
+        return ExtractiveSummarizer(max_chars=int(config.get("max_chars", 800)))
+    return ExtractiveSummarizer()
+
+
+def _described(config: dict) -> str:
+    """A saved summarizer config as the stand-in's warning names it."""
+    scorer = config.get("scorer")
+    return f"{config.get('name')!r}" + (f" with scorer {scorer!r}" if scorer is not None else "")
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -269,9 +328,10 @@ def _note(report: Any, namespace: str, entry: dict) -> None:
 
 
 def _erased_ids(report: Any) -> set[str]:
-    """Every memory id an ``ErasureReport`` says was removed, whatever the kind."""
+    """Every memory id an ``ErasureReport`` says was removed, whatever the kind, and the ids of
+    versions that had already left the store which it took out of their keys' histories (``gone``)."""
     ids: set[str] = set()
-    for attr in ("episodic", "semantic"):
+    for attr in ("episodic", "semantic", "gone"):
         value = getattr(report, attr, None)
         if isinstance(value, list | tuple | set | frozenset):
             ids.update(v for v in value if isinstance(v, str))
@@ -283,7 +343,9 @@ def _words(text: str) -> str:
 
 
 class _Erased:
-    """Which turns an erasure takes away from a namespace's summary: the removed memories, turns of a
+    """Which turns an erasure takes away from a namespace's summary: the removed memories, the
+    versions that had already left the store which the erasure took out of their keys' histories (a
+    turn written before its memory got its key, ``Turn.key`` None, is reached by its id), turns of a
     key whose chain was removed in this namespace, plus (for an erasure aimed at this namespace) turns
     of the key asked for and turns mentioning an erased subject by the store's subject rule (its
     words, or one of its cues), even when their memory had already been forgotten or swept: the
@@ -358,19 +420,19 @@ class RollingSummary:
     def __init__(self, store: Any, namespace: str | None = None, *, max_turns: int = 6,
                  keep_recent: int = 4, summarizer: Summarizer | None = None, confidence: float = 0.6,
                  source: str | None = None, register: bool = True) -> None:
-        for name, value, low in (("max_turns", max_turns, 1), ("keep_recent", keep_recent, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"RollingSummary: {name} must be an int >= {low}, got {value!r}")
+        # numpy numbers too, as the store takes them (they were refused, an in-range confidence as "must
+        # be in [0, 0.8)"); kept as Python numbers: the saved state is plain JSON, and summaries()
+        # compares them
+        max_turns = _int_at_least("RollingSummary: max_turns", max_turns, 1)
+        keep_recent = _int_at_least("RollingSummary: keep_recent", keep_recent, 0)
         if keep_recent > max_turns:
             raise ValueError(f"RollingSummary: keep_recent ({keep_recent}) must be <= max_turns ({max_turns})")
-        if not (isinstance(confidence, int | float) and 0.0 <= confidence < 0.8):
-            raise ValueError(f"RollingSummary: confidence must be in [0, 0.8) (a summary is an inference), "
-                             f"got {confidence!r}")
+        if not (_is_finite_number(confidence) and 0.0 <= confidence < 0.8):
+            raise ValueError(f"RollingSummary: confidence must be a number in [0, 0.8) (a summary is an "
+                             f"inference), got {confidence!r}")
         if summarizer is None:
             summarizer = ExtractiveSummarizer()
-        if not callable(getattr(summarizer, "summarize", None)):
-            raise TypeError(f"RollingSummary: summarizer must have summarize(previous_summary, turns), "
-                            f"got {type(summarizer).__name__}")
+        config = _check_summarizer("RollingSummary: summarizer", summarizer)
         store, namespace = _unwrap(store, namespace)
         # checked as the store checks what it keeps, before anything is registered: a namespace or
         # source without a UTF-8 form (a lone surrogate) made every later save fail, and a registered
@@ -387,7 +449,7 @@ class RollingSummary:
         self.summarizer = summarizer
         self.confidence = float(confidence)
         self.key = SUMMARY_KEY_PREFIX + self.namespace
-        self.source = source if source is not None else f"summarizer:{_summarizer_config(summarizer)['name']}"
+        self.source = source if source is not None else f"summarizer:{config.get('name', type(summarizer).__name__)}"
         self.text = ""
         self._memory_id: str | None = None
         self._window: list[Turn] = []
@@ -549,7 +611,7 @@ class RollingSummary:
         config = self._stand_in_config()
         if config is not None:
             warnings.warn(
-                f"rolling summary of namespace {self.namespace!r}: its summarizer {config.get('name')!r} "
+                f"rolling summary of namespace {self.namespace!r}: its summarizer {_described(config)} "
                 f"could not be saved with the store, so it is folding with ExtractiveSummarizer; pass "
                 f"load_store(..., summarizers={{{self.namespace!r}: <summarizer>}}) to keep using it",
                 UserWarning, stacklevel=4)
@@ -692,8 +754,10 @@ class RollingSummary:
     @classmethod
     def from_state(cls, store: Any, state: dict, summarizer: Summarizer | None = None,
                    register: bool = True) -> RollingSummary:
-        """Rebuild from ``export_state()``. An extractive summarizer is recreated from its config;
-        any other kind must be passed as ``summarizer`` (the extractive default is used otherwise).
+        """Rebuild from ``export_state()``. An extractive summarizer with the default scorer is
+        recreated from its config; any other kind (an LLM one, an extractive one with a scorer of its
+        own) must be passed as ``summarizer``: otherwise an ``ExtractiveSummarizer`` (with the saved
+        ``max_chars`` for an extractive one) stands in and its first fold warns.
         A ``source`` that is a list (a tuple the previous release saved) becomes its items joined by "/"."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             version = state.get("version") if isinstance(state, dict) else type(state).__name__
@@ -702,8 +766,8 @@ class RollingSummary:
         if summarizer is None:
             config = state.get("summarizer", {})
             summarizer = _summarizer_from_config(config)
-            if summarizer is None:  # (an LLM client cannot be saved) the first fold warns, see _summarize
-                summarizer = ExtractiveSummarizer()
+            if summarizer is None:  # (an LLM client, a scorer, cannot be saved) the first fold warns, see _summarize
+                summarizer = _stand_in_for(config)
                 stand_in = (summarizer, dict(config))
         # a source the previous release kept (a tuple, saved as a list) is migrated as the store
         # migrates records' sources ("bot/v1"); a new summary still refuses one that is not a string
@@ -797,6 +861,8 @@ def summaries(store: Any, namespace: str | None = None, **kwargs: Any) -> Rollin
                 raise TypeError(f"summaries: unknown argument {name!r}; allowed: {', '.join(allowed)}")
             if name == "summarizer":
                 # (was ignored silently; the same object, or None, asks for nothing new)
+                if isinstance(value, type):  # (a class: said so, not "another object")
+                    _check_summarizer("summaries: summarizer", value)
                 if value is not None and value is not existing.summarizer:
                     raise ValueError(
                         f"summaries: namespace {ns!r} already has a rolling summary with summarizer="
@@ -840,8 +906,7 @@ def restore_summaries(store: Any, states: dict | None = None, summarizers: dict 
     for ns, summarizer in (summarizers or {}).items():
         if ns not in registry:
             raise KeyError(f"restore_summaries: no rolling summary in namespace {ns!r} to give a summarizer")
-        if not callable(getattr(summarizer, "summarize", None)):
-            raise TypeError(f"restore_summaries: summarizer for {ns!r} has no summarize(previous_summary, turns)")
+        _check_summarizer(f"restore_summaries: summarizer for {ns!r}", summarizer)
         registry[ns].summarizer = summarizer
 
 
