@@ -444,8 +444,9 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def set_state(self, state: dict[str, Any]) -> dict[str, np.ndarray]:
         """Restore a snapshot from :meth:`get_state`; returns the observation at that point.
 
-        The whole snapshot is checked before anything changes: a malformed one raises ``ValueError``
-        naming the part that is wrong and leaves the env as it was. A snapshot taken under another
+        The whole snapshot is checked before anything changes: a malformed one (its world part without
+        the ``config`` it was taken under, among others) raises ``ValueError`` naming the part that is
+        wrong and leaves the env as it was. A snapshot taken under another
         config (after ``reset(options=...)``, or from another env) switches this env to that config
         when the spaces stay the same, as reset options do; otherwise ``ValueError`` naming the
         fields that change the spaces."""
@@ -492,7 +493,16 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise ValueError(f"set_state: state['np_random_seed'] must be an int >= -1 (-1: unknown), got {rng_seed!r}")
         episode_return, steps = float(episode_return), int(steps)
         world_state = state["world"]
-        cfg = world_state.get("config", self.config) if isinstance(world_state, dict) else self.config
+        if not isinstance(world_state, dict) or not World._STATE_KEYS <= world_state.keys():
+            cfg = self.config  # not a World snapshot at all: World.set_state below names the keys it needs
+        elif "config" not in world_state:
+            # (not a cache: this env's config taken for it ran another world's store and clock under this
+            # capacity and horizon, which the clipped observation does not show)
+            raise ValueError("set_state: state['world'] has no 'config' (the WorldConfig the snapshot was taken "
+                             "under, which get_state() records); a snapshot without it cannot be checked against "
+                             "this env's config: take it again with get_state()")
+        else:
+            cfg = world_state["config"]
         if cfg != self.config:
             if not isinstance(cfg, WorldConfig):
                 raise ValueError(f"set_state: state['world']['config'] must be a WorldConfig, got {type(cfg).__name__}")

@@ -264,6 +264,40 @@ def test_world_refuses_a_snapshot_of_another_config():
     assert pickle.dumps(easy.get_state()) == before
 
 
+
+def test_snapshot_without_its_config_is_refused_before_anything_changes():
+    """docs/env.md: the world part of a snapshot has every key a World snapshot has, and its config is
+    not a cache. Without it the snapshot was restored under this env's config: a life-medium store of
+    30 memories went into an env of capacity 10 (and its clock could run past this horizon), with
+    nothing in the clipped observation to show it. Refused, naming the field, this env's own snapshot
+    too (nothing shows which config a snapshot without one was taken under)."""
+    medium = MemoryEnv("life-medium")
+    medium.reset(seed=1)
+    for _ in range(30):
+        medium.step(WRITE)
+    a, b = _twins(capacity=10)
+    for snap in (medium.get_state(), a.get_state()):
+        del snap["world"]["config"]
+        with pytest.raises(ValueError, match=r"set_state: state\['world'\] has no 'config'"):
+            a.set_state(snap)
+    assert a.config == b.config and len(a.world.store) == len(b.world.store) == 5
+    assert _digest(a, 150) == _digest(b, 150)
+
+
+def test_world_refuses_a_snapshot_without_its_config():
+    medium = World(WorldConfig.preset("life", "medium"), seed=0)
+    for _ in range(30):
+        medium.apply(Op.WRITE)
+        medium.advance()
+    easy = World(WorldConfig.preset("life", "easy").replace(capacity=10), seed=0)
+    before = pickle.dumps(easy.get_state())
+    for snap in (medium.get_state(), easy.get_state()):
+        del snap["config"]
+        with pytest.raises(ValueError, match=r"set_state: the snapshot has no 'config'"):
+            easy.set_state(snap)
+    assert pickle.dumps(easy.get_state()) == before
+
+
 # ---------------------------------------------------------------------- actions
 def test_non_finite_action_is_a_clear_error():
     a, b = _twins()

@@ -999,19 +999,26 @@ class World:
     def set_state(self, state: dict) -> None:
         """Restore a snapshot from :meth:`get_state` (the snapshot stays reusable).
 
-        The snapshot is checked first: one that is not a world snapshot, or that was taken from a
-        world with another config (its store could hold more memories than this capacity, its clock
-        run past this horizon), raises ``ValueError`` naming what differs and changes nothing."""
+        The snapshot is checked first: one that is not a world snapshot, that lacks its ``config``
+        (which :meth:`get_state` records), or that was taken from a world with another config (its
+        store could hold more memories than this capacity, its clock run past this horizon), raises
+        ``ValueError`` naming what is missing or differs and changes nothing."""
         if not isinstance(state, dict) or not self._STATE_KEYS <= state.keys():
             have = sorted(state) if isinstance(state, dict) else type(state).__name__
             raise ValueError(f"set_state: not a World snapshot (World.get_state()); it needs the keys "
-                             f"{sorted(self._STATE_KEYS)}, got {have}")
+                             f"{sorted(self._STATE_KEYS | {'config'})}, got {have}")
         from world.memory import MemoryStore
 
         unknown = state.keys() - self._STATE_KEYS - self._CACHE_KEYS - {"config"}
         if unknown:
             raise ValueError(f"set_state: the snapshot has key(s) {sorted(unknown)} that no World snapshot has; "
                              f"allowed: {sorted(self._STATE_KEYS | self._CACHE_KEYS | {'config'})}")
+        if "config" not in state:
+            # not a cache: without it nothing shows that the store fits this capacity and the clock this
+            # horizon, and taking this world's config for it would run another world's state under it
+            raise ValueError("set_state: the snapshot has no 'config' (the WorldConfig it was taken under, which "
+                             "World.get_state() records); a snapshot without it cannot be checked against this "
+                             "world's config: take it again with get_state()")
         kinds = {"_gen": ScriptGenerator, "store": MemoryStore, "_payloads": dict, "_by_key": dict,
                  "_rng": np.random.Generator, "_stats": _Stats, "_swept_pending": list, "_se": ScriptEvent,
                  "_event": Event, "_done": bool, "_applied": bool, "_graded": bool}
@@ -1043,7 +1050,7 @@ class World:
             if state[key] is not None and not isinstance(state[key], tuple):
                 raise ValueError(f"set_state: state[{key!r}] must be None or a tuple (a cache), "
                                  f"got {type(state[key]).__name__}")
-        cfg = state.get("config", self.config)
+        cfg = state["config"]
         if cfg != self.config:
             if not isinstance(cfg, WorldConfig):
                 raise ValueError(f"set_state: the snapshot's 'config' must be a WorldConfig, got {type(cfg).__name__}")
@@ -1057,7 +1064,8 @@ class World:
         self.__dict__.update(copy.deepcopy(body, self._memo(body["_gen"], body.get("_script_vecs"))))
 
     #: what a snapshot holds: every key is required (a missing one would leave this world's value in
-    #: place, a mix of two states), and the caches, which may be missing (they then start empty)
+    #: place, a mix of two states), and the caches, which may be missing (they then start empty); its
+    #: ``config`` is required too (checked on its own, to say why)
     _STATE_KEYS = frozenset({"_gen", "store", "_i", "_payloads", "_rng", "_stats", "seed", "_script_vecs", "_by_key",
                              "_done", "_applied", "_graded", "_swept_pending", "_version", "_chunk_q", "_se", "_event"})
     _CACHE_KEYS = frozenset({"_cand_cache", "_vec_cache", "_cue_cache", "_eligible_cache"})
