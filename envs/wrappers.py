@@ -40,6 +40,21 @@ def _memory_env(env: gym.Env):
     return base
 
 
+def _memory_env_actions(env: gym.Env, wrapper: str):
+    """The MemoryEnv under ``env``, whose ``[op, slot]`` actions ``env`` must still take: ``wrapper`` maps
+    its own action to that pair, so over a wrapper that changed the action space (FlattenAction,
+    TextInterface) it would be built and then fail at every step. TypeError naming the order otherwise."""
+    base = _memory_env(env)
+    if env.action_space != base.action_space:
+        raise TypeError(
+            f"{wrapper} needs the MemoryEnv's [op, slot] actions ({base.action_space}) from the env it wraps, "
+            f"got {env.action_space} from {env}: FlattenAction and TextInterface each go directly over a "
+            f"MemoryEnv stack (gym.make, observation wrappers such as MaskInObservation), not over each "
+            f"other or themselves"
+        )
+    return base
+
+
 def unflatten_action(a: int, k: int) -> np.ndarray | InvalidAction:
     """``[op, slot]`` of the flat action ``a = op * k + slot`` (``0 <= a < 7 * k``), or an
     :class:`InvalidAction` for an untargeted operation (NOOP, WRITE, QUERY) on a slot other than 0:
@@ -67,16 +82,22 @@ class FlattenAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
     operation on a slot other than 0 (``InvalidAction`` through the wrappers below). Every allowed
     action is valid but one: a REFLECT whose target has no cluster, which is hidden and so refused
     only when taken (see ``MemoryEnv``).
+
+    ``env`` must take the MemoryEnv's ``MultiDiscrete([7, K])`` actions (a ``TypeError`` otherwise, e.g.
+    over a :class:`TextInterface`); an :class:`~envs.memory_env.InvalidAction` stepped from a wrapper
+    above passes through unchanged.
     """
 
     def __init__(self, env: gym.Env) -> None:
         gym.utils.RecordConstructorArgs.__init__(self)
         gym.ActionWrapper.__init__(self, env)
-        base = _memory_env(env)
+        base = _memory_env_actions(env, "FlattenAction")
         self.n_ops, self.K = base.n_ops, base.K
         self.action_space = spaces.Discrete(self.n_ops * self.K)
 
     def action(self, action: Any) -> np.ndarray | InvalidAction:
+        if type(action) is InvalidAction:  # a wrapper above could not map its action: it steps through
+            return action
         n = self.n_ops * self.K
         try:
             arr = np.asarray(action)
@@ -175,6 +196,9 @@ class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
     ``on_error="noop"`` it is instead an invalid action (no-op, penalty) with ``info["parse_error"]``.
     Gymnasium's ``check_env`` steps with a sampled ``Text`` action (a random string, so a malformed
     command): it passes with ``on_error="noop"`` and raises that ``ValueError`` with the default.
+
+    ``env`` must take the MemoryEnv's ``MultiDiscrete([7, K])`` actions: a ``TypeError`` over a
+    :class:`FlattenAction` or another ``TextInterface`` (observation wrappers in between are fine).
     """
 
     def __init__(self, env: gym.Env, max_length: int = 8192, on_error: str = "raise") -> None:
@@ -186,7 +210,7 @@ class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
             raise ValueError(f"max_length must be an integer >= 1 (characters of the text observation), "
                              f"got {max_length!r}")
         self.on_error = on_error
-        self._base = _memory_env(env)
+        self._base = _memory_env_actions(env, "TextInterface")
         self.max_length = int(max_length)
         charset = "".join(sorted(_CHARSET))
         self.observation_space = spaces.Text(max_length=self.max_length, min_length=0, charset=charset)

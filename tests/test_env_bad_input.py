@@ -353,6 +353,50 @@ def test_flatten_action_masked_out_means_invalid_when_taken():
     assert info["invalid_action"] and "WRITE takes no target: its flat action is 8" in info["invalid_reason"]
 
 
+
+def test_flatten_action_passes_an_invalid_action_through():
+    """InvalidAction is stepped through every wrapper in between (its docstring): FlattenAction refused it
+    as a flat action that is not an integer."""
+    env = FlattenAction(gym.wrappers.RecordEpisodeStatistics(MemoryEnv("life-easy")))
+    twin = MemoryEnv("life-easy")
+    env.reset(seed=0)
+    twin.reset(seed=0)
+    _, reward, _, _, info = env.step(InvalidAction("from a wrapper above"))
+    _, want, _, _, _ = twin.step(InvalidAction("from a wrapper above"))
+    assert info["invalid_action"] is True and info["invalid_reason"] == "from a wrapper above"
+    assert reward == want and env.unwrapped._steps == 1
+
+
+@pytest.mark.parametrize("stack", ["text over flatten", "text over masked flatten", "text over text",
+                                   "flatten over text", "flatten over flatten"])
+def test_action_wrappers_refuse_an_env_whose_actions_are_not_the_memory_envs(stack):
+    """TextInterface and FlattenAction map their action to the base env's [op, slot]: over a wrapper that
+    changed the action space (each other), they were built, then every step failed, valid commands
+    included, with an error about flat integers or command strings instead of the wrapper order."""
+    env = gym.make("MemGym/Life-Easy-v0")
+    inner, outer = stack.split(" over ")
+    if inner == "flatten":
+        env, got = FlattenAction(env), r"Discrete\(56\)"
+    elif inner == "masked flatten":
+        env, got = MaskInObservation(FlattenAction(env)), r"Discrete\(56\)"
+    else:
+        env, got = TextInterface(env), r"Text\("
+    wrapper = TextInterface if outer == "text" else FlattenAction
+    with pytest.raises(TypeError, match=rf"{wrapper.__name__} needs the MemoryEnv's \[op, slot\] actions "
+                                        rf"\(MultiDiscrete\(\[7 8\]\)\) from the env it wraps, got {got}"):
+        wrapper(env)
+
+
+def test_action_wrappers_take_a_stack_that_keeps_the_memory_envs_actions():
+    """(the refusal above reads the action space: an observation wrapper in between is no problem)"""
+    text = TextInterface(MaskInObservation(gym.make("MemGym/Life-Easy-v0")), on_error="noop")
+    text.reset(seed=0)
+    assert text.step("WRITE")[4]["invalid_action"] is False
+    flat = FlattenAction(MaskInObservation(gym.make("MemGym/Life-Easy-v0"), layout="flat"))
+    flat.reset(seed=0)
+    assert flat.step(flat.K)[4]["outcome_op"] == "WRITE"
+
+
 # ---------------------------------------------------------------------- wrappers and the ecosystem
 @pytest.mark.parametrize("wrap", [FlattenAction, MaskInObservation,
                                   lambda e: MaskInObservation(FlattenAction(e)),
