@@ -97,9 +97,17 @@ class InvalidAction:
     alias). ``MemoryEnv.step(InvalidAction(reason))`` applies the invalid-action rule (nothing done,
     the ``invalid`` penalty, ``info["invalid_action"] = True``, ``info["invalid_reason"] = reason``)
     as a step of its own, so that it passes through every wrapper in between (time limits, episode
-    statistics) like any other action."""
+    statistics) like any other action.
+
+    ``reason`` must be a non-empty string (``ValueError`` naming it otherwise): the step below takes a
+    reason of ``None`` for "valid", so ``InvalidAction(None)`` would be a free, unflagged NOOP."""
 
     reason: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason:
+            raise ValueError(f"InvalidAction: reason must be a non-empty string (why the wrapper could not map "
+                             f"its action; it becomes info['invalid_reason']), got {self.reason!r}")
 
 
 def embed_dim_of(config: WorldConfig) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+import re
 import warnings
 from pathlib import Path
 
@@ -315,6 +316,15 @@ def test_invalid_action_record_is_a_penalised_noop_step():
     assert info["outcome_op"] == "NOOP" and info_noop["invalid_action"] is False
     assert r_bad == pytest.approx(r_noop + a.config.rewards["invalid"])
     assert a.world.event.index == b.world.event.index
+
+
+
+@pytest.mark.parametrize("reason", [None, "", 5, b"bad command"])
+def test_invalid_action_needs_a_reason(reason):
+    """InvalidAction(None) was applied as a valid NOOP (no penalty, invalid_action False): None is the
+    "valid" sentinel of the step below it. A reason is a non-empty string, checked when it is built."""
+    with pytest.raises(ValueError, match=r"InvalidAction: reason must be a non-empty string .*got " + re.escape(repr(reason))):
+        InvalidAction(reason)
 
 
 # ---------------------------------------------------------------------- FlattenAction
