@@ -319,7 +319,9 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        cfg = self._options_config(options) if options else None  # checked before anything changes
+        # checked before anything changes; `is not None`, not truthiness: a falsy non-dict ([], 0, "") is
+        # refused as a truthy one is, and {} asks for no switch
+        cfg = self._options_config(options) if options is not None else None
         super().reset(seed=seed)
         if cfg is not None:
             self.config = cfg

@@ -74,6 +74,19 @@ def test_rejected_reset_options_change_nothing():
     assert _digest(a, 150) == _digest(b, 150)  # same episode, same RNG (nothing was reseeded)
 
 
+
+@pytest.mark.parametrize("options", [[], 0, "", False, ()])
+def test_falsy_reset_options_that_are_not_a_dict_are_refused(options):
+    """reset(options=...) took a falsy non-dict ([], 0, "") silently as no options, while a truthy
+    non-dict was refused; None and {} are still no options."""
+    a, b = _twins()
+    with pytest.raises(ValueError, match=r"reset options must be a dict with keys 'family' and/or 'difficulty', "
+                                         rf"got {type(options).__name__}"):
+        a.reset(seed=7, options=options)
+    assert _digest(a, 150) == _digest(b, 150)  # not even reseeded
+    assert canon(a.reset(seed=7, options={})) == canon(b.reset(seed=7, options=None))
+
+
 def test_reset_options_still_switch_the_preset():
     env = MemoryEnv("life-easy")
     env.reset(seed=0, options={"family": "recall"})
