@@ -63,8 +63,11 @@ def registered_ids() -> list[str]:
 
 
 def parse_env_id(id_: str) -> tuple[str, str]:
-    """``"MemGym/MultiHop-Easy-v0"`` -> ``("multi_hop", "easy")``; raises ValueError naming the valid ids."""
+    """``"MemGym/MultiHop-Easy-v0"`` -> ``("multi_hop", "easy")`` (an ``"envs:"`` module prefix is
+    allowed); anything else, a non-string included, raises ValueError naming the valid ids."""
     table = {env_id(f, d): (f, d) for f, d in _pairs()}
+    if not isinstance(id_, str):  # (the string tests below raised a bare TypeError for None, 123, bytes)
+        raise ValueError(f"env id must be a string, got {id_!r}; registered ids: {', '.join(table)}")
     key = id_.split(":", 1)[1] if ":" in id_ else id_
     if key not in table:
         raise ValueError(f"unknown env id {id_!r}; registered ids: {', '.join(table)}")

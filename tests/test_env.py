@@ -466,6 +466,14 @@ def test_registration_ids_and_names():
     assert env.unwrapped.config == WorldConfig.preset("temporal", "medium")
 
 
+
+@pytest.mark.parametrize("bad", [None, 123, b"MemGym/Life-Easy-v0", ["MemGym/Life-Easy-v0"]])
+def test_parse_env_id_refuses_what_is_not_a_string_naming_the_ids(bad):
+    """(a raw TypeError before: "argument of type 'NoneType' is not iterable")"""
+    with pytest.raises(ValueError, match=r"env id must be a string, got .*; registered ids: MemGym/Recall-Easy-v0, "):
+        envs.parse_env_id(bad)
+
+
 def test_id_table_matches_presets_and_docs():
     rows = envs.id_table("rows")
     assert [r["id"] for r in rows] == envs.registered_ids()
