@@ -264,3 +264,27 @@ def test_to_dict_copies_the_tables():
     again = cfg.to_dict()
     assert again["rewards"] is not cfg.rewards and again["mix"] is not cfg.mix
     assert WorldConfig(**again) == cfg
+
+
+def test_the_constructor_runs_the_preset_its_family_and_difficulty_name():
+    """WorldConfig(family="temporal", difficulty="hard") ran a 100-event world with easy-like settings
+    labelled temporal-hard, and WorldConfig() / World() said recall-easy but differed from that preset
+    in 5 fields. A field not given is now the named preset's, as from_dict and a YAML file have it."""
+    from world import World
+
+    for family in FAMILIES:
+        for difficulty in DIFFICULTIES:
+            assert WorldConfig(family=family, difficulty=difficulty) == WorldConfig.preset(family, difficulty)
+    assert WorldConfig() == WorldConfig.preset("recall", "easy") == World().config
+    assert WorldConfig(family="life") == WorldConfig.preset("life", "easy")
+    given = WorldConfig(family="erasure", difficulty="medium", capacity=33, top_k=7)
+    assert given == WorldConfig.preset("erasure", "medium").replace(capacity=33, top_k=7)
+    assert given == WorldConfig.from_dict({"family": "erasure", "difficulty": "medium", "capacity": 33, "top_k": 7})
+    # a field given is kept as given and checked as before, also one the preset sets
+    assert WorldConfig(family="temporal", difficulty="hard", horizon=100).horizon == 100
+    with pytest.raises(ConfigError, match="mix: the life family draws its threads from mix, which is empty"):
+        WorldConfig(family="life", mix={})
+    with pytest.raises(ConfigError, match=r"^family: must be one of \['recall'"):
+        WorldConfig(family="chess")
+    with pytest.raises(ConfigError, match="horizon: null"):
+        WorldConfig(difficulty="easy", horizon=None)
