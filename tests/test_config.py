@@ -288,3 +288,23 @@ def test_the_constructor_runs_the_preset_its_family_and_difficulty_name():
         WorldConfig(family="chess")
     with pytest.raises(ConfigError, match="horizon: null"):
         WorldConfig(difficulty="easy", horizon=None)
+
+
+def test_equal_configs_hash_equal_whatever_the_number_spelling(tmp_path):
+    """forget_threshold=-2 and -2.0 (a YAML file or --set gives an int) made configs that were == but
+    hashed differently (the hash was of repr), so a set counted one world twice; to_yaml wrote -2."""
+    base = WorldConfig.preset("recall", "easy")
+    for name, as_int in (("forget_threshold", -2), ("noise_ratio", 1), ("thread_rate", 1), ("level_up", 0),
+                         ("repeat_ratio", 0)):
+        a, b = base.replace(**{name: as_int}), base.replace(**{name: float(as_int)})
+        assert a == b and hash(a) == hash(b) and len({a, b}) == 1, name
+        assert type(getattr(a, name)) is float and a.to_yaml() == b.to_yaml(), name
+    # -0.0 == 0.0 too (their reprs differ)
+    a, b = base.replace(noise_ratio=0.0, rewards={"abstained": 0.0}), base.replace(noise_ratio=-0.0,
+                                                                               rewards={"abstained": -0.0})
+    assert a == b and hash(a) == hash(b)
+    p = tmp_path / "c.yaml"
+    p.write_text("family: recall\nforget_threshold: -2\n")
+    assert WorldConfig.from_yaml(p) == base.replace(forget_threshold=-2.0)
+    assert hash(WorldConfig.from_yaml(p)) == hash(base.replace(forget_threshold=-2.0))
+    assert "forget_threshold: -2.0\n" in WorldConfig.from_yaml(p).to_yaml()

@@ -214,6 +214,10 @@ class WorldConfig:
         for f in dataclasses.fields(self):
             value = _plain(getattr(self, f.name))
             _check(f.name, value)
+            if _SPECS[f.name].types == _FLOAT:
+                # a number field holds a float whatever the spelling (-2 from a YAML file or --set, -2.0):
+                # to_yaml writes one text for one world (the tables' weights are floats already)
+                value = float(value)
             object.__setattr__(self, f.name, value)
         if self.delay_max < self.delay_min:
             raise ConfigError(f"delay_max ({self.delay_max}) must be >= delay_min ({self.delay_min})")
@@ -361,8 +365,10 @@ class WorldConfig:
                 value = FrozenTable(value)
             object.__setattr__(self, name, value)
 
-    def __hash__(self) -> int:  # dict fields make the default hash fail
-        return hash(tuple(sorted((k, repr(v)) for k, v in self.to_dict().items())))
+    def __hash__(self) -> int:
+        # (dict fields make the default hash fail.) Of the values, not of their repr: numbers that are ==
+        # with another repr (2 and 2.0, -0.0 and 0.0) hash alike, as equal objects must
+        return hash(tuple((f.name, _hashable(getattr(self, f.name))) for f in dataclasses.fields(self)))
 
 
 class FrozenTable(dict):
@@ -396,6 +402,11 @@ except ImportError:  # pragma: no cover - PyYAML is a dependency
 else:
     for _dumper in (_yaml.SafeDumper, _yaml.Dumper):
         _yaml.add_representer(FrozenTable, _represent_table, Dumper=_dumper)
+
+
+def _hashable(value: Any) -> Any:
+    """A field value as a hashable one of the same equality: a table as the frozenset of its items."""
+    return frozenset(value.items()) if isinstance(value, dict) else value
 
 
 def _check_keys(data: dict, unlisted: Iterable[str] = ()) -> None:
