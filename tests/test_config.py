@@ -308,3 +308,29 @@ def test_equal_configs_hash_equal_whatever_the_number_spelling(tmp_path):
     assert WorldConfig.from_yaml(p) == base.replace(forget_threshold=-2.0)
     assert hash(WorldConfig.from_yaml(p)) == hash(base.replace(forget_threshold=-2.0))
     assert "forget_threshold: -2.0\n" in WorldConfig.from_yaml(p).to_yaml()
+
+
+def test_a_folder_or_a_binary_file_as_config_is_a_config_error_naming_the_file(tmp_path):
+    """from_yaml turned only a missing file and bad YAML into ConfigError: a folder raised a raw
+    IsADirectoryError and a Latin-1 or binary file a UnicodeDecodeError naming no file, through
+    MemoryEnv(config=path) too (config="configs" is an easy slip for a file in it)."""
+    import envs
+
+    folder = tmp_path / "life.yaml"
+    folder.mkdir()
+    plain_folder = tmp_path / "configs"
+    plain_folder.mkdir()
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("family: r\xe9call\n".encode("latin-1"))
+    binary = tmp_path / "prog"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(128, 256)))
+    cases = [(folder, "is a folder, not a config file; give a world YAML file"),
+             (plain_folder, "is a folder, not a config file; give a world YAML file"),
+             (latin, r"not UTF-8 text \(byte 0xe9 at position 9\); give a world YAML file"),
+             (binary, r"not UTF-8 text \(byte 0x80 at position 8\); give a world YAML file"),
+             (tmp_path / "latin.yaml" / "x.yaml", r"cannot be read \(Not a directory\)")]
+    for path, message in cases:
+        for load in (WorldConfig.from_yaml, lambda p: envs.MemoryEnv(config=str(p)),
+                     lambda p: envs.MemoryEnv(config=p, preset="recall-easy")):
+            with pytest.raises(ConfigError, match=rf"^{path}: {message}$"):
+                load(path)

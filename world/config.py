@@ -288,16 +288,27 @@ class WorldConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, defaults: dict[str, Any] | None = None) -> WorldConfig:
-        """Load a YAML file (a mapping; see :meth:`from_dict`). Errors name the file and the key.
+        """Load a YAML file (a mapping; see :meth:`from_dict`). Errors are :class:`ConfigError` naming the
+        file and the key (or what is wrong with the file: missing, a folder, unreadable, not UTF-8 text,
+        not valid YAML).
         ``defaults``: fields taken when the file does not give them nor a ``preset`` (an env id's
         family and difficulty, so that a file of a few fields goes over the id's preset)."""
         import yaml
 
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such config file") from None
+        # (a folder, a binary or Latin-1 file raised a raw IsADirectoryError / UnicodeDecodeError that, for
+        # the latter, named no file: config="configs" is an easy slip for a file in it)
+        except IsADirectoryError:
+            raise ConfigError(f"{path}: is a folder, not a config file; give a world YAML file") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position "
+                              f"{exc.start}); give a world YAML file") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML ({exc})") from None
         if data is None:
