@@ -956,3 +956,19 @@ def test_a_target_that_is_no_memory_id_is_an_invalid_op_naming_it(op, target):
     out = w.apply(op, target)
     assert (out.valid, out.invalid_reason, out.memory_id) == (False, reason, None)
     assert len(w.store) == 1 and mid in w.store and w.metrics()["invalid"] == 1
+
+
+@pytest.mark.parametrize("op", [Op.WRITE, Op.NOOP, Op.FORGET])
+def test_a_question_is_graded_at_the_first_apply_whatever_its_op(op):
+    """What docs/DESIGN.md now says (it said a question answered with another op than QUERY was graded
+    at advance()): the first apply on a question event grades it, an invalid op too, in that Outcome
+    and that step's reward; advance() does not grade it again."""
+    w = World(WorldConfig.preset("recall", "easy").replace(rewards={"abstained": -0.125}), seed=0)
+    while w.event.kind != "question":
+        w.apply(Op.NOOP)
+        w.advance()
+    out = w.apply(op)  # (FORGET: invalid, the store is empty)
+    assert out.valid is (op is not Op.FORGET)
+    assert (out.question["verdict"], out.question["answer"], out.reward_terms["answer"]) == ("abstained", None, -0.125)
+    w.advance()
+    assert w.metrics()["questions"] == 1 and w.metrics()["verdicts"]["abstained"] == 1
