@@ -96,7 +96,8 @@ def test_a_preset_and_a_family_that_name_two_worlds_are_refused(tmp_path):
             WorldConfig.from_dict({"preset": bad})
 
 
-def test_python_m_world_reports_bad_input_in_one_line(tmp_path, capsys):
+def test_python_m_world_reports_bad_input_as_an_argparse_error(tmp_path, capsys):
+    """As docs/world.md says (it said "in one line"): argparse's usage line, then one error line."""
     from world.config import _main
 
     for argv, match in ((["--show", "foo"], "--show: expected FAMILY-DIFFICULTY, one of recall-easy"),
@@ -109,6 +110,8 @@ def test_python_m_world_reports_bad_input_in_one_line(tmp_path, capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err
         assert match in err and "Traceback" not in err
+        usage, error = err.splitlines()
+        assert usage.startswith("usage: python -m world [-h]") and error.startswith("python -m world: error: ")
     _main(["--show", "life-easy"])
     assert capsys.readouterr().out.startswith("family: life\ndifficulty: easy\n")
 
