@@ -96,7 +96,8 @@ def test_a_preset_and_a_family_that_name_two_worlds_are_refused(tmp_path):
             WorldConfig.from_dict({"preset": bad})
 
 
-def test_python_m_world_reports_bad_input_in_one_line(tmp_path, capsys):
+def test_python_m_world_reports_bad_input_as_an_argparse_error(tmp_path, capsys):
+    """As docs/world.md says (it said "in one line"): argparse's usage line, then one error line."""
     from world.config import _main
 
     for argv, match in ((["--show", "foo"], "--show: expected FAMILY-DIFFICULTY, one of recall-easy"),
@@ -109,6 +110,8 @@ def test_python_m_world_reports_bad_input_in_one_line(tmp_path, capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err
         assert match in err and "Traceback" not in err
+        usage, error = err.splitlines()
+        assert usage.startswith("usage: python -m world [-h]") and error.startswith("python -m world: error: ")
     _main(["--show", "life-easy"])
     assert capsys.readouterr().out.startswith("family: life\ndifficulty: easy\n")
 
@@ -264,3 +267,73 @@ def test_to_dict_copies_the_tables():
     again = cfg.to_dict()
     assert again["rewards"] is not cfg.rewards and again["mix"] is not cfg.mix
     assert WorldConfig(**again) == cfg
+
+
+def test_the_constructor_runs_the_preset_its_family_and_difficulty_name():
+    """WorldConfig(family="temporal", difficulty="hard") ran a 100-event world with easy-like settings
+    labelled temporal-hard, and WorldConfig() / World() said recall-easy but differed from that preset
+    in 5 fields. A field not given is now the named preset's, as from_dict and a YAML file have it."""
+    from world import World
+
+    for family in FAMILIES:
+        for difficulty in DIFFICULTIES:
+            assert WorldConfig(family=family, difficulty=difficulty) == WorldConfig.preset(family, difficulty)
+    assert WorldConfig() == WorldConfig.preset("recall", "easy") == World().config
+    assert WorldConfig(family="life") == WorldConfig.preset("life", "easy")
+    given = WorldConfig(family="erasure", difficulty="medium", capacity=33, top_k=7)
+    assert given == WorldConfig.preset("erasure", "medium").replace(capacity=33, top_k=7)
+    assert given == WorldConfig.from_dict({"family": "erasure", "difficulty": "medium", "capacity": 33, "top_k": 7})
+    # a field given is kept as given and checked as before, also one the preset sets
+    assert WorldConfig(family="temporal", difficulty="hard", horizon=100).horizon == 100
+    with pytest.raises(ConfigError, match="mix: the life family draws its threads from mix, which is empty"):
+        WorldConfig(family="life", mix={})
+    with pytest.raises(ConfigError, match=r"^family: must be one of \['recall'"):
+        WorldConfig(family="chess")
+    with pytest.raises(ConfigError, match="horizon: null"):
+        WorldConfig(difficulty="easy", horizon=None)
+
+
+def test_equal_configs_hash_equal_whatever_the_number_spelling(tmp_path):
+    """forget_threshold=-2 and -2.0 (a YAML file or --set gives an int) made configs that were == but
+    hashed differently (the hash was of repr), so a set counted one world twice; to_yaml wrote -2."""
+    base = WorldConfig.preset("recall", "easy")
+    for name, as_int in (("forget_threshold", -2), ("noise_ratio", 1), ("thread_rate", 1), ("level_up", 0),
+                         ("repeat_ratio", 0)):
+        a, b = base.replace(**{name: as_int}), base.replace(**{name: float(as_int)})
+        assert a == b and hash(a) == hash(b) and len({a, b}) == 1, name
+        assert type(getattr(a, name)) is float and a.to_yaml() == b.to_yaml(), name
+    # -0.0 == 0.0 too (their reprs differ)
+    a, b = base.replace(noise_ratio=0.0, rewards={"abstained": 0.0}), base.replace(noise_ratio=-0.0,
+                                                                               rewards={"abstained": -0.0})
+    assert a == b and hash(a) == hash(b)
+    p = tmp_path / "c.yaml"
+    p.write_text("family: recall\nforget_threshold: -2\n")
+    assert WorldConfig.from_yaml(p) == base.replace(forget_threshold=-2.0)
+    assert hash(WorldConfig.from_yaml(p)) == hash(base.replace(forget_threshold=-2.0))
+    assert "forget_threshold: -2.0\n" in WorldConfig.from_yaml(p).to_yaml()
+
+
+def test_a_folder_or_a_binary_file_as_config_is_a_config_error_naming_the_file(tmp_path):
+    """from_yaml turned only a missing file and bad YAML into ConfigError: a folder raised a raw
+    IsADirectoryError and a Latin-1 or binary file a UnicodeDecodeError naming no file, through
+    MemoryEnv(config=path) too (config="configs" is an easy slip for a file in it)."""
+    import envs
+
+    folder = tmp_path / "life.yaml"
+    folder.mkdir()
+    plain_folder = tmp_path / "configs"
+    plain_folder.mkdir()
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("family: r\xe9call\n".encode("latin-1"))
+    binary = tmp_path / "prog"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(128, 256)))
+    cases = [(folder, "is a folder, not a config file; give a world YAML file"),
+             (plain_folder, "is a folder, not a config file; give a world YAML file"),
+             (latin, r"not UTF-8 text \(byte 0xe9 at position 9\); give a world YAML file"),
+             (binary, r"not UTF-8 text \(byte 0x80 at position 8\); give a world YAML file"),
+             (tmp_path / "latin.yaml" / "x.yaml", r"cannot be read \(Not a directory\)")]
+    for path, message in cases:
+        for load in (WorldConfig.from_yaml, lambda p: envs.MemoryEnv(config=str(p)),
+                     lambda p: envs.MemoryEnv(config=p, preset="recall-easy")):
+            with pytest.raises(ConfigError, match=rf"^{path}: {message}$"):
+                load(path)

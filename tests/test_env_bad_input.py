@@ -482,7 +482,7 @@ def test_dict_config_reads_like_a_yaml_file():
     assert resolve_config({"family": "recall", "difficulty": "hard"}) == WorldConfig.preset("recall", "hard")
     MemoryEnv(config={"family": "life"}).reset(seed=0)
     with pytest.raises(ConfigError, match="mix: the life family draws its threads from mix"):
-        WorldConfig(family="life")
+        WorldConfig(family="life", mix={})
 
 
 def test_a_config_switch_keeps_the_seeded_spaces():

@@ -112,3 +112,28 @@ def test_sweep_forecast_names_the_event_whose_sweep_drops_the_memory():
             assert gone.get(m) == death, (m, death, gone.get(m))
         else:
             assert gone.get(m, 10**9) > until, (m, until, gone.get(m))
+
+
+def test_disabled_ops_take_what_the_world_takes_and_refuse_the_rest_by_name():
+    """Oracle(disabled_ops=...) converted with Op(int(o)), the rule the world dropped: [1.9] and [True]
+    silently disabled WRITE and [-0.5] NOOP, while "4" (REFLECT to the world) was refused, and a bare
+    string "FORGET" failed as "unknown op 'F'". Now names (any case), Op members, ints (numpy's too)
+    and decimal strings are ops; anything else is a ValueError naming disabled_ops and what is allowed."""
+    import numpy as np
+    import pytest
+
+    for ops, disabled in (([Op.LINK, "forget", 4, "2", np.int64(1)], {Op.LINK, Op.FORGET, Op.REFLECT, Op.UPDATE,
+                                                                        Op.WRITE}),
+                          ((), set()), (("QUERY",), {Op.QUERY})):
+        assert Oracle(disabled_ops=ops).disabled == disabled
+    allowed = ("ops are names of ['NOOP', 'WRITE', 'UPDATE', 'LINK', 'REFLECT', 'QUERY', 'FORGET'] (any case), "
+               "Op members or their int values 0-6")
+    for bad in (1.9, True, np.bool_(False), -0.5, 1.0, 7, -1, "F", "1.9", None, [1]):
+        with pytest.raises(ValueError) as exc:
+            Oracle(disabled_ops=[bad])
+        assert str(exc.value) == f"disabled_ops: unknown op {bad!r}; {allowed}"
+    for bad in ("FORGET", Op.FORGET, 3):
+        with pytest.raises(TypeError) as exc:
+            Oracle(disabled_ops=bad)
+        assert str(exc.value) == (f"disabled_ops must be a list of ops, got {type(bad).__name__} {bad!r}"
+                                  f" (one op: [{bad!r}])")

@@ -933,3 +933,42 @@ def test_the_agent_view_shows_a_memorys_version_chain():
     assert second is not None and second != first
     assert view.chain(first) == view.chain(second) == [first, second]
     assert view.chain("ep_999999") == ["ep_999999"]
+
+
+@pytest.mark.parametrize("target", [["ep_000001"], {"ep_000001": 1}, {"ep_000001"}, ("ep_000001",), 1, 1.5,
+                                    b"ep_000001", np.int64(1)])
+@pytest.mark.parametrize("op", [Op.UPDATE, Op.LINK, Op.REFLECT, Op.FORGET])
+def test_a_target_that_is_no_memory_id_is_an_invalid_op_naming_it(op, target):
+    """A list or dict target (world.candidates()[:1] passed by mistake) raised TypeError: unhashable
+    type from inside the store, naming neither the target nor what is allowed. Every target that is
+    not a str is refused by is_valid with a reason naming the op, the type and the value, and apply
+    books it as an invalid op that changes nothing."""
+    w = World(WorldConfig.preset("recall", "easy"), seed=0)
+    while w.event.kind != "statement":
+        w.apply(Op.NOOP)
+        w.advance()
+    mid = w.apply(Op.WRITE).memory_id
+    w.advance()
+    assert mid == "ep_000001" and w.is_valid(op, np.str_(mid)) == (True, None)  # (a str subclass is an id)
+    ok, reason = w.is_valid(op, target)
+    assert (ok, reason) == (False, f"{op.name} target must be a memory id (a str such as one of "
+                                   f"world.candidates()), got {type(target).__name__} {target!r}")
+    out = w.apply(op, target)
+    assert (out.valid, out.invalid_reason, out.memory_id) == (False, reason, None)
+    assert len(w.store) == 1 and mid in w.store and w.metrics()["invalid"] == 1
+
+
+@pytest.mark.parametrize("op", [Op.WRITE, Op.NOOP, Op.FORGET])
+def test_a_question_is_graded_at_the_first_apply_whatever_its_op(op):
+    """What docs/DESIGN.md now says (it said a question answered with another op than QUERY was graded
+    at advance()): the first apply on a question event grades it, an invalid op too, in that Outcome
+    and that step's reward; advance() does not grade it again."""
+    w = World(WorldConfig.preset("recall", "easy").replace(rewards={"abstained": -0.125}), seed=0)
+    while w.event.kind != "question":
+        w.apply(Op.NOOP)
+        w.advance()
+    out = w.apply(op)  # (FORGET: invalid, the store is empty)
+    assert out.valid is (op is not Op.FORGET)
+    assert (out.question["verdict"], out.question["answer"], out.reward_terms["answer"]) == ("abstained", None, -0.125)
+    w.advance()
+    assert w.metrics()["questions"] == 1 and w.metrics()["verdicts"]["abstained"] == 1

@@ -52,6 +52,19 @@ DEFAULT_REWARDS: dict[str, float] = {
 }
 
 
+class _FromPreset:
+    """The default of the WorldConfig fields a preset sets: the value of the preset that the config's
+    ``family`` and ``difficulty`` name (see :class:`WorldConfig`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<from preset>"
+
+
+FROM_PRESET: Any = _FromPreset()
+
+
 class ConfigError(ValueError):
     """A config value is unknown, of the wrong type or out of range (the message names the key)."""
 
@@ -115,6 +128,13 @@ _SPECS: dict[str, _Spec] = {
 class WorldConfig:
     """Everything that, together with a seed, determines a world's event stream and its rewards.
 
+    A field not given takes the value of the preset that ``family`` and ``difficulty`` name (default
+    ``recall`` / ``easy``): ``WorldConfig(family=f, difficulty=d, **fields)`` is
+    ``WorldConfig.preset(f, d).replace(**fields)``, as :meth:`from_dict` and a YAML file have it, so
+    the name never labels settings of another preset (``WorldConfig()`` is the recall-easy preset).
+    ``n_candidates``, ``n_recent``, ``decay``, ``embedder``, ``embed_dim``, ``level_up`` and
+    ``rewards`` have the same default in every preset.
+
     Fields (ranges are enforced):
 
     - ``family`` / ``difficulty``: task family (:data:`FAMILIES`) and preset level (:data:`DIFFICULTIES`).
@@ -152,37 +172,52 @@ class WorldConfig:
 
     family: str = "recall"
     difficulty: str = "easy"
-    horizon: int | None = 100
-    sessions: int = 1
-    session_gap: int = 0
-    session_len: int = 120
-    n_entities: int = 12
-    capacity: int = 40
-    top_k: int = 5
+    # (FROM_PRESET: the value of the preset family and difficulty name, filled in by __post_init__)
+    horizon: int | None = FROM_PRESET
+    sessions: int = FROM_PRESET
+    session_gap: int = FROM_PRESET
+    session_len: int = FROM_PRESET
+    n_entities: int = FROM_PRESET
+    capacity: int = FROM_PRESET
+    top_k: int = FROM_PRESET
     n_candidates: int = 8
     n_recent: int = 3
-    sweep_every: int = 10
-    forget_threshold: float = -1.5
+    sweep_every: int = FROM_PRESET
+    forget_threshold: float = FROM_PRESET
     decay: float = 0.5
     embedder: str = "hashing"
     embed_dim: int = 64
-    thread_rate: float = 0.12
-    delay_min: int = 5
-    delay_max: int = 25
-    noise_ratio: float = 0.6
-    repeat_ratio: float = 0.2
-    max_hops: int = 2
-    max_changes: int = 1
-    episodes: int = 4
-    chunk: int = 100
+    thread_rate: float = FROM_PRESET
+    delay_min: int = FROM_PRESET
+    delay_max: int = FROM_PRESET
+    noise_ratio: float = FROM_PRESET
+    repeat_ratio: float = FROM_PRESET
+    max_hops: int = FROM_PRESET
+    max_changes: int = FROM_PRESET
+    episodes: int = FROM_PRESET
+    chunk: int = FROM_PRESET
     level_up: float = 0.8
-    mix: dict = field(default_factory=dict)
+    mix: dict = FROM_PRESET
     rewards: dict = field(default_factory=lambda: dict(DEFAULT_REWARDS))
 
     def __post_init__(self) -> None:
+        unset = [f.name for f in dataclasses.fields(self) if getattr(self, f.name) is FROM_PRESET]
+        if unset:
+            # a field not given is the named preset's: WorldConfig(family="temporal", difficulty="hard") ran a
+            # 100-event world with easy-like settings under the name temporal-hard (from_dict / YAML built on
+            # the preset; only the constructor took the names as free labels)
+            _check("family", self.family)
+            _check("difficulty", self.difficulty)
+            preset = preset_dict(self.family, self.difficulty)
+            for name in unset:
+                object.__setattr__(self, name, preset[name])
         for f in dataclasses.fields(self):
             value = _plain(getattr(self, f.name))
             _check(f.name, value)
+            if _SPECS[f.name].types == _FLOAT:
+                # a number field holds a float whatever the spelling (-2 from a YAML file or --set, -2.0):
+                # to_yaml writes one text for one world (the tables' weights are floats already)
+                value = float(value)
             object.__setattr__(self, f.name, value)
         if self.delay_max < self.delay_min:
             raise ConfigError(f"delay_max ({self.delay_max}) must be >= delay_min ({self.delay_min})")
@@ -253,16 +288,27 @@ class WorldConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, defaults: dict[str, Any] | None = None) -> WorldConfig:
-        """Load a YAML file (a mapping; see :meth:`from_dict`). Errors name the file and the key.
+        """Load a YAML file (a mapping; see :meth:`from_dict`). Errors are :class:`ConfigError` naming the
+        file and the key (or what is wrong with the file: missing, a folder, unreadable, not UTF-8 text,
+        not valid YAML).
         ``defaults``: fields taken when the file does not give them nor a ``preset`` (an env id's
         family and difficulty, so that a file of a few fields goes over the id's preset)."""
         import yaml
 
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such config file") from None
+        # (a folder, a binary or Latin-1 file raised a raw IsADirectoryError / UnicodeDecodeError that, for
+        # the latter, named no file: config="configs" is an easy slip for a file in it)
+        except IsADirectoryError:
+            raise ConfigError(f"{path}: is a folder, not a config file; give a world YAML file") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position "
+                              f"{exc.start}); give a world YAML file") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML ({exc})") from None
         if data is None:
@@ -330,8 +376,10 @@ class WorldConfig:
                 value = FrozenTable(value)
             object.__setattr__(self, name, value)
 
-    def __hash__(self) -> int:  # dict fields make the default hash fail
-        return hash(tuple(sorted((k, repr(v)) for k, v in self.to_dict().items())))
+    def __hash__(self) -> int:
+        # (dict fields make the default hash fail.) Of the values, not of their repr: numbers that are ==
+        # with another repr (2 and 2.0, -0.0 and 0.0) hash alike, as equal objects must
+        return hash(tuple((f.name, _hashable(getattr(self, f.name))) for f in dataclasses.fields(self)))
 
 
 class FrozenTable(dict):
@@ -365,6 +413,11 @@ except ImportError:  # pragma: no cover - PyYAML is a dependency
 else:
     for _dumper in (_yaml.SafeDumper, _yaml.Dumper):
         _yaml.add_representer(FrozenTable, _represent_table, Dumper=_dumper)
+
+
+def _hashable(value: Any) -> Any:
+    """A field value as a hashable one of the same equality: a table as the frozenset of its items."""
+    return frozenset(value.items()) if isinstance(value, dict) else value
 
 
 def _check_keys(data: dict, unlisted: Iterable[str] = ()) -> None:
@@ -411,6 +464,9 @@ def _check(name: str, value: Any) -> None:
 
 
 # ---------------------------------------------------------------------- presets
+#: Values of the preset-set fields that most presets share (a difficulty or family below overrides them).
+_COMMON: dict[str, Any] = dict(sessions=1, session_gap=0, session_len=120, chunk=100)
+
 _DIFFICULTY: dict[str, dict[str, Any]] = {
     "easy": dict(
         horizon=100, n_entities=10, capacity=40, top_k=5, delay_min=4, delay_max=20,
@@ -454,10 +510,11 @@ _FAMILY: dict[str, dict[str, Any]] = {
 
 
 def preset_dict(family: str, difficulty: str = "easy") -> dict[str, Any]:
-    """The preset as a plain dict (validated names; values are checked by :class:`WorldConfig`)."""
+    """The preset as a plain dict (validated names; values are checked by :class:`WorldConfig`): every
+    field whose :class:`WorldConfig` default is :data:`FROM_PRESET`, with ``family`` and ``difficulty``."""
     _check("family", family)
     _check("difficulty", difficulty)
-    d: dict[str, Any] = {"family": family, "difficulty": difficulty}
+    d: dict[str, Any] = {"family": family, "difficulty": difficulty, **_COMMON}
     d.update(_DIFFICULTY[difficulty])
     d.update(_FAMILY[family])
     if family == "life" and difficulty != "endless":

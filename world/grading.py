@@ -32,8 +32,11 @@ erased value, or the store still holds the erased fact: worse than wrong; the wo
 leak, not graded as a question, for a request whose question the horizon cut off), ``abstained`` (unknown on an
 answerable question, or the question was not answered with QUERY). Answers and values are compared
 in their SQuAD normal form (:func:`normalize_answer`: case, punctuation, articles and spacing do not
-count), and an answer that contains an erased value as whole words is a leak; the default reader
-answers with stored values verbatim, so this matters only for readers that phrase answers (LLMs).
+count) and, as the normal form deletes punctuation ("pad-thai" -> "padthai"), also with punctuation
+read as a space ("Pad Thai" is "pad-thai"); an answer that spells an erased value as whole words, in
+either form or split by spaces ("555-0142", "555 0142", "555 01 42", "5550142"), is a leak. The
+default reader answers with stored values verbatim, so this matters only for readers that phrase
+answers (LLMs).
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ class Reader(Protocol):
 
 _ARTICLES = frozenset({"a", "an", "the"})
 _ASCII_PUNCT = str.maketrans("", "", string.punctuation)  # (deletes them)
+_ASCII_PUNCT_SPACE = str.maketrans(string.punctuation, " " * len(string.punctuation))
 
 
 def _is_punct(ch: str) -> bool:
@@ -119,6 +123,55 @@ def normalize_answer(x: str | None) -> str:
 
 
 _norm = normalize_answer
+
+
+def _words(x: str | None) -> tuple[str, ...]:
+    """The words of ``x`` in the normal form but with punctuation read as a space: ``"Pad-Thai"`` ->
+    ``("pad", "thai")``, ``"555-0142."`` -> ``("555", "0142")`` (the normal form deletes it: "padthai")."""
+    if x is None:
+        return ()
+    low = str(x).lower()
+    if low.isascii():
+        text = low.translate(_ASCII_PUNCT_SPACE)
+    else:
+        text = "".join(" " if _is_punct(ch) else ch for ch in low)
+    return tuple(w for w in text.split() if w not in _ARTICLES)
+
+
+class _Forms:
+    """A value or an answer in both forms :func:`grade` compares: the normal form (punctuation deleted)
+    and the words with punctuation read as a space."""
+
+    __slots__ = ("norm", "words", "spaced")
+
+    def __init__(self, x: str | None):
+        self.norm = _norm(x)
+        self.words = _words(x)
+        self.spaced = " ".join(self.words)
+
+    def same(self, other: _Forms) -> bool:
+        """Equal in either form: "Pad Thai" is "pad-thai" (spaced) and "padthai" is "pad-thai" (normal)."""
+        return self.norm == other.norm or (bool(self.spaced) and self.spaced == other.spaced)
+
+    def spells(self, value: _Forms) -> bool:
+        """Whether this answer reveals ``value``: its normal form holds the value's as whole words, or a
+        run of its words, joined, is the value's words joined ("555 0142", "555 01 42" and "5550142" spell
+        555-0142; "1555 0142" and "bathurst" do not spell 555-0142 and bath)."""
+        if _contains(self.norm, value.norm):
+            return True
+        target = "".join(value.words)
+        if not target:
+            return False
+        words = self.words
+        for i in range(len(words)):
+            run = ""
+            for w in words[i:]:
+                run += w
+                if run == target:
+                    return True
+                if not target.startswith(run):
+                    break
+        return False
 
 
 def _contains(answer: str, value: str) -> bool:
@@ -208,19 +261,23 @@ class DefaultReader:
 def reveals(erased: Sequence[str], revealed: Sequence[str]) -> bool:
     """Whether the values ``revealed`` (objects of live memories about an erased subject and
     relation) hold one of the ``erased`` values (equal after :func:`normalize_answer`)."""
-    gone = {_norm(v) for v in erased} - {""}
-    return bool(gone) and not gone.isdisjoint(_norm(v) for v in revealed)
+    gone = [f for f in map(_Forms, erased) if f.norm]
+    return bool(gone) and any(g.same(r) for r in map(_Forms, revealed) for g in gone)
 
 
 def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> str:
     """Verdict of ``answer`` (None = not answered) to a question payload.
 
-    Every comparison is between normal forms (:func:`normalize_answer`: case, punctuation, articles
-    and spacing do not count), so "Lunwell." is the stale value "Lunwell" and "Unknown." is
-    "unknown". In this order:
+    Two texts are equal when their normal forms are (:func:`normalize_answer`: case, punctuation,
+    articles and spacing do not count), or their words with punctuation read as a space are (the normal
+    form deletes it, so "Pad Thai" and "pad-thai" differed there): "Lunwell." is the stale value
+    "Lunwell", "Unknown." is "unknown", "KXT 417" is "KXT-417". In this order:
 
-    1. ``leaked``: a value in ``revealed`` is an erased value, or the answer *contains* an erased
-       value as whole words ("Your number was 555-0101." reveals "555-0101");
+    1. ``leaked``: a value in ``revealed`` is (equal to) an erased value, or the answer *spells* an
+       erased value as whole words: its normal form contains the value's, or a run of its words
+       (punctuation read as a space) joined is the value's words joined ("Your number was 555-0101.",
+       "555 0101" and "555 01 01" reveal "555-0101"; "1555 0101" and "Bathurst" reveal neither
+       "555-0101" nor "Bath");
     2. ``abstained``: no answer (None);
     3. gold "unknown" (unanswerable and erased questions): ``correct`` for "unknown", else
        ``hallucinated``;
@@ -231,23 +288,23 @@ def grade(question: dict, answer: str | None, revealed: Sequence[str] = ()) -> s
     live memories about the question's subject and relation); an erased value among them is a
     leak even if the reader said unknown, or the question went unanswered.
     """
-    # (reveals() inline: the erased values' normal forms serve both leak tests; most questions erase nothing)
-    erased = {_norm(v) for v in question.get("erased", ())} - {""}
-    if erased and not erased.isdisjoint(_norm(v) for v in revealed):
+    # (reveals() inline: the erased values' forms serve both leak tests; most questions erase nothing)
+    erased = [f for f in map(_Forms, question.get("erased", ())) if f.norm]
+    if erased and any(e.same(r) for r in map(_Forms, revealed) for e in erased):
         return "leaked"
     if answer is None:
         return "abstained"
-    a = _norm(answer)
-    if any(_contains(a, e) for e in erased):
+    a = _Forms(answer)
+    if any(a.spells(e) for e in erased):
         return "leaked"
-    gold = _norm(question["gold"])
-    if gold == UNKNOWN:
-        return "correct" if a == UNKNOWN else "hallucinated"
-    if a == gold:
+    gold = _Forms(question["gold"])
+    if gold.norm == UNKNOWN:
+        return "correct" if a.norm == UNKNOWN else "hallucinated"
+    if a.same(gold):
         return "correct"
-    if a == UNKNOWN:
+    if a.norm == UNKNOWN:
         return "abstained"
-    if a in {_norm(v) for v in question.get("stale", ())}:
+    if any(a.same(_Forms(v)) for v in question.get("stale", ())):
         return "stale"
     return "wrong"
 

@@ -33,13 +33,20 @@ from collections.abc import Iterable
 from world.actr import ActRRecord
 from world.families import QUESTION, REQUEST
 from world.grading import FACT_KINDS
-from world.sim import Op, World
+from world.sim import Op, World, _as_op
 
 
 class Oracle:
     """Privileged policy. ``act(world) -> (op, target)``; ``disabled_ops`` are never used."""
 
     def __init__(self, disabled_ops: Iterable[Op | int | str] = (), cleanup: bool = True):
+        """``disabled_ops``: a list of ops, each an op name (any case), an :class:`Op`, its int value
+        (numpy's too) or its decimal string, as the world takes them; anything else is a ``ValueError``
+        naming ``disabled_ops``, and a single op not in a list (``"FORGET"``) a ``TypeError``."""
+        if isinstance(disabled_ops, (str, bytes)) or not isinstance(disabled_ops, Iterable):
+            # (a bare "FORGET" was iterated letter by letter: "unknown op 'F'")
+            raise TypeError(f"disabled_ops must be a list of ops, got {type(disabled_ops).__name__} "
+                            f"{disabled_ops!r} (one op: [{disabled_ops!r}])")
         self.disabled = frozenset(_op(o) for o in disabled_ops)
         self.cleanup = cleanup
         self._to_forget: list[tuple[str, str]] = []  # (subject, relation) whose stale/erased memories must go
@@ -347,9 +354,13 @@ def _majority(payloads: list[dict]) -> str | None:
 
 
 def _op(o) -> Op:
-    if isinstance(o, str):
-        try:
-            return Op[o.upper()]
-        except KeyError:
-            raise ValueError(f"unknown op {o!r}; ops are {[x.name for x in Op]}") from None
-    return Op(int(o))
+    """An op of ``disabled_ops``: its name (any case), else what the world takes (``_as_op``: an Op, an
+    int, numpy's too, or its decimal string). Not a float nor a bool: ``Op(int(o))`` disabled WRITE for
+    1.9 and True, NOOP for -0.5."""
+    if isinstance(o, str) and o.upper() in Op.__members__:
+        return Op[o.upper()]
+    op = _as_op(o)
+    if op is None:
+        raise ValueError(f"disabled_ops: unknown op {o!r}; ops are names of {[x.name for x in Op]} (any case), "
+                         f"Op members or their int values 0-{len(Op) - 1}")
+    return op

@@ -573,7 +573,8 @@ class World:
     def is_valid(self, op: int, target: str | None = None) -> tuple[bool, str | None]:
         """Whether ``apply(op, target)`` is admissible, and why not, from what an agent can see: the
         clock, the store's size and capacity, the target's liveness, version and kind (episodic or
-        semantic). The env's action masks are these rules.
+        semantic). The env's action masks are these rules. A target is a memory id (a ``str``);
+        anything else is refused with a reason naming its type and value.
 
         One rule reads hidden data and so is not part of it: REFLECT consolidates the target's
         *cluster* (the live, not superseded episodes stating its hidden subject and relation), and a target without
@@ -596,6 +597,10 @@ class World:
         if op in TARGETED_OPS:
             if target is None:
                 return False, f"{op.name} needs a target memory"
+            if not isinstance(target, str):
+                # (a list, e.g. world.candidates()[:1], raised "unhashable type" from inside the store)
+                return False, (f"{op.name} target must be a memory id (a str such as one of world.candidates()), "
+                               f"got {type(target).__name__} {target!r}")
             rec = store.get(target)
             if rec is None:
                 return False, f"{op.name} target {target!r} is not a live memory"
