@@ -24,11 +24,22 @@ class OracleAgent(BaseAgent):
 
     def __init__(self, disabled_ops: Any = ()) -> None:
         super().__init__()
+        from world.oracle import _op
+
+        if isinstance(disabled_ops, (str, bytes)):  # (a bare "FORGET" was read letter by letter)
+            raise TypeError(f"disabled_ops must be a list of ops, got {type(disabled_ops).__name__} "
+                            f"{disabled_ops!r} (one op: [{disabled_ops!r}])")
         ops = []
         for o in disabled_ops or ():
-            name = OP_NAMES[int(o)] if not isinstance(o, str) else o.upper()
+            # the world oracle's conversion: names (any case), Op members, ints and decimal strings; not a
+            # float or a bool (OP_NAMES[int(o)] made 1.9 and True a WRITE, and -1 a FORGET)
+            try:
+                name = OP_NAMES[int(_op(o))]
+            except ValueError:
+                name = None
             if name not in OP_NAMES[1:]:
-                raise ValueError(f"disabled_ops: unknown operation {o!r}; allowed: {list(OP_NAMES[1:])}")
+                raise ValueError(f"disabled_ops: unknown operation {o!r}; allowed: {list(OP_NAMES[1:])} "
+                                 "(names in any case, or their numbers 1-6)")
             ops.append(name)
         self.disabled_ops = tuple(ops)
         if ops:

@@ -462,3 +462,19 @@ def test_a_stochastic_sb3_policy_plays_an_episode_as_a_function_of_its_seed(tmp_
     again = [r["return"] for r in evaluate(agent, "MemGym/Life-Easy-v0", [10_000, 10_001], overrides={"horizon": 40})]
     alone = [r["return"] for r in evaluate(agent, "MemGym/Life-Easy-v0", [10_001], overrides={"horizon": 40})]
     assert first == again and alone == first[1:]
+
+
+def test_ablated_oracle_agent_converts_ops_as_the_world_does():
+    """OracleAgent(disabled_ops=...) read a number with OP_NAMES[int(o)]: 1.9 and True disabled WRITE,
+    -1 disabled FORGET, and a bare "FORGET" was refused letter by letter. It now takes what the world
+    oracle takes (names in any case, Op members, ints, decimal strings) and refuses the rest by name."""
+    from agents.oracle import OracleAgent
+    from world import Op
+
+    assert OracleAgent(disabled_ops=["forget", Op.LINK, 1, np.int64(5), "4"]).disabled_ops == (
+        "FORGET", "LINK", "WRITE", "QUERY", "REFLECT")
+    for bad in (1.9, True, -1, 0, "NOOP", "FLY", 7, None):
+        with pytest.raises(ValueError, match=r"disabled_ops: unknown operation .*allowed"):
+            OracleAgent(disabled_ops=[bad])
+    with pytest.raises(TypeError, match=r"disabled_ops must be a list of ops.*\(one op: \['FORGET'\]\)"):
+        OracleAgent(disabled_ops="FORGET")
