@@ -498,6 +498,8 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
         drawn = report.plot_leaderboard(data, png, fmt=fmt)
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename or png}: {exc.strerror or exc}") from exc
+    except Exception as exc:  # matplotlib failing on the data: one line naming the figure, not a traceback
+        raise CliError(f"cannot draw {png}: {report._reason(exc)}") from exc
     if not drawn:
         return 1
     print(f"wrote {png} and {folder / report.LEADERBOARD_MD}", file=out)
