@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +272,22 @@ def load_results(path: str | os.PathLike) -> dict:
 # ---------------------------------------------------------------------------------------------
 # Tables
 # ---------------------------------------------------------------------------------------------
+
+
+def number_ranges(values: Iterable[int], most: int = 12) -> str:
+    """Integers as their sorted runs of consecutive numbers: ``[5, 0, 1, 2, 7, 8]`` -> ``"0..2, 5, 7..8"``,
+    ``[]`` -> ``""`` (duplicates count once). With more than ``most`` runs the middle ones are elided:
+    the first ``most - 1``, ``...``, the last."""
+    nums = sorted(set(values))
+    runs: list[str] = []
+    start = 0
+    for i in range(1, len(nums) + 1):
+        if i == len(nums) or nums[i] != nums[i - 1] + 1:
+            runs.append(str(nums[start]) if start == i - 1 else f"{nums[start]}..{nums[i - 1]}")
+            start = i
+    if len(runs) > most:
+        runs = [*runs[:most - 1], "...", runs[-1]]
+    return ", ".join(runs)
 
 
 def _f(x: Any, nd: int = 2) -> str:

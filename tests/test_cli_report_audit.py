@@ -5,6 +5,7 @@ names the field of results.json at fault."""
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import pytest
@@ -137,3 +138,84 @@ def test_plot_reports_a_drawing_failure_in_one_line(tmp_path, monkeypatch, capsy
     assert (code, printed) == (2, "")
     assert capsys.readouterr().err == (f"memgym plot: error: cannot draw {tmp_path / 'leaderboard.png'}: ValueError: "
                                        "a_b_c ^ ParseFatalException: Double subscript\n")
+
+
+# --------------------------------------------------- 2, 5. replay refuses what bench refuses, names the field
+
+
+@pytest.fixture
+def results_file(tmp_path):
+    """Write a results.json (8 episodes of recall-easy, numbered 0..7) changed by ``edit(data)``; its path."""
+    def write(edit=None, name="res"):
+        data = json.loads(report.dumps(_payload(["write_all", "versioned"], seeds=(10_000, 10_001))))
+        if edit is not None:
+            edit(data)
+        path = tmp_path / name / "results.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(data))
+        return path
+    return write
+
+
+@pytest.fixture
+def no_replay(monkeypatch):
+    """Fail (not hang) if an episode is played: the errors below must come before."""
+    played = []
+
+    def refuse(*a, **k):
+        played.append(a)
+        raise AssertionError("an episode was played")
+
+    monkeypatch.setattr(bench, "run_episode", refuse)
+    return played
+
+
+def _replay_error(path, episode, capsys):
+    code, printed = run(["replay", str(path), "--episode", str(episode), "--max-steps", "2"])
+    err = capsys.readouterr().err
+    assert (code, printed) == (2, ""), err
+    return err
+
+
+def test_replay_refuses_an_endless_episode_without_a_horizon(results_file, no_replay, capsys):
+    """A row of life/endless with no overrides.horizon passed load_results, and replay played an episode that
+    never ended (bench refuses that world with _finite_env)."""
+    path = results_file(lambda d: d["episodes"][3].update(family="life", difficulty="endless",
+                                                           env_id="MemGym/Life-Endless-v0"))
+    assert _replay_error(path, 3, capsys) == (
+        f"memgym replay: error: episode 3 of {path} cannot be replayed: episodes[3] is life-endless, an endless "
+        "world, and overrides.horizon is not set: the episode would never end (memgym bench refuses to run it "
+        "without a horizon, so a run of it has one)\n")
+    assert no_replay == []
+
+
+def test_replay_names_the_episodes_that_the_file_holds(results_file, no_replay, capsys):
+    """The hint said 'episodes are 0..5' for a file holding episodes 12..17, and '0..-1' for one holding none."""
+    def renumber(d):
+        d["episodes"] = [{**r, "episode": r["episode"] + 12} for r in d["episodes"] if r["episode"] != 2]
+
+    path = results_file(renumber)
+    assert _replay_error(path, 0, capsys) == (f"memgym replay: error: --episode 0 not in {path}; its episodes are "
+                                              "12..13, 15..19\n")
+    path = results_file(lambda d: d.update(episodes=[]), name="empty")
+    assert _replay_error(path, 0, capsys) == f"memgym replay: error: --episode 0 not in {path}; it holds no episodes\n"
+    assert no_replay == []
+
+
+@pytest.mark.parametrize("edit, reason", [
+    (lambda d: d["episodes"][1].update(family="Recall"),
+     "episodes[1].family is 'Recall'; families: recall, update, temporal, multi_hop, consolidation, abstention, "
+     "erasure, noise, life"),
+    (lambda d: d["episodes"][1].update(difficulty="Easy"),
+     "episodes[1].difficulty is 'Easy'; difficulties: easy, medium, hard, endless"),
+    (lambda d: d["episodes"][1].update(difficulty="endless"),
+     "episodes[1].difficulty is 'endless', which recall does not have; its difficulties: easy, medium, hard"),
+    (lambda d: d.update(overrides={"capcity": 10}), "overrides {\"capcity\": 10}: unknown config key 'capcity'; "
+                                                    "allowed keys: ['horizon', "),
+])
+def test_replay_blames_the_field_of_the_file_not_the_agent(edit, reason, results_file, no_replay, capsys):
+    """A bad family or overrides was reported as the agent's fault ("agent 'oracle': config='Recall': ...")."""
+    path = results_file(edit)
+    err = _replay_error(path, 1, capsys)
+    assert err.startswith(f"memgym replay: error: episode 1 of {path} cannot be replayed: {reason}"), err
+    assert "agent" not in err and no_replay == []
