@@ -303,13 +303,22 @@ def _ci(e: dict | None, nd: int = 2) -> str:
     return f"{_f(e['mean'], nd)} [{_f(e['lo'], nd)}, {_f(e['hi'], nd)}]"
 
 
+def _md_cell(value: Any) -> str:
+    """A table cell's text: ``|`` escaped, the only character that ends a cell in GFM."""
+    return str(value).replace("|", "\\|")
+
+
 def _md_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
+    """A GFM table, its columns padded to one width. A ``|`` in a cell is written ``\\|`` (an agent
+    ``sb3:runs/a|b/model.zip`` would otherwise add a cell to its rows)."""
     align = align or ["l"] + ["r"] * (len(header) - 1)
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    header = [_md_cell(c) for c in header]
+    rows = [[_md_cell(c) for c in r] for r in rows]
+    widths = [max(len(c) for c in col) for col in zip(header, *rows)]
     def line(cells: list[str]) -> str:
         out = []
         for c, w, a in zip(cells, widths, align):
-            out.append(str(c).ljust(w) if a == "l" else str(c).rjust(w))
+            out.append(c.ljust(w) if a == "l" else c.rjust(w))
         return "| " + " | ".join(out) + " |"
     sep = "|" + "|".join((":" + "-" * (w + 1)) if a == "l" else ("-" * (w + 1) + ":") for w, a in zip(widths, align)) + "|"
     return "\n".join([line(header), sep, *[line(r) for r in rows]])

@@ -219,3 +219,20 @@ def test_replay_blames_the_field_of_the_file_not_the_agent(edit, reason, results
     err = _replay_error(path, 1, capsys)
     assert err.startswith(f"memgym replay: error: episode 1 of {path} cannot be replayed: {reason}"), err
     assert "agent" not in err and no_replay == []
+
+
+# ------------------------------------------------------------------- 3. '|' in a name, Markdown tables
+
+
+def test_a_pipe_in_an_agent_name_keeps_every_table_row_whole():
+    """`--agents 'sb3:runs/a|b/model.zip'` gave that agent's rows one cell more than the header in every table
+    of leaderboard.md (and of the console): GFM cut or shifted them."""
+    name = "sb3:runs/a|b/model.zip"
+    markdown = report.leaderboard_md(_payload([name]))
+    tables = [block for block in markdown.split("\n\n") if block.startswith("| ")]
+    assert len(tables) == 5
+    for table in tables:
+        cells = [len(re.split(r"(?<!\\)\|", row)) for row in table.splitlines()]  # GFM's split
+        assert cells == [cells[0]] * len(cells), table
+        assert "sb3:runs/a\\|b/model.zip" in table
+    assert name not in markdown.replace("\\|", "/")  # (no unescaped one anywhere)
