@@ -421,11 +421,13 @@ def overrides_text(payload: dict) -> str:
 
 def leaderboard_md(payload: dict) -> str:
     seeds = payload["seeds"]
-    seed_txt = f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+    # the seeds played, as runs (an explicit list may be unordered or have gaps: 10000, 10005, 10010 is not
+    # the range 10000..10010); the count of distinct seeds is the number of episodes per family and agent
+    seed_txt = number_ranges(seeds)
     over = overrides_text(payload)
     head = (f"# memgym leaderboard (suite `{payload['suite']}`)\n\n"
             f"Families: {', '.join(payload['families'])}; difficulty: {', '.join(payload['difficulties'])}; "
-            f"evaluation seeds {seed_txt} ({len(seeds)} per family); memgym {payload.get('memgym_version')}.\n"
+            f"evaluation seeds {seed_txt} ({len(set(seeds))} per family); memgym {payload.get('memgym_version')}.\n"
             + (f"{over}\n" if over else "") +
             "Normalised score: 0 = random, 1 = oracle (mean episode return per family), aggregated with the "
             "interquartile mean over all episodes; 95% stratified bootstrap CIs. Rates are per question.\n")

@@ -236,3 +236,23 @@ def test_a_pipe_in_an_agent_name_keeps_every_table_row_whole():
         assert cells == [cells[0]] * len(cells), table
         assert "sb3:runs/a\\|b/model.zip" in table
     assert name not in markdown.replace("\\|", "/")  # (no unescaped one anywhere)
+
+
+# ---------------------------------------------------------- 4. the seeds of an explicit list, as played
+
+
+@pytest.mark.parametrize("seeds, said", [
+    ((10_005, 10_000, 10_010), "10000, 10005, 10010 (3 per family)"),  # was "10005..10010 (3 per family)"
+    ((10_000, 10_005), "10000, 10005 (2 per family)"),                 # was the range "10000..10005"
+    ((10_003, 10_001, 10_002, 10_007), "10001..10003, 10007 (4 per family)"),
+    (tuple(bench.eval_seeds(5)), "10000..10004 (5 per family)"),      # the usual header, unchanged
+    ((10_000,), "10000 (1 per family)"),
+])
+def test_the_leaderboard_header_states_the_seeds_played(seeds, said):
+    head = report.leaderboard_md(_payload(seeds=seeds)).splitlines()[2]
+    assert head == f"Families: recall; difficulty: easy; evaluation seeds {said}; memgym None."
+
+
+def test_a_dead_worker_names_the_seeds_of_its_group():
+    failure = bench._died(("write_all", "recall", "easy", {}, [10_005, 10_000, 10_010]), [9, 9])
+    assert "twice while playing seeds 10000, 10005, 10010 (played again" in failure["error"]
