@@ -123,7 +123,15 @@ def _shown(value: Any) -> str:
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """An int or float (not a bool) that a float can hold: JSON reads any integer literal as an int, and one
+    beyond ~1.8e308 (``10**400``) raised OverflowError in the tables and the figure."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        float(x)
+    except OverflowError:
+        return False
+    return True
 
 
 def _is_int(x: Any) -> bool:
@@ -163,7 +171,8 @@ class _Schema:
 
     def number_or_null(self, where: str, value: Any) -> None:  # NaN is written as null
         if value is not None and not _is_number(value):
-            self.fail(where, "a number or null", value)
+            self.fail(where, "a number or null" + (" within a float's range (about ±1.8e308)" if _is_int(value)
+                                                   else ""), value)
 
     def ci(self, where: str, value: Any) -> None:  # {"mean", "lo", "hi"} of a statistic
         self.obj(where, value, ("mean", "lo", "hi"))

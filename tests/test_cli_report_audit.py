@@ -256,3 +256,25 @@ def test_the_leaderboard_header_states_the_seeds_played(seeds, said):
 def test_a_dead_worker_names_the_seeds_of_its_group():
     failure = bench._died(("write_all", "recall", "easy", {}, [10_005, 10_000, 10_010]), [9, 9])
     assert "twice while playing seeds 10000, 10005, 10010 (played again" in failure["error"]
+
+
+# ------------------------------------------------------- 6. an integer beyond a float in results.json
+
+
+@pytest.mark.parametrize("where, edit", [
+    ('summary.agents["oracle"].overall.return.mean must be a number or null within a float\'s range (about '
+     '±1.8e308), got 1000000000',
+     lambda d: d["summary"]["agents"]["oracle"]["overall"]["return"].update(mean=10**400)),
+    ('summary.agents["oracle"].normalised.per_task["recall"] must be a number or null within a float\'s range',
+     lambda d: d["summary"]["agents"]["oracle"]["normalised"]["per_task"].update(recall=-10**309)),
+    ("episodes[1].return must be a finite number, got 1000000000", lambda d: d["episodes"][1].update({"return": 10**400})),
+])
+def test_an_integer_too_large_for_a_float_is_refused_by_the_schema(where, edit, results_file, capsys):
+    """A statistic written as a 401-digit integer passed load_results; rendering leaderboard.md then raised
+    OverflowError (a traceback, exit 1). episodes[i].return raised it inside load_results itself."""
+    path = results_file(edit)
+    md = path.parent / "leaderboard.md"
+    code, printed = run(["plot", str(path)])
+    err = capsys.readouterr().err
+    assert (code, printed) == (2, "") and err.startswith(f"memgym plot: error: {path}: {where}"), err
+    assert not md.exists()
