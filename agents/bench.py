@@ -890,10 +890,12 @@ def _failure(task: tuple, error: str, traceback: str) -> dict:
 
 def _died(task: tuple, exitcodes: Sequence[int | None]) -> dict:
     """The failure of a task whose worker died twice, in two workers (``exitcodes``: theirs, in order)."""
-    seeds = task[-1]
+    from agents.report import number_ranges
+
     codes = ", then ".join(str(c) for c in exitcodes) if len(set(exitcodes)) > 1 else str(exitcodes[0])
+    # (a group of an explicit seed list may be unordered or have gaps: its seeds as runs, not first..last)
     return _failure(task, f"its worker process died (exit code {codes}) twice while playing seeds "
-                          f"{seeds[0]}..{seeds[-1]} (played again in a fresh worker, it died again): os._exit() "
+                          f"{number_ranges(task[-1])} (played again in a fresh worker, it died again): os._exit() "
                           "or a crash in native code; there is no traceback",
                     "(the process ended without a Python exception)\n")
 

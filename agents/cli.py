@@ -368,10 +368,41 @@ def _short(text: str, n: int = 70) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _replay_env(row: dict, i: int, overrides: dict) -> Any:
+    """The env of ``row`` (``episodes[i]`` of a results.json) under the run's ``overrides``, refused as
+    ``memgym bench`` refuses it: ValueError naming the field of the file at fault (``episodes[i].family``,
+    ``.difficulty``, ``overrides``) and the allowed values. An endless world without a horizon is refused
+    by bench's own guard (``_finite_env``): its episode would never end."""
+    from agents.bench import _finite_env, _has_env, make_env
+    from agents.report import _shown
+    from world import DIFFICULTIES, FAMILIES
+
+    family, difficulty = row["family"], row["difficulty"]
+    if family not in FAMILIES:
+        raise ValueError(f"episodes[{i}].family is {family!r}; families: {', '.join(FAMILIES)}")
+    if difficulty not in DIFFICULTIES:
+        raise ValueError(f"episodes[{i}].difficulty is {difficulty!r}; difficulties: {', '.join(DIFFICULTIES)}")
+    if not _has_env(family, difficulty):
+        have = [d for d in DIFFICULTIES if _has_env(family, d)]
+        raise ValueError(f"episodes[{i}].difficulty is {difficulty!r}, which {family} does not have; its "
+                         f"difficulties: {', '.join(have)}")
+    try:  # family and difficulty are valid: what make_env refuses is in the overrides
+        env = make_env(family, difficulty, overrides)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"overrides {_shown(overrides)}: {' '.join(str(exc).split())}") from exc
+    try:
+        return _finite_env(env)
+    except ValueError:
+        env.close()
+        raise ValueError(f"episodes[{i}] is {family}-{difficulty}, an endless world, and overrides.horizon is "
+                         "not set: the episode would never end (memgym bench refuses to run it without a "
+                         "horizon, so a run of it has one)") from None
+
+
 def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from agents import report
     from agents.base import make_agent
-    from agents.bench import make_env, run_episode
+    from agents.bench import run_episode
     from agents.memory_system import MemorySystemError
     from agents.sb3_agent import SB3ModelError
 
@@ -379,11 +410,17 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         data = report.load_results(args.results)
     except report.ResultsFileError as exc:
         raise CliError(str(exc)) from exc
-    rows = {r["episode"]: r for r in data["episodes"]}
-    if args.episode not in rows:
-        raise CliError(f"--episode {args.episode} not in {args.results}; episodes are 0..{len(rows) - 1}")
-    row = rows[args.episode]
+    index = {r["episode"]: i for i, r in enumerate(data["episodes"])}
+    if args.episode not in index:  # (a file may hold a subset of a run's episodes: name those it has)
+        have = f"its episodes are {report.number_ranges(index)}" if index else "it holds no episodes"
+        raise CliError(f"--episode {args.episode} not in {args.results}; {have}")
+    row = data["episodes"][index[args.episode]]
     spec = row["agent"]
+    cannot = f"episode {args.episode} of {args.results} cannot be replayed"
+    try:  # the world first: a problem of the file is not the agent's
+        env = _replay_env(row, index[args.episode], data.get("overrides") or {})
+    except ValueError as exc:
+        raise CliError(f"{cannot}: {exc}") from exc
 
     def user_error(exc: BaseException, *, raised: bool = False) -> CliError:
         # raised: any exception of the agent or its system while playing, shown as memgym bench shows it
@@ -391,12 +428,12 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
         text = str(exc) if not raised or isinstance(exc, ValueError) else repr(exc)
         text = " ".join(text.split())  # one line
         msg = text if repr(spec) in text else f"agent {spec!r}: {text}"
-        return CliError(f"episode {args.episode} of {args.results} cannot be replayed: {msg}")
+        return CliError(f"{cannot}: {msg}")
 
     try:  # a memsys: module no longer importable, an sb3: model moved or retrained, ...
         agent = make_agent(spec)
-        env = make_env(row["family"], row["difficulty"], data.get("overrides") or {})
     except (ValueError, TypeError) as exc:
+        env.close()
         raise user_error(exc) from exc
     print(f"episode {row['episode']}: agent {row['agent']}, {row['env_id']}, seed {row['seed']}", file=out)
     state = {"before": set(), "n": 0}
@@ -498,6 +535,8 @@ def cmd_plot(args: argparse.Namespace, out: TextIO) -> int:
         drawn = report.plot_leaderboard(data, png, fmt=fmt)
     except OSError as exc:
         raise CliError(f"cannot write {exc.filename or png}: {exc.strerror or exc}") from exc
+    except Exception as exc:  # matplotlib failing on the data: one line naming the figure, not a traceback
+        raise CliError(f"cannot draw {png}: {report._reason(exc)}") from exc
     if not drawn:
         return 1
     print(f"wrote {png} and {folder / report.LEADERBOARD_MD}", file=out)

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +123,15 @@ def _shown(value: Any) -> str:
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """An int or float (not a bool) that a float can hold: JSON reads any integer literal as an int, and one
+    beyond ~1.8e308 (``10**400``) raised OverflowError in the tables and the figure."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        float(x)
+    except OverflowError:
+        return False
+    return True
 
 
 def _is_int(x: Any) -> bool:
@@ -163,7 +171,8 @@ class _Schema:
 
     def number_or_null(self, where: str, value: Any) -> None:  # NaN is written as null
         if value is not None and not _is_number(value):
-            self.fail(where, "a number or null", value)
+            self.fail(where, "a number or null" + (" within a float's range (about ±1.8e308)" if _is_int(value)
+                                                   else ""), value)
 
     def ci(self, where: str, value: Any) -> None:  # {"mean", "lo", "hi"} of a statistic
         self.obj(where, value, ("mean", "lo", "hi"))
@@ -274,6 +283,22 @@ def load_results(path: str | os.PathLike) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def number_ranges(values: Iterable[int], most: int = 12) -> str:
+    """Integers as their sorted runs of consecutive numbers: ``[5, 0, 1, 2, 7, 8]`` -> ``"0..2, 5, 7..8"``,
+    ``[]`` -> ``""`` (duplicates count once). With more than ``most`` runs the middle ones are elided:
+    the first ``most - 1``, ``...``, the last."""
+    nums = sorted(set(values))
+    runs: list[str] = []
+    start = 0
+    for i in range(1, len(nums) + 1):
+        if i == len(nums) or nums[i] != nums[i - 1] + 1:
+            runs.append(str(nums[start]) if start == i - 1 else f"{nums[start]}..{nums[i - 1]}")
+            start = i
+    if len(runs) > most:
+        runs = [*runs[:most - 1], "...", runs[-1]]
+    return ", ".join(runs)
+
+
 def _f(x: Any, nd: int = 2) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
@@ -287,13 +312,22 @@ def _ci(e: dict | None, nd: int = 2) -> str:
     return f"{_f(e['mean'], nd)} [{_f(e['lo'], nd)}, {_f(e['hi'], nd)}]"
 
 
+def _md_cell(value: Any) -> str:
+    """A table cell's text: ``|`` escaped, the only character that ends a cell in GFM."""
+    return str(value).replace("|", "\\|")
+
+
 def _md_table(header: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
+    """A GFM table, its columns padded to one width. A ``|`` in a cell is written ``\\|`` (an agent
+    ``sb3:runs/a|b/model.zip`` would otherwise add a cell to its rows)."""
     align = align or ["l"] + ["r"] * (len(header) - 1)
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    header = [_md_cell(c) for c in header]
+    rows = [[_md_cell(c) for c in r] for r in rows]
+    widths = [max(len(c) for c in col) for col in zip(header, *rows)]
     def line(cells: list[str]) -> str:
         out = []
         for c, w, a in zip(cells, widths, align):
-            out.append(str(c).ljust(w) if a == "l" else str(c).rjust(w))
+            out.append(c.ljust(w) if a == "l" else c.rjust(w))
         return "| " + " | ".join(out) + " |"
     sep = "|" + "|".join((":" + "-" * (w + 1)) if a == "l" else ("-" * (w + 1) + ":") for w, a in zip(widths, align)) + "|"
     return "\n".join([line(header), sep, *[line(r) for r in rows]])
@@ -396,11 +430,13 @@ def overrides_text(payload: dict) -> str:
 
 def leaderboard_md(payload: dict) -> str:
     seeds = payload["seeds"]
-    seed_txt = f"{seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+    # the seeds played, as runs (an explicit list may be unordered or have gaps: 10000, 10005, 10010 is not
+    # the range 10000..10010); the count of distinct seeds is the number of episodes per family and agent
+    seed_txt = number_ranges(seeds)
     over = overrides_text(payload)
     head = (f"# memgym leaderboard (suite `{payload['suite']}`)\n\n"
             f"Families: {', '.join(payload['families'])}; difficulty: {', '.join(payload['difficulties'])}; "
-            f"evaluation seeds {seed_txt} ({len(seeds)} per family); memgym {payload.get('memgym_version')}.\n"
+            f"evaluation seeds {seed_txt} ({len(set(seeds))} per family); memgym {payload.get('memgym_version')}.\n"
             + (f"{over}\n" if over else "") +
             "Normalised score: 0 = random, 1 = oracle (mean episode return per family), aggregated with the "
             "interquartile mean over all episodes; 95% stratified bootstrap CIs. Rates are per question.\n")
@@ -455,7 +491,8 @@ def plot_format(path: str | os.PathLike) -> str:
 def plot_leaderboard(payload: dict, path: str | os.PathLike, *, fmt: str | None = None) -> bool:
     """Two panels: IQM normalised score with CI per agent, and a heatmap agent x family. False if no matplotlib.
 
-    Written to exactly ``path``, in ``fmt`` (default: ``plot_format(path)``)."""
+    Written to exactly ``path``, in ``fmt`` (default: ``plot_format(path)``). Every text (agent and family
+    names, the suite) is drawn literally: ``$`` is not mathtext and no text goes through LaTeX."""
     fmt = fmt or plot_format(path)
     try:
         import matplotlib
@@ -472,8 +509,6 @@ def plot_leaderboard(payload: dict, path: str | os.PathLike, *, fmt: str | None 
     tasks = s["tasks"]
     vals = np.array([[s["agents"][a]["normalised"]["per_task"].get(t) if s["agents"][a]["normalised"]["per_task"].get(t)
                       is not None else np.nan for t in tasks] for a in agents], dtype=float)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7 + 0.7 * len(tasks), 0.45 * len(agents) + 2.2),
-                                   gridspec_kw={"width_ratios": [1, max(1.2, 0.35 * len(tasks))]})
     y = np.arange(len(agents))
     pts = np.array([s["agents"][a]["normalised"]["iqm"] if s["agents"][a]["normalised"]["iqm"] is not None else np.nan
                     for a in agents], dtype=float)
@@ -482,38 +517,62 @@ def plot_leaderboard(payload: dict, path: str | os.PathLike, *, fmt: str | None 
     hi = np.array([s["agents"][a]["normalised"]["hi"] if s["agents"][a]["normalised"]["hi"] is not None else np.nan
                    for a in agents], dtype=float)
     colors = ["#4c72b0" if a not in ("random", "oracle") else "#999999" for a in agents]
-    ax1.barh(y, np.nan_to_num(pts), color=colors, xerr=np.nan_to_num(np.vstack([pts - lo, hi - pts])), capsize=3)
-    ax1.set_yticks(y, agents)
-    ax1.invert_yaxis()
-    ax1.axvline(0, color="k", lw=0.8)
-    ax1.axvline(1, color="k", lw=0.8, ls="--")
-    ax1.set_xlabel("normalised score, IQM (0 = random, 1 = oracle)")
-    ax1.set_title("overall (95% CI)")
-    im = ax2.imshow(vals, cmap="viridis", vmin=min(0.0, np.nanmin(vals) if np.isfinite(vals).any() else 0.0),
-                    vmax=max(1.0, np.nanmax(vals) if np.isfinite(vals).any() else 1.0), aspect="auto")
-    ax2.set_xticks(range(len(tasks)), tasks, rotation=35, ha="right")
-    ax2.set_yticks(y, agents)
-    for i in range(len(agents)):
-        for j in range(len(tasks)):
-            if np.isfinite(vals[i, j]):
-                ax2.text(j, i, _f(float(vals[i, j])), ha="center", va="center", fontsize=7,
-                         color="white" if vals[i, j] < 0.5 else "black")
-    ax2.set_title("normalised score per family")
-    fig.colorbar(im, ax=ax2, fraction=0.03)
-    fig.suptitle(f"memgym bench, suite {payload['suite']} ({len(payload['seeds'])} seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, format=fmt)
-    plt.close(fig)
+    # Names are labels, not markup: matplotlib parses a text holding two '$' as mathtext (an sb3: agent
+    # 'sb3:runs/$a_b$/model.zip' raised "Double subscript" after the whole run), and a matplotlibrc with
+    # text.usetex would send every name through LaTeX. Text objects read these settings when they are
+    # created, tick labels while the figure is drawn: everything happens inside the context.
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7 + 0.7 * len(tasks), 0.45 * len(agents) + 2.2),
+                                       gridspec_kw={"width_ratios": [1, max(1.2, 0.35 * len(tasks))]})
+        try:  # a figure that fails to draw is not left open in pyplot's registry
+            ax1.barh(y, np.nan_to_num(pts), color=colors, xerr=np.nan_to_num(np.vstack([pts - lo, hi - pts])),
+                     capsize=3)
+            ax1.set_yticks(y, agents)
+            ax1.invert_yaxis()
+            ax1.axvline(0, color="k", lw=0.8)
+            ax1.axvline(1, color="k", lw=0.8, ls="--")
+            ax1.set_xlabel("normalised score, IQM (0 = random, 1 = oracle)")
+            ax1.set_title("overall (95% CI)")
+            im = ax2.imshow(vals, cmap="viridis",
+                            vmin=min(0.0, np.nanmin(vals) if np.isfinite(vals).any() else 0.0),
+                            vmax=max(1.0, np.nanmax(vals) if np.isfinite(vals).any() else 1.0), aspect="auto")
+            ax2.set_xticks(range(len(tasks)), tasks, rotation=35, ha="right")
+            ax2.set_yticks(y, agents)
+            for i in range(len(agents)):
+                for j in range(len(tasks)):
+                    if np.isfinite(vals[i, j]):
+                        ax2.text(j, i, _f(float(vals[i, j])), ha="center", va="center", fontsize=7,
+                                 color="white" if vals[i, j] < 0.5 else "black")
+            ax2.set_title("normalised score per family")
+            fig.colorbar(im, ax=ax2, fraction=0.03)
+            fig.suptitle(f"memgym bench, suite {payload['suite']} ({len(payload['seeds'])} seeds)")
+            fig.tight_layout()
+            fig.savefig(path, dpi=110, format=fmt)
+        finally:
+            plt.close(fig)
     return True
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a write failed, on one line: an OSError's strerror, else ``Type: message`` (matplotlib's parser
+    errors span several lines)."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _save_elsewhere(payload: dict, timings: dict | None) -> Path | None:
     """After a failed write: results.json (and timings.json) in a new folder of the temp dir, else of the
     current one; None if neither can hold them."""
+    try:
+        text = dumps(payload)
+    except (TypeError, ValueError):  # not serialisable: no folder can hold it
+        return None
     for base in (tempfile.gettempdir(), os.getcwd()):
         try:
             folder = Path(tempfile.mkdtemp(prefix="memgym-bench-", dir=base))
-            (folder / RESULTS).write_text(dumps(payload))
+            (folder / RESULTS).write_text(text)
             if timings is not None:
                 (folder / TIMINGS).write_text(json.dumps(_clean(timings), sort_keys=True, indent=1) + "\n")
             return folder
@@ -522,16 +581,46 @@ def _save_elsewhere(payload: dict, timings: dict | None) -> Path | None:
     return None
 
 
+def _write_figure(payload: dict, out: Path) -> Path | None:
+    """Draw ``out/leaderboard.png``, once the other files of the run are in place; its path, or None when it
+    is not drawn: no matplotlib (said on stderr), or any failure of the drawing or the writing, which is a
+    warning on stderr naming the file, never an error (the run's results are written already).
+
+    An earlier run's figure is removed first: it would contradict the new results whether or not the new
+    one can be drawn."""
+    target = out / LEADERBOARD_PNG
+    tmp = out / f".{LEADERBOARD_PNG}.memgym-{os.getpid()}.tmp"
+    try:
+        target.unlink(missing_ok=True)
+        if not plot_leaderboard(payload, tmp, fmt="png"):
+            return None
+        os.replace(tmp, target)
+        return target
+    except Exception as exc:
+        print(f"warning: cannot write {target}: {_reason(exc)}; the other files of the run were written, "
+              "without the figure", file=sys.stderr)
+        return None
+    finally:
+        try:
+            tmp.unlink(missing_ok=True)  # (gone after the rename)
+        except OSError:
+            pass
+
+
 def write_all(payload: dict, out_dir: str | os.PathLike, *, timings: dict | None = None, plot: bool = True) -> dict:
-    """Write every output file into ``out_dir``; returns {name: path}.
+    """Write every output file into ``out_dir``; returns {name: path} of the files written.
 
     The folder then holds only files of this run: an ``OUTPUT_FILES`` entry that is not written (no
-    ablation, no plot, no timings) is removed if an earlier run left it there.
+    ablation, no plot, no timings, a figure that could not be drawn) is removed if an earlier run left it
+    there.
 
-    Each file is first written under a temporary name in the folder and then renamed over its target, so
-    that a failure (a full disk, a folder in the way) leaves the folder as it was; it raises
+    results.json, results.csv, leaderboard.md, timings.json and ablation.md are each first written under a
+    temporary name in the folder and then renamed over their targets, so that a failure of any of them (a
+    full disk, a folder in the way, or any other exception) leaves the folder as it was; it raises
     OutputWriteError naming the file, after saving results.json elsewhere (``_save_elsewhere``): a
-    finished benchmark is never lost."""
+    finished benchmark is never lost. The figure (``plot``) is drawn last, after those are in place: a
+    failure to draw or write it is a warning on stderr naming the file (``_write_figure``), and the
+    returned dict has no ``"png"``."""
     out = Path(out_dir)
     staged: dict[str, tuple[Path, Path]] = {}  # key -> (temporary file, target), in the order written
     current, renaming = out, False
@@ -545,6 +634,7 @@ def write_all(payload: dict, out_dir: str | os.PathLike, *, timings: dict | None
 
     try:
         out.mkdir(parents=True, exist_ok=True)
+        # the results first, then the reports rendered from them
         stage("results", RESULTS, lambda t: t.write_text(dumps(payload)))
         stage("csv", CSV, lambda t: write_csv(payload, t, timings))
         stage("leaderboard", LEADERBOARD_MD, lambda t: t.write_text(leaderboard_md(payload)))
@@ -553,16 +643,13 @@ def write_all(payload: dict, out_dir: str | os.PathLike, *, timings: dict | None
                   lambda t: t.write_text(json.dumps(_clean(timings), sort_keys=True, indent=1) + "\n"))
         if payload.get("ablation"):
             stage("ablation", ABLATION_MD, lambda t: t.write_text("# Ablation\n\n" + ablation_md(payload) + "\n"))
-        if plot:
-            drawn: list[bool] = []
-            stage("png", LEADERBOARD_PNG, lambda t: drawn.append(plot_leaderboard(payload, t, fmt="png")))
-            if not drawn[0]:  # no matplotlib (said on stderr): no figure
-                staged.pop("png")[0].unlink(missing_ok=True)
         for _, target in staged.values():  # what would fail a rename, before the first one
             if target.exists() and not target.is_file():
                 current = target
                 raise IsADirectoryError(21, "a folder (or another non-file) is in the way", str(target))
-        stale = [out / name for name in OUTPUT_FILES if out / name not in {t for _, t in staged.values()}]
+        # (with plot, an earlier figure is replaced or removed by _write_figure)
+        keep = {t for _, t in staged.values()} | ({out / LEADERBOARD_PNG} if plot else set())
+        stale = [out / name for name in OUTPUT_FILES if out / name not in keep]
         renaming = True
         # results.json last: until it is replaced, the folder's results.json still describes its other files
         for key in sorted(staged, key=lambda k: k == "results"):
@@ -576,10 +663,16 @@ def write_all(payload: dict, out_dir: str | os.PathLike, *, timings: dict | None
                 tmp.unlink(missing_ok=True)
             except OSError:
                 pass
-        if not isinstance(exc, OSError):
+        if not isinstance(exc, Exception):  # Ctrl-C, SystemExit: stop at once
             raise
+        # any other failure (also a bug in a report, or odd data) must not lose the finished run
         note = (f"{out} may now hold old and new files side by side" if renaming else
                 f"nothing in {out} was changed")
         saved = _save_elsewhere(payload, timings)
-        raise OutputWriteError(current, exc.strerror or str(exc), saved, note, payload) from exc
-    return {key: target for key, (_, target) in staged.items()}
+        raise OutputWriteError(current, _reason(exc), saved, note, payload) from exc
+    written = {key: target for key, (_, target) in staged.items()}
+    if plot:
+        png = _write_figure(payload, out)
+        if png is not None:
+            written["png"] = png
+    return written
