@@ -402,11 +402,17 @@ def test_an_agent_failure_is_still_reported_when_the_outputs_cannot_be_written(t
         return real(payload, out_dir, **kw)
 
     monkeypatch.setattr(report, "write_all", fail_after_run)
+    import tempfile
+
+    spare = tmp_path / "spare"
+    spare.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spare))  # where the results are saved instead (not /tmp)
     with pytest.raises(bench.AgentFailedError) as exc:
         bench.run_bench("quick", agents=["memsys:raising2:Raises"], families=["recall"], seeds=1, workers=1,
                         out_dir=out, progress=False, plot=False, overrides={"horizon": 20})
     msg = str(exc.value)
     assert "agent 'memsys:raising2:Raises' failed" in msg and "were not written" in msg and "saved to" in msg, msg
+    assert [p.name.startswith("memgym-bench-") for p in spare.iterdir()] == [True]
 
 
 def test_a_folder_in_place_of_errors_txt_is_refused_before_the_run(tmp_path):
