@@ -11,7 +11,7 @@ folder then holds everything needed to inspect, resume and reproduce the run:
 | `evaluations.csv` | one row per evaluation on the validation seeds: steps, return, accuracy, ... |
 | `evaluations.npz` | SB3's own record of the same evaluations |
 | `tb/` | TensorBoard logs (`tensorboard --logdir runs/`) |
-| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json` (+ `session_<steps>.pkl` at a rollout's end), what `--resume` continues from |
+| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json` (+ `session_<steps>.pkl` at a rollout's end; DQN: + `replay_buffer_<steps>_steps.pkl`, the newest checkpoint's only, its filled rows), what `--resume` continues from |
 | `baselines.json` | every baseline agent on the validation seeds (the reference lines of the curve) |
 | `model.zip`, `model.json` | the final policy, and what is needed to load it (algorithm, action wrapper) |
 | `learning_curve.png` | validation return and accuracy against steps, with the best heuristic's level |
@@ -392,8 +392,9 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             path = Path(self._checkpoint_path(extension="zip"))
             path.parent.mkdir(parents=True, exist_ok=True)
             self.model.save(path)
-            if cfg.algo == "dqn" and getattr(self.model, "replay_buffer", None) is not None:
-                self.model.save_replay_buffer(path.with_name(f"replay_buffer_{self.num_timesteps}_steps.pkl"))
+            replay = getattr(self.model, "replay_buffer", None) if cfg.algo == "dqn" else None
+            if replay is not None:
+                save_replay_buffer(replay, path.with_name(f"replay_buffer_{self.num_timesteps}_steps.pkl"))
             if session:
                 with (path.parent / f"session_{self.num_timesteps}.pkl").open("wb") as fh:
                     pickle.dump(_session_state(self.model), fh)
@@ -406,6 +407,10 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
                 "session": bool(session),
             }
             (path.parent / f"state_{self.num_timesteps}.json").write_text(json.dumps(state, indent=2))
+            if replay is not None:
+                # only now that this checkpoint is complete (its state file is there): a resume reads only the
+                # newest checkpoint's buffer, and keeping every one filled the disk (up to 1.85 GB each)
+                _drop_older_replay_buffers(path.parent, int(self.num_timesteps))
             return path
 
         def _on_step(self) -> bool:
@@ -449,6 +454,82 @@ def _update_follows(locals_: dict) -> bool:
         episodes = int(locals_.get("num_collected_episodes", 0)) + int(np.sum(locals_.get("dones", 0)))
         return not should_collect_more_steps(locals_["train_freq"], int(locals_["num_collected_steps"]), episodes)
     return False
+
+
+REPLAY_BUFFER_ARRAYS = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
+
+
+def _replay_rows(buffer) -> int:
+    """Rows of a replay buffer that hold data: all once it is full, else the first `pos` (and row `pos` too
+    with `optimize_memory_usage`, where it holds the last transition's next observation)."""
+    if buffer.full:
+        return int(buffer.buffer_size)
+    return min(int(buffer.pos) + int(bool(getattr(buffer, "optimize_memory_usage", False))), int(buffer.buffer_size))
+
+
+def _filled_replay_buffer(cls: type, state: dict, rows: int, buffer_size: int):
+    """Unpickle a buffer saved by :func:`save_replay_buffer`: its arrays get back their `buffer_size` rows,
+    zeros after the first `rows` (as SB3 allocates them), so the result equals the buffer that was saved."""
+    state = dict(state)
+    for name in REPLAY_BUFFER_ARRAYS:
+        value = state.get(name)
+        if isinstance(value, dict):
+            state[name] = {key: _padded(arr, buffer_size) for key, arr in value.items()}
+        elif isinstance(value, np.ndarray):
+            state[name] = _padded(value, buffer_size)
+    buffer = cls.__new__(cls)
+    buffer.__dict__.update(state)
+    return buffer
+
+
+def _padded(arr: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros((size, *arr.shape[1:]), dtype=arr.dtype)
+    out[:len(arr)] = arr
+    return out
+
+
+def save_replay_buffer(buffer, path: Path) -> None:
+    """Pickle a DQN replay buffer with only its filled rows. SB3's `save_replay_buffer` writes every row it
+    preallocated (1.85 GB with its default `buffer_size` of 1,000,000 on a MemGym env, however few steps were
+    taken); this pickle holds the rows with data and restores the empty ones on load, so the loaded object
+    equals the saved one (SB3's `load_replay_buffer` reads it too). Buffer classes other than SB3's
+    `ReplayBuffer` / `DictReplayBuffer` are pickled whole."""
+    import copyreg
+
+    from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
+
+    def reduce(buf):
+        rows = _replay_rows(buf)
+        state = dict(buf.__dict__)
+        for name in REPLAY_BUFFER_ARRAYS:
+            value = state.get(name)
+            if isinstance(value, dict):
+                state[name] = {key: arr[:rows] for key, arr in value.items()}
+            elif isinstance(value, np.ndarray):
+                state[name] = value[:rows]
+        return _filled_replay_buffer, (type(buf), state, rows, int(buf.buffer_size))
+
+    with path.open("wb") as fh:
+        pickler = pickle.Pickler(fh, protocol=pickle.HIGHEST_PROTOCOL)
+        if type(buffer) in (ReplayBuffer, DictReplayBuffer):
+            pickler.dispatch_table = {**copyreg.dispatch_table, type(buffer): reduce}
+        pickler.dump(buffer)
+
+
+def _drop_older_replay_buffers(ckpt_dir: Path, steps: int) -> None:
+    """Delete the replay buffers of the checkpoints older than `steps` (only the newest one is resumed from)."""
+    for path in ckpt_dir.glob("replay_buffer_*_steps.pkl"):
+        n = _steps_in_name(path)
+        if n is not None and n < steps:
+            path.unlink(missing_ok=True)
+
+
+def _steps_in_name(path: Path) -> int | None:
+    """The step count of a `<prefix>_<steps>_steps.<ext>` checkpoint file name, or None."""
+    try:
+        return int(path.stem.split("_")[-2])
+    except (IndexError, ValueError):
+        return None
 
 
 def _accuracy_from_info(info: dict) -> float | None:
@@ -571,11 +652,8 @@ def _checkpoint_steps(run_dir: str | Path) -> list[int]:
     ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
     steps = []
     for path in ckpt_dir.glob("model_*_steps.zip"):
-        try:
-            n = int(path.stem.split("_")[-2])
-        except ValueError:
-            continue
-        if (ckpt_dir / f"state_{n}.json").exists():
+        n = _steps_in_name(path)
+        if n is not None and (ckpt_dir / f"state_{n}.json").exists():
             steps.append(n)
     return sorted(steps)
 
@@ -588,13 +666,21 @@ def _bad_checkpoint(run_dir: Path, steps: int, path: Path, problem: str, how: st
                                 f"{how}")
     ckpt_dir = run_dir / CHECKPOINT_DIR
     earlier = [n for n in _checkpoint_steps(run_dir) if n < steps]
-    pair = f"{ckpt_dir / f'model_{steps}_steps.zip'} and {ckpt_dir / f'state_{steps}.json'}"
-    if (ckpt_dir / f"session_{steps}.pkl").exists():
-        pair = f"{ckpt_dir / f'model_{steps}_steps.zip'}, {ckpt_dir / f'state_{steps}.json'} and " \
-               f"{ckpt_dir / f'session_{steps}.pkl'}"
+    buffers = {_steps_in_name(p) for p in ckpt_dir.glob("replay_buffer_*_steps.pkl")}
+    dqn = bool(buffers) or path.name.startswith("replay_buffer_")
+    if dqn:  # a DQN checkpoint resumes only with its replay buffer, which only the newest one keeps
+        earlier = [n for n in earlier if n in buffers]
+    names = [f"model_{steps}_steps.zip", f"state_{steps}.json", f"session_{steps}.pkl",
+             f"replay_buffer_{steps}_steps.pkl"]
+    files = [str(ckpt_dir / name) for name in names[:2]] + \
+        [str(ckpt_dir / name) for name in names[2:] if (ckpt_dir / name).exists()]
+    pair = f"{', '.join(files[:-1])} and {files[-1]}"
     if earlier:
         how = (f"to resume from the previous checkpoint (model_{earlier[-1]}_steps.zip, {earlier[-1]} steps), "
                f"move or delete {pair} and run the same command again")
+    elif dqn:
+        how = ("there is no earlier checkpoint with its replay buffer (a DQN run keeps the newest checkpoint's "
+               "only): restore the file, or train again into another --out")
     else:
         how = "there is no earlier checkpoint: restore the file, or train again into another --out"
     return TrainConfigError(f"cannot resume: checkpoint file {path} {problem}. Nothing was changed in {run_dir}; "

@@ -1,0 +1,53 @@
+"""memgym train: defects of the second training audit (DQN replay buffers on disk and on resume, recipes
+SB3 refuses only while training, what a resume checks before it changes anything, a stochastic evaluation
+at a checkpoint's step, duplicate recipe keys, --quick on resume, unreadable model.json). Tiny recipes."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+from test_train import tiny  # noqa: E402
+from test_train_audit import _results, _same_model  # noqa: E402
+
+from agents import train as T  # noqa: E402
+
+# ------------------------------------------------------------------------ DQN replay buffers
+DQN = {"algo": "dqn", "hyperparams": {"learning_starts": 32, "buffer_size": 5000, "train_freq": 4, "batch_size": 16},
+       "total_steps": 128, "checkpoint_freq": 32, "eval": {"freq": 64, "episodes": 1, "test_episodes": 1,
+                                                             "baselines": []}}
+
+
+def test_dqn_keeps_only_the_newest_replay_buffer_with_its_filled_rows_and_resumes_exactly(tmp_path):
+    """Every DQN checkpoint pickled SB3's whole preallocated replay buffer (1.85 GB with the default
+    buffer_size) and every one was kept. Now only the newest checkpoint keeps one, holding the filled rows
+    only; loaded (by memgym or SB3's load_replay_buffer) it is the whole buffer again, and a stopped and
+    resumed run is still the uninterrupted one, exactly."""
+    from stable_baselines3 import DQN as SB3DQN
+
+    cfg = tiny(tmp_path, **DQN)
+    whole = T.train(cfg, seed=0, out_dir=tmp_path / "whole", test_eval=False)
+    ckpts = whole.run_dir / "checkpoints"
+    assert sorted(p.name for p in ckpts.glob("replay_buffer_*")) == ["replay_buffer_128_steps.pkl"]
+    assert T._checkpoint_steps(whole.run_dir) == [32, 64, 96, 128]
+
+    model = SB3DQN.load(ckpts / "model_128_steps.zip")
+    model.load_replay_buffer(ckpts / "replay_buffer_128_steps.pkl")
+    buf = model.replay_buffer
+    assert (buf.buffer_size, buf.pos, buf.full) == (5000, 128, False)
+    assert buf.rewards.shape == (5000, 1) and not buf.rewards[128:].any()
+    assert all(arr.shape[0] == 5000 and not arr[128:].any() for arr in buf.observations.values())
+    whole_bytes = sum(arr.nbytes for arr in (*buf.observations.values(), *buf.next_observations.values(),
+                                             buf.actions, buf.rewards, buf.dones, buf.timeouts))
+    # the file holds the 128 filled rows of 5000 (about 3% of the arrays), not the whole buffer
+    assert (ckpts / "replay_buffer_128_steps.pkl").stat().st_size < 0.04 * whole_bytes
+
+    out = tmp_path / "sliced"
+    first = T.train(cfg, seed=0, out_dir=out, stop_after=64, test_eval=False)
+    assert first.stop_reason == "stop_after" and first.timesteps == 64
+    assert sorted(p.name for p in (out / "checkpoints").glob("replay_buffer_*")) == ["replay_buffer_64_steps.pkl"]
+    last = T.train(None, out_dir=out, resume=True, test_eval=False)
+    assert last.finished and last.timesteps == 128
+    assert _same_model(last.model_path, whole.model_path) and _results(out) == _results(whole.run_dir)
+    assert sorted(p.name for p in (out / "checkpoints").glob("replay_buffer_*")) == ["replay_buffer_128_steps.pkl"]
