@@ -785,6 +785,36 @@ def _read_session(run_dir: Path, ckpt: tuple[Path, dict], n_envs: int) -> dict |
     return session
 
 
+def _read_replay_buffer(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig, *, trains: bool):
+    """The replay buffer a DQN resume loads (`replay_buffer_<steps>_steps.pkl` of the checkpoint), read and
+    checked before the resume changes anything: unreadable, not a replay buffer, or for another number of
+    envs is an error naming it; missing is one when the resume `trains` (DQN would go on learning from an
+    empty buffer, not as the run did). None for other algorithms, for a run finished from its model.zip, and
+    for a missing buffer when nothing is trained."""
+    state = ckpt[1]
+    if cfg.algo != "dqn" or state.get("from_model_zip"):
+        return None
+    steps = int(state["timesteps"])
+    replay_path = run_dir / CHECKPOINT_DIR / f"replay_buffer_{steps}_steps.pkl"
+    if not replay_path.exists():
+        if not trains:
+            return None
+        raise _bad_checkpoint(run_dir, steps, replay_path, "is missing (DQN goes on learning from the replay buffer "
+                              "of the checkpoint it resumes from; memgym train keeps the newest checkpoint's only)")
+    from stable_baselines3.common.buffers import ReplayBuffer
+
+    try:
+        with replay_path.open("rb") as fh:
+            buffer = pickle.load(fh)
+    except Exception as err:  # noqa: BLE001 - a truncated pickle raises EOFError, UnpicklingError, ...
+        raise _bad_checkpoint(run_dir, steps, replay_path, f"cannot be read ({type(err).__name__}: {err})") \
+            from None
+    if not isinstance(buffer, ReplayBuffer) or buffer.n_envs != cfg.n_envs:
+        raise _bad_checkpoint(run_dir, steps, replay_path, f"does not hold this run's replay buffer (an SB3 "
+                              f"ReplayBuffer of {cfg.n_envs} env{'s' if cfg.n_envs > 1 else ''})")
+    return buffer
+
+
 def _newer_final_model(run_dir: Path, ckpt: tuple[Path, dict], total_steps: int) -> tuple[Path, dict]:
     """What ``--resume`` starts from: the last checkpoint, unless the run's ``model.zip`` is newer. Runs
     trained before every run ended on a checkpoint of its final policy (and any run whose last checkpoint
@@ -1667,6 +1697,8 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         _check_checkpoint_model(run_dir, ckpt, cfg)
         ckpt = _newer_final_model(run_dir, ckpt, total_steps if total_steps is not None else cfg.total_steps)
         session = _read_session(run_dir, ckpt, cfg.n_envs)
+        target = total_steps if total_steps is not None else cfg.total_steps
+        replay = _read_replay_buffer(run_dir, ckpt, cfg, trains=target > int(ckpt[1]["timesteps"]))
         _check_evaluation_files(run_dir)
         check_agents(cfg, baselines=test_eval or not (run_dir / "baselines.json").exists(), pretrain=False)
         at = int(ckpt[1]["timesteps"])
@@ -1756,7 +1788,7 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     # -- resume point (checked above, before anything was written)
     start_steps, started = 0, [0] * cfg.n_envs
     if not resume:
-        ckpt, session = None, None
+        ckpt, session, replay = None, None, None
     if ckpt is not None:
         start_steps = int(ckpt[1]["timesteps"])
         started = [int(x) for x in ckpt[1]["episodes_started"]]
@@ -1795,9 +1827,9 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     if ckpt is not None:
         model = _load_checkpoint(run_dir, ckpt, cfg, env=train_env, tensorboard_log=str(run_dir / "tb"))
         _truncate_evaluations(run_dir / "evaluations.csv", start_steps)
-        replay = ckpt[0].with_name(f"replay_buffer_{start_steps}_steps.pkl")
-        if cfg.algo == "dqn" and replay.exists():
-            model.load_replay_buffer(replay)
+        if replay is not None:  # (read and checked before anything was written; as SB3's load_replay_buffer)
+            model.replay_buffer = replay
+            model.replay_buffer.device = model.device
         if session is None:  # a checkpoint inside a rollout: deterministic, not the uninterrupted run's course
             model.set_random_seed((seed + start_steps) % RUN_SEED_LIMIT)
         t0 -= float(ckpt[1].get("wall_time_s", 0.0))

@@ -4,6 +4,9 @@ at a checkpoint's step, duplicate recipe keys, --quick on resume, unreadable mod
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("sb3_contrib")
@@ -12,6 +15,13 @@ from test_train import tiny  # noqa: E402
 from test_train_audit import _results, _same_model  # noqa: E402
 
 from agents import train as T  # noqa: E402
+from agents.train_config import TrainConfigError  # noqa: E402
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
 
 # ------------------------------------------------------------------------ DQN replay buffers
 DQN = {"algo": "dqn", "hyperparams": {"learning_starts": 32, "buffer_size": 5000, "train_freq": 4, "batch_size": 16},
@@ -51,3 +61,22 @@ def test_dqn_keeps_only_the_newest_replay_buffer_with_its_filled_rows_and_resume
     assert last.finished and last.timesteps == 128
     assert _same_model(last.model_path, whole.model_path) and _results(out) == _results(whole.run_dir)
     assert sorted(p.name for p in (out / "checkpoints").glob("replay_buffer_*")) == ["replay_buffer_128_steps.pkl"]
+
+
+def test_dqn_resume_checks_the_replay_buffer_before_changing_anything(tmp_path):
+    """A truncated replay buffer crashed the resume with an UnpicklingError after config.yaml had been
+    rewritten for --total-steps; a missing one was skipped, and DQN went on from an empty buffer."""
+    out = tmp_path / "run"
+    assert T.train(tiny(tmp_path, **DQN), seed=0, out_dir=out, stop_after=64, test_eval=False).timesteps == 64
+    replay = out / "checkpoints" / "replay_buffer_64_steps.pkl"
+    replay.write_bytes(replay.read_bytes()[:1000])
+    before = _snapshot(out)
+    with pytest.raises(TrainConfigError, match="cannot be read") as err:
+        T.train(None, out_dir=out, resume=True, total_steps=192, test_eval=False)
+    assert f"checkpoint file {replay} cannot be read" in str(err.value) and "no earlier checkpoint" in str(err.value)
+    assert _snapshot(out) == before
+    replay.unlink()
+    before = _snapshot(out)
+    with pytest.raises(TrainConfigError, match=f"checkpoint file {replay} is missing"):
+        T.train(None, out_dir=out, resume=True, total_steps=192, test_eval=False)
+    assert _snapshot(out) == before
