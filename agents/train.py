@@ -970,6 +970,20 @@ def check_recipe(cfg: TrainConfig) -> None:
                                    f"of the {rollout}-step rollout (n_steps {rollout // cfg.n_envs} x n_envs "
                                    f"{cfg.n_envs}), which MaskablePPO normalises to NaN; choose a batch_size "
                                    f"that divides {rollout} or leaves >= 2")
+    if cfg.algo == "a2c" and cfg.hyperparams.get("normalize_advantage", False):
+        # A2C normalises the rollout's advantages by their std: NaN for a rollout of one step, the logits
+        # then too, and the run crashed at its second rollout (SB3 checks it for PPO only)
+        rollout = cfg.hyperparams.get("n_steps", 5) * cfg.n_envs
+        if rollout < 2:
+            raise TrainConfigError(f"key 'hyperparams.n_steps' times n_envs must be >= 2 for a2c with "
+                                   f"normalize_advantage: true (a rollout of one step has no advantage spread); "
+                                   f"got {rollout}")
+    train_freq = cfg.hyperparams.get("train_freq")
+    if cfg.algo == "dqn" and isinstance(train_freq, list | tuple) and train_freq[1] == "episode" and cfg.n_envs > 1:
+        # SB3 asserts this only when it collects the first rollout, after the run folder was written
+        raise TrainConfigError(f"key 'hyperparams.train_freq' {list(train_freq)} trains after whole episodes, which "
+                               f"SB3's DQN does with one env only; got n_envs {cfg.n_envs}: use n_envs: 1, or a "
+                               f"train_freq in steps (an integer, or [{train_freq[0]}, step])")
     flatten = cfg.algo == "dqn"
     envs = [make_env(cfg.env_id, cfg.env_overrides, flatten=flatten) for _ in range(cfg.n_envs)]
     try:
@@ -1644,7 +1658,29 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
     many total steps (after its update), saving a checkpoint with the session: a resume then goes on
     exactly as the uninterrupted run (at or past `total_steps`: a normal finish). `test_eval`: run the final
-    test on the benchmark's seeds."""
+    test on the benchmark's seeds.
+
+    A new run that fails with an error before its first checkpoint (a value SB3 refuses only while
+    training, a baseline that crashes) has what it wrote moved to `crashed-<n>/` in the run folder before
+    the error goes on: the folder then holds nothing to resume, and the corrected command starts there."""
+    started: list[Path] = []
+    try:
+        return _train(config_path, seed, out_dir, quick, resume, n_envs=n_envs, total_steps=total_steps,
+                      stop_after=stop_after, progress_bar=progress_bar, test_eval=test_eval, started=started)
+    except Exception:
+        # (not KeyboardInterrupt: an interrupt returns, and the same command then starts the run again)
+        if started and not (started[0] / "model.zip").exists() and not _checkpoint_steps(started[0]):
+            aside = _set_aside_partial(started[0], _RUN_FILES, "crashed")
+            if aside is not None:
+                _say(f"the run failed before its first checkpoint: what it wrote is moved to {aside}, so that the "
+                     f"corrected command can start it in {started[0]}")
+        raise
+
+
+def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path | None, quick: bool,
+           resume: bool, *, n_envs: int | None, total_steps: int | None, stop_after: int | None,
+           progress_bar: bool | None, test_eval: bool, started: list[Path]) -> TrainResult:
+    """:func:`train`; appends the run folder to `started` once a new run begins to write it."""
     if seed is not None:
         _check_seed(seed, "--seed")
     if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
@@ -1771,6 +1807,7 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     test_seeds = list(range(TEST_SEED_START, TEST_SEED_START + cfg.eval.test_episodes))
     if not resume:
         aside = _set_aside_partial(run_dir)
+        started.append(run_dir)
         if aside is not None:
             _say(f"{run_dir} held the output of a run stopped before its first checkpoint: moved to {aside}; "
                  "starting again")
@@ -2053,17 +2090,24 @@ def _differing_keys(stored: dict, wanted: dict, prefix: str = "",
     return out
 
 
-def _set_aside_partial(run_dir: Path) -> Path | None:
+#: everything a run writes into its folder (a run that failed before its first checkpoint has all of it moved)
+_RUN_FILES = ("config.yaml", "seeds.json", "baselines.json", "pretrain.json", *_TRAINING_OUTPUTS, "model.json",
+              "learning_curve.png", *TEST_RESULTS)
+
+
+def _set_aside_partial(run_dir: Path, names: Sequence[str] = _TRAINING_OUTPUTS, prefix: str = "partial") \
+        -> Path | None:
     """Move what RL wrote before a run was killed without a checkpoint (``tb/``, ``evaluations.*``, an
     empty ``checkpoints/``) into ``run_dir/partial-<n>/`` (the first free n), so that a restart neither
-    mixes it with its own output nor deletes it. Returns that folder, or None when there was nothing."""
-    present = [run_dir / name for name in _TRAINING_OUTPUTS if (run_dir / name).exists()]
+    mixes it with its own output nor deletes it. Returns that folder, or None when there was nothing.
+    (`names`, `prefix`: other files and another folder name: ``crashed-<n>/`` for a run that failed.)"""
+    present = [run_dir / name for name in names if (run_dir / name).exists()]
     if not present:
         return None
     n = 1
-    while (run_dir / f"partial-{n}").exists():
+    while (run_dir / f"{prefix}-{n}").exists():
         n += 1
-    dest = run_dir / f"partial-{n}"
+    dest = run_dir / f"{prefix}-{n}"
     dest.mkdir()
     for path in present:
         path.rename(dest / path.name)

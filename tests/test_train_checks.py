@@ -14,6 +14,7 @@ pytest.importorskip("sb3_contrib")
 from test_train import tiny  # noqa: E402
 from test_train_audit import _results, _same_model  # noqa: E402
 
+from agents import cli  # noqa: E402
 from agents import train as T  # noqa: E402
 from agents.train_config import TrainConfigError  # noqa: E402
 
@@ -80,3 +81,43 @@ def test_dqn_resume_checks_the_replay_buffer_before_changing_anything(tmp_path):
     with pytest.raises(TrainConfigError, match=f"checkpoint file {replay} is missing"):
         T.train(None, out_dir=out, resume=True, total_steps=192, test_eval=False)
     assert _snapshot(out) == before
+
+
+# ------------------------------------------------------------------------ recipes SB3 refuses while training
+@pytest.mark.parametrize("changes, needles", [
+    ({"algo": "a2c", "hyperparams": {"n_steps": 1, "normalize_advantage": True}},
+     ["key 'hyperparams.n_steps' times n_envs must be >= 2 for a2c with normalize_advantage: true", "got 1"]),
+    ({"algo": "dqn", "n_envs": 2, "hyperparams": {"buffer_size": 1000, "learning_starts": 10,
+                                                  "train_freq": [1, "episode"]}},
+     ["key 'hyperparams.train_freq' [1, 'episode']", "with one env only; got n_envs 2"]),
+])
+def test_recipes_sb3_refuses_only_while_training_are_refused_before_anything_is_written(tmp_path, capsys, changes,
+                                                                                      needles):
+    """A2C normalising the advantages of a one-step rollout (NaN logits at the second rollout) and DQN
+    training per episode on two envs (SB3's assert in its first rollout) passed the recipe check and
+    crashed mid-run with a traceback, after the run folder was written."""
+    out = tmp_path / "run"
+    rc = cli.main(["train", "--config", str(tiny(tmp_path, **changes)), "--out", str(out), "--no-progress",
+                   "--no-test"])
+    err = capsys.readouterr().err
+    assert rc == 2 and all(n in err for n in needles) and "Traceback" not in err, err
+    assert not out.exists()
+
+
+@pytest.mark.filterwarnings("ignore:std")  # the one-step rollout's std: the failure itself
+def test_a_run_that_fails_before_its_first_checkpoint_does_not_block_the_corrected_command(tmp_path, monkeypatch):
+    """A run that crashed before its first checkpoint left config.yaml, seeds.json, baselines.json, tb/
+    and an empty checkpoints/, and the corrected recipe into the same --out was refused ("holds the start
+    of another run"). Its output is now moved to crashed-1/ and the corrected command starts there."""
+    monkeypatch.setattr(T, "check_recipe", lambda cfg: None)  # a value that no check knows of yet
+    bad = tiny(tmp_path, name="bad", algo="a2c", hyperparams={"n_steps": 1, "normalize_advantage": True})
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match="invalid values"):  # NaN logits in the second rollout
+        T.train(bad, seed=0, out_dir=out, test_eval=False)
+    assert sorted(p.name for p in out.iterdir()) == ["crashed-1"]
+    assert {"config.yaml", "seeds.json", "baselines.json", "checkpoints"} <= {p.name for p in (out / "crashed-1").iterdir()}
+    monkeypatch.undo()
+    good = tiny(tmp_path, name="good", algo="a2c", hyperparams={"n_steps": 16}, total_steps=64, checkpoint_freq=64,
+                eval={"freq": 64, "episodes": 1, "test_episodes": 1, "baselines": []})
+    result = T.train(good, seed=0, out_dir=out, test_eval=False)
+    assert result.finished and result.timesteps == 64 and (out / "crashed-1").is_dir()
