@@ -1523,6 +1523,30 @@ def _finished_run(run_dir: Path) -> dict:
     return meta
 
 
+def read_baselines(path: str | Path) -> dict[str, dict]:
+    """The baselines' summary in a run's `baselines.json` (agent -> its means on the validation seeds), or a
+    TrainConfigError naming the file: not JSON, or not a summary of agents with their mean return and
+    accuracy (numbers; null where there was none)."""
+    path = Path(path)
+
+    def number(v: Any) -> bool:
+        return v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        problem = f"not readable JSON: {err}"
+    else:
+        summary = data.get("summary") if isinstance(data, dict) else None
+        if isinstance(summary, dict) and all(
+                isinstance(row, dict) and number(row.get("mean_return", "")) and number(row.get("mean_accuracy", ""))
+                for row in summary.values()):
+            return summary
+        problem = "expected {\"seeds\": [...], \"summary\": {agent: {\"mean_return\": ..., \"mean_accuracy\": ...}}}"
+    raise TrainConfigError(f"{path}: not the run's baselines ({problem}); it is recomputed when missing: delete it "
+                           "and run the same command again (it plays the baselines on the validation seeds again)")
+
+
 # ----------------------------------------------------------------------------------------- plot
 def plot_learning_curve(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """`learning_curve.png`: validation return and accuracy against steps, baselines as lines."""
@@ -1536,10 +1560,9 @@ def plot_learning_curve(run_dir: str | Path, out: str | Path | None = None) -> P
     rows = read_evaluations(run_dir / "evaluations.csv")
     baselines = {}
     if (run_dir / "baselines.json").exists():
-        baselines = json.loads((run_dir / "baselines.json").read_text()).get("summary", {})
         # (a mean without a value, e.g. the accuracy of episodes without questions, is null: no line)
         baselines = {name: {k: (math.nan if v is None else v) for k, v in row.items()}
-                     for name, row in baselines.items()}
+                     for name, row in read_baselines(run_dir / "baselines.json").items()}
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     steps = np.array([r["timesteps"] for r in rows])
     for ax, key, label in ((axes[0], "mean_return", "validation return"),
@@ -1736,6 +1759,8 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
         target = total_steps if total_steps is not None else cfg.total_steps
         replay = _read_replay_buffer(run_dir, ckpt, cfg, trains=target > int(ckpt[1]["timesteps"]))
         _check_evaluation_files(run_dir)
+        if (run_dir / "baselines.json").exists():  # (the curve reads it once training is done)
+            read_baselines(run_dir / "baselines.json")
         check_agents(cfg, baselines=test_eval or not (run_dir / "baselines.json").exists(), pretrain=False)
         at = int(ckpt[1]["timesteps"])
         if stop_after is not None and stop_after <= at:
@@ -1776,6 +1801,8 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
                 "its config.yaml is missing or unreadable"
             raise TrainConfigError(f"run folder {run_dir} holds the start of another run (no checkpoint yet; {what}): "
                                    f"run the command that started it, choose another --out, or delete {run_dir}")
+        if (run_dir / "baselines.json").exists():  # the same command again: the run reuses them
+            read_baselines(run_dir / "baselines.json")
         # the recipe's values that only show when used, before anything is written (a crash there left a
         # folder behind that refused the corrected command)
         try:

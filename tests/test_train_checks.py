@@ -5,6 +5,7 @@ at a checkpoint's step, duplicate recipe keys, --quick on resume, unreadable mod
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,20 @@ from agents.train_config import TrainConfigError  # noqa: E402
 def _snapshot(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A finished tiny run: checkpoints at 64 and 128 steps, model.zip of 128 steps, no final test."""
+    tmp = tmp_path_factory.mktemp("finished")
+    result = T.train(tiny(tmp, total_steps=128, checkpoint_freq=64), seed=0, out_dir=tmp / "run", test_eval=False)
+    assert result.finished and result.timesteps == 128
+    return result.run_dir
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    shutil.copytree(run, tmp_path / "run")
+    return tmp_path / "run"
 
 
 # ------------------------------------------------------------------------ DQN replay buffers
@@ -121,3 +136,24 @@ def test_a_run_that_fails_before_its_first_checkpoint_does_not_block_the_correct
                 eval={"freq": 64, "episodes": 1, "test_episodes": 1, "baselines": []})
     result = T.train(good, seed=0, out_dir=out, test_eval=False)
     assert result.finished and result.timesteps == 64 and (out / "crashed-1").is_dir()
+
+
+# ------------------------------------------------------------------------ what a resume reads
+def test_resume_checks_baselines_json_before_training(finished_run, tmp_path, capsys):
+    """A truncated baselines.json was not checked: the resume trained, replaced model.zip, then crashed with
+    a JSONDecodeError traceback before the curve and the final test (and so did every later resume)."""
+    run = _copy(finished_run, tmp_path)
+    path = run / "baselines.json"
+    path.write_bytes(path.read_bytes()[:10])
+    before = _snapshot(run)
+    assert cli.main(["train", "--resume", "--out", str(run), "--total-steps", "192", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"memgym train: error: {path}: not the run's baselines (not readable JSON" in err, err
+    assert "delete it and run the same command again" in err and "Traceback" not in err
+    assert _snapshot(run) == before
+    path.write_text('{"seeds": [9000], "summary": {"random": {"mean_return": "x"}}}')  # JSON, not a summary
+    with pytest.raises(TrainConfigError, match="not the run's baselines .expected"):
+        T.train(None, out_dir=run, resume=True, total_steps=192, test_eval=False)
+    path.unlink()  # as the error says: recomputed
+    result = T.train(None, out_dir=run, resume=True, total_steps=192, test_eval=False)
+    assert result.finished and result.timesteps == 192 and T.read_baselines(path) == {}
