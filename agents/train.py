@@ -1766,8 +1766,14 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
         if stop_after is not None and stop_after <= at:
             raise TrainConfigError(f"--stop-after must be greater than the step count the run resumes from ({at}, "
                                    f"{ckpt[0].name} in {run_dir}), got {stop_after}")
+        if total_steps is not None and total_steps != cfg.total_steps and total_steps < at:
+            # (it trained nothing, yet config.yaml recorded the smaller budget beside a model of more steps)
+            raise TrainConfigError(f"--total-steps {total_steps} is below the step count the run resumes from ({at}, "
+                                   f"{ckpt[0].name} in {run_dir}): --resume --total-steps N extends a run to N steps "
+                                   f"and cannot take steps back; give {at} or more, or train a new run into another "
+                                   "--out")
         if total_steps is not None and total_steps != cfg.total_steps:
-            # extending (or shortening) a run: the run folder's config records the new budget
+            # extending (or shortening, down to the checkpoint) a run: the run folder's config records the new budget
             cfg = cfg.replace(total_steps=total_steps)
             on_disk = yaml.safe_load((run_dir / "config.yaml").read_text())
             on_disk["total_steps"] = total_steps
@@ -2214,7 +2220,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "(without --out: the default run folder of --config, --seed and --quick)")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
     parser.add_argument("--total-steps", type=int, help="override total_steps of the config (with --resume: "
-                        "extend the run to that many steps)")
+                        "extend the run to that many steps, at least the step count it resumes from)")
     parser.add_argument("--stop-after", type=int, help="stop this session at the end of the rollout reaching that "
                         "many steps: save a checkpoint and exit with code 0 (a planned stop; --resume then goes on "
                         "exactly as an uninterrupted run)")

@@ -157,3 +157,15 @@ def test_resume_checks_baselines_json_before_training(finished_run, tmp_path, ca
     path.unlink()  # as the error says: recomputed
     result = T.train(None, out_dir=run, resume=True, total_steps=192, test_eval=False)
     assert result.finished and result.timesteps == 192 and T.read_baselines(path) == {}
+
+
+def test_resume_refuses_total_steps_below_the_step_count_it_resumes_from(finished_run, tmp_path, capsys):
+    """--resume --total-steps 64 on a 128-step run trained nothing but recorded total_steps 64 (and an
+    `extended:` entry) in config.yaml beside the 128-step model."""
+    run = _copy(finished_run, tmp_path)
+    before = _snapshot(run)
+    assert cli.main(["train", "--resume", "--out", str(run), "--total-steps", "64", "--no-progress", "--no-test"]) == 2
+    err = capsys.readouterr().err
+    assert (f"--total-steps 64 is below the step count the run resumes from (128, model_128_steps.zip in {run})"
+            in err), err
+    assert _snapshot(run) == before
