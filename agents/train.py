@@ -1614,7 +1614,9 @@ def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick:
                           config_path: str | Path | None, seed: int | None, quick: bool, n_envs: int | None,
                           total_steps: int | None, extended: bool = False) -> None:
     """With --resume, --seed, --n-envs, --quick and --config must agree with the run in `run_dir` (its
-    config.yaml): the run continues as it was started, and an option that would be ignored is an error."""
+    config.yaml): the run continues as it was started, and an option that would be ignored is an error.
+    Only `eval.baselines` may differ in the --config (they train nothing): the run keeps its own, and a note
+    names the ones the recipe adds or drops."""
     where = run_dir / "config.yaml"
     how = "--resume continues a run as it was started: drop the option, or train a new run into another --out"
     if seed is not None and seed != run_seed:
@@ -1631,7 +1633,7 @@ def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick:
             recipe = recipe.replace(**changes)
         # the budget is --total-steps' business (a run may have been extended, and config.yaml then holds
         # the extended budget); the name is the file's stem; the baselines train nothing (they only add
-        # rows to the curve and the summary: a recipe that gained one still continues its runs)
+        # rows to the curve and the summary: a recipe that gained one still continues its runs, with a note)
         budget = total_steps is not None or extended
         ignore = ("versions", "progress_bar", "extended", "name") + (("total_steps",) if budget else ())
         # the run's recipe as resolved now (`cfg`: keys added since its config.yaml was written take their
@@ -1640,6 +1642,14 @@ def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick:
         if differ:
             raise TrainConfigError(f"--config {config_path} is not the recipe of the run in {run_dir} (it differs from "
                                    f"{where} in {', '.join(differ)}{' with --quick' if quick else ''}); {how}")
+        added = [b for b in recipe.eval.baselines if b not in cfg.eval.baselines]
+        dropped = [b for b in cfg.eval.baselines if b not in recipe.eval.baselines]
+        if added or dropped:  # accepted, but said: the final test plays the run's own list
+            what = "; ".join(part for part in (f"adds {', '.join(added)}" if added else "",
+                                               f"drops {', '.join(dropped)}" if dropped else "") if part)
+            _say(f"note: --config {config_path} {what} in eval.baselines; the resume keeps the run's own list "
+                 f"({', '.join(cfg.eval.baselines) or 'none'}, in {where}) for its curve and final test. Other "
+                 f"baselines on the test seeds: memgym train --headline {run_dir} --baselines A,B,...")
 
 
 def default_run_dir(name: str, seed: int, quick: bool = False) -> Path:

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("sb3_contrib")
 
@@ -169,3 +170,22 @@ def test_resume_refuses_total_steps_below_the_step_count_it_resumes_from(finishe
     assert (f"--total-steps 64 is below the step count the run resumes from (128, model_128_steps.zip in {run})"
             in err), err
     assert _snapshot(run) == before
+
+
+def test_resume_with_a_recipe_of_other_baselines_says_they_are_not_played(finished_run, tmp_path, capsys):
+    """A --config that adds a baseline was accepted, and the final test played the run's old list without a
+    word (the docs said every key but the name was compared). The run keeps its list; a note says so."""
+    run = _copy(finished_run, tmp_path)
+    recipe = finished_run.parent / "tiny.yaml"
+    assert cli.main(["train", "--resume", "--out", str(run), "--config", str(recipe), "--no-progress",
+                     "--no-test"]) == 0
+    assert "note:" not in capsys.readouterr().err
+    data = yaml.safe_load(recipe.read_text())
+    data["eval"]["baselines"] = ["random", "versioned"]
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(data))
+    assert cli.main(["train", "--resume", "--out", str(run), "--config", str(tmp_path / "tiny.yaml"),
+                     "--no-progress", "--no-test"]) == 0
+    err = capsys.readouterr().err
+    assert (f"note: --config {tmp_path / 'tiny.yaml'} adds random, versioned in eval.baselines; the resume keeps "
+            f"the run's own list (none, in {run / 'config.yaml'})") in err, err
+    assert yaml.safe_load((run / "config.yaml").read_text())["eval"]["baselines"] == []
