@@ -1955,7 +1955,11 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
     stop_reason: str | None = None
     remaining = max(cfg.total_steps - start_steps, 0)
     session_steps = remaining
-    parts = [counter, checkpointer, evaluator]
+    # the evaluator before the checkpointer: when both fall on a rollout's end they run after its update in
+    # this order, so the checkpoint's session holds the RNG states after the evaluation (a stochastic one,
+    # eval.deterministic: false, draws from torch's); a resume from it keeps that evaluation's row without
+    # repeating it, and goes on with the RNGs exactly as the uninterrupted run does
+    parts = [counter, evaluator, checkpointer]
     if stop_after is not None and stop_after - start_steps < remaining:
         # --stop-after N: this session learns up to the end of the rollout reaching N, that rollout's update
         # included (learn() stops only between rollouts); the run's own end stays SB3's horizon (RunHorizon)

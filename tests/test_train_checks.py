@@ -189,3 +189,24 @@ def test_resume_with_a_recipe_of_other_baselines_says_they_are_not_played(finish
     assert (f"note: --config {tmp_path / 'tiny.yaml'} adds random, versioned in eval.baselines; the resume keeps "
             f"the run's own list (none, in {run / 'config.yaml'})") in err, err
     assert yaml.safe_load((run / "config.yaml").read_text())["eval"]["baselines"] == []
+
+
+# ------------------------------------------------------------------------ a stochastic evaluation at a checkpoint
+def test_resume_from_a_scheduled_checkpoint_with_a_stochastic_evaluation_at_its_step_is_exact(tmp_path):
+    """A checkpoint and an evaluation due at the same rollout's end were both run after its update, the
+    checkpoint first: its session held the torch RNG state from before the evaluation, which a stochastic
+    evaluation (eval.deterministic: false) draws from. A resume from it (the row kept, the evaluation not
+    repeated) trained on with another RNG stream. The evaluation now runs first."""
+    cfg = tiny(tmp_path, total_steps=128, checkpoint_freq=64,
+               eval={"freq": 64, "episodes": 2, "test_episodes": 1, "baselines": [], "deterministic": False})
+    whole = T.train(cfg, seed=0, out_dir=tmp_path / "whole", test_eval=False)
+    assert [r["timesteps"] for r in _results(whole.run_dir)] == [64, 128]
+    killed = tmp_path / "killed"  # as if killed right after the scheduled checkpoint at 64 steps
+    shutil.copytree(whole.run_dir, killed)
+    for name in ("model_128_steps.zip", "state_128.json", "session_128.pkl"):
+        (killed / "checkpoints" / name).unlink()
+    for name in ("model.zip", "model.json", "learning_curve.png"):
+        (killed / name).unlink()
+    resumed = T.train(None, out_dir=killed, resume=True, test_eval=False)
+    assert resumed.finished and resumed.timesteps == 128
+    assert _same_model(resumed.model_path, whole.model_path) and _results(killed) == _results(whole.run_dir)
