@@ -52,6 +52,7 @@ from agents.train_config import (
     algorithm_class,
     check_agent_names,
     check_env,
+    load_yaml,
 )
 
 __all__ = ["train", "add_arguments", "run", "TrainResult", "train_seed", "SeedSchedule", "load_model"]
@@ -1499,10 +1500,12 @@ def _run_config(run_dir: Path) -> dict:
     if not path.is_file():
         raise TrainConfigError(f"{path} not found: {run_dir} is not a run folder of `memgym train`")
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        data = load_yaml(path.read_text(encoding="utf-8"), path)
+    except (OSError, UnicodeDecodeError) as err:
         raise TrainConfigError(f"{path}: not valid YAML ({err}); it is the run's recipe: restore it or "
                                "train into another --out") from None
+    except TrainConfigError as err:  # (invalid YAML, or a key given twice)
+        raise TrainConfigError(f"{err}; it is the run's recipe: restore it or train into another --out") from None
     if not isinstance(data, dict):
         raise TrainConfigError(f"{path}: expected the run's resolved recipe (a mapping), got {type(data).__name__}")
     return data

@@ -18,7 +18,7 @@ from test_train_audit import _results, _same_model  # noqa: E402
 
 from agents import cli  # noqa: E402
 from agents import train as T  # noqa: E402
-from agents.train_config import TrainConfigError  # noqa: E402
+from agents.train_config import TrainConfig, TrainConfigError  # noqa: E402
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
@@ -210,3 +210,22 @@ def test_resume_from_a_scheduled_checkpoint_with_a_stochastic_evaluation_at_its_
     resumed = T.train(None, out_dir=killed, resume=True, test_eval=False)
     assert resumed.finished and resumed.timesteps == 128
     assert _same_model(resumed.model_path, whole.model_path) and _results(killed) == _results(whole.run_dir)
+
+
+# ------------------------------------------------------------------------ a key given twice
+def test_a_key_given_twice_in_a_recipe_or_config_yaml_is_an_error_naming_it_and_both_lines(finished_run, tmp_path):
+    """PyYAML keeps the last of two equal keys: a recipe's second `hyperparams:` silently dropped the
+    first's n_steps and batch_size (and its first total_steps was lost)."""
+    recipe = tmp_path / "dup.yaml"
+    recipe.write_text("env: {id: MemGym/Life-Easy-v0}\ntotal_steps: 300000\nhyperparams: {n_steps: 64, batch_size: 32}\n"
+                      "n_envs: 1\ntotal_steps: 128\nhyperparams: {learning_rate: 0.0001}\n")
+    with pytest.raises(TrainConfigError) as err:
+        TrainConfig.from_yaml(recipe)
+    assert str(err.value).startswith(f"{recipe}: key 'total_steps' is given twice (lines 2 and 5)")
+    recipe.write_text("env: {id: MemGym/Life-Easy-v0}\nhyperparams:\n  n_steps: 64\n  batch_size: 32\n  n_steps: 128\n")
+    with pytest.raises(TrainConfigError, match=r"key 'hyperparams.n_steps' is given twice \(lines 3 and 5\)"):
+        TrainConfig.from_yaml(recipe)
+    run = _copy(finished_run, tmp_path)
+    (run / "config.yaml").write_text((run / "config.yaml").read_text() + "n_envs: 2\n")
+    with pytest.raises(TrainConfigError, match="config.yaml: key 'n_envs' is given twice .*it is the run's recipe"):
+        T.train(None, out_dir=run, resume=True, test_eval=False)
