@@ -1630,7 +1630,9 @@ def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick:
     if quick and not run_quick:
         raise TrainConfigError(f"--quick: the run in {run_dir} is not a --quick run (quick: false in {where}); {how}")
     if config_path is not None:
-        recipe = TrainConfig.from_yaml(config_path, quick=quick)
+        # in the form the run was started with: a --quick run's recipe with its quick: section merged, whether
+        # or not --quick is given again (as --seed and --n-envs, an option not given means the run's)
+        recipe = TrainConfig.from_yaml(config_path, quick=bool(quick or run_quick))
         changes = {k: v for k, v in (("n_envs", n_envs), ("total_steps", total_steps)) if v is not None}
         if changes:
             recipe = recipe.replace(**changes)
@@ -1643,8 +1645,9 @@ def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick:
         # defaults, as in the recipe compared with it)
         differ = [k for k in _differing_keys(cfg.to_dict(), recipe.to_dict(), ignore=ignore) if k != "eval.baselines"]
         if differ:
+            form = ", compared with its quick: section merged: the run is a --quick run" if run_quick else ""
             raise TrainConfigError(f"--config {config_path} is not the recipe of the run in {run_dir} (it differs from "
-                                   f"{where} in {', '.join(differ)}{' with --quick' if quick else ''}); {how}")
+                                   f"{where} in {', '.join(differ)}{form}); {how}")
         added = [b for b in recipe.eval.baselines if b not in cfg.eval.baselines]
         dropped = [b for b in cfg.eval.baselines if b not in recipe.eval.baselines]
         if added or dropped:  # accepted, but said: the final test plays the run's own list

@@ -229,3 +229,21 @@ def test_a_key_given_twice_in_a_recipe_or_config_yaml_is_an_error_naming_it_and_
     (run / "config.yaml").write_text((run / "config.yaml").read_text() + "n_envs: 2\n")
     with pytest.raises(TrainConfigError, match="config.yaml: key 'n_envs' is given twice .*it is the run's recipe"):
         T.train(None, out_dir=run, resume=True, test_eval=False)
+
+
+# ------------------------------------------------------------------------ --quick on resume
+def test_a_quick_run_resumes_with_its_config_without_quick_again(tmp_path, capsys):
+    """A --quick run resumed with its --config but without --quick was refused: the recipe was compared in
+    its full form, and the error listed the keys of its quick: section ("hyperparams.n_epochs, total_steps")
+    without a word of --quick. As for --seed, an option not given now means the run's."""
+    recipe = tiny(tmp_path, total_steps=128, checkpoint_freq=64, quick={"total_steps": 128, "hyperparams": {
+        "n_steps": 64, "batch_size": 32, "n_epochs": 2}})
+    out = tmp_path / "run"
+    assert T.train(recipe, seed=0, out_dir=out, quick=True, stop_after=64, test_eval=False).timesteps == 64
+    assert cli.main(["train", "--config", str(recipe), "--resume", "--out", str(out), "--no-progress", "--no-test"]) == 0
+    assert T.read_evaluations(out / "evaluations.csv")[-1]["timesteps"] == 128
+    other = tiny(tmp_path, name="other", total_steps=128, checkpoint_freq=64, quick={"total_steps": 128})  # n_epochs 1
+    assert cli.main(["train", "--config", str(other), "--resume", "--out", str(out), "--no-progress", "--no-test"]) == 2
+    err = capsys.readouterr().err
+    assert f"differs from {out / 'config.yaml'} in hyperparams.n_epochs, compared with its quick: section merged: " \
+        "the run is a --quick run)" in err, err
