@@ -879,7 +879,8 @@ def _load_checkpoint(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig, *
 
 def load_model(path: str | Path, *, device: str = "cpu"):
     """Load a trained model; its algorithm comes from the `model.json` written next to it (or the run's
-    `config.yaml`), falling back to MaskablePPO."""
+    `config.yaml`), falling back to MaskablePPO. An unreadable `model.json` or `config.yaml` is a
+    TrainConfigError naming it (see :func:`model_meta`)."""
     path = Path(path)
     meta = model_meta(path)
     cls = algorithm_class(meta.get("algo", "maskable_ppo"))
@@ -887,15 +888,39 @@ def load_model(path: str | Path, *, device: str = "cpu"):
 
 
 def model_meta(path: str | Path) -> dict:
-    """What a loader needs to know about a saved model: algorithm, action wrapper, env."""
+    """What a loader needs to know about a saved model: algorithm, action wrapper, env. Read from the first
+    `model.json` found (beside the model, or in the run folder above a checkpoint), else the run's
+    `config.yaml`; one that cannot be read, or that names no algorithm memgym trains, is a TrainConfigError
+    naming the file."""
+    from agents.train_config import ALGORITHMS
+
     path = Path(path)
+
+    def bad(candidate: Path, problem: str) -> TrainConfigError:
+        return TrainConfigError(f"{candidate}: cannot tell how to load {path} ({problem}); it is what memgym train "
+                                "writes beside a model: restore it, or move it away to load the model as the run's "
+                                "config.yaml says (else as maskable_ppo)")
+
     for candidate in (path.with_suffix(".json"), path.parent / "model.json", path.parent.parent / "model.json"):
-        if candidate.exists():
-            return json.loads(candidate.read_text())
+        if candidate.exists() and candidate != path:
+            try:
+                meta = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise bad(candidate, f"not readable JSON: {err}") from None
+            if not isinstance(meta, dict) or meta.get("algo", "maskable_ppo") not in ALGORITHMS:
+                raise bad(candidate, f"expected a mapping whose 'algo' is one of {', '.join(ALGORITHMS)}")
+            return meta
     for candidate in (path.parent / "config.yaml", path.parent.parent / "config.yaml"):
         if candidate.exists():
-            data = yaml.safe_load(candidate.read_text()) or {}
-            algo = data.get("algo", "maskable_ppo")
+            try:
+                data = load_yaml(candidate.read_text(encoding="utf-8"), candidate) or {}
+            except (OSError, UnicodeDecodeError) as err:
+                raise bad(candidate, f"not readable: {err}") from None
+            except TrainConfigError as err:
+                raise bad(candidate, str(err)) from None
+            algo = data.get("algo", "maskable_ppo") if isinstance(data, dict) else None
+            if algo not in ALGORITHMS:
+                raise bad(candidate, f"expected a recipe whose 'algo' is one of {', '.join(ALGORITHMS)}")
             return {"algo": algo, "flatten_action": algo == "dqn", "env": data.get("env", {})}
     return {"algo": "maskable_ppo", "flatten_action": False}
 

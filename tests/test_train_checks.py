@@ -247,3 +247,21 @@ def test_a_quick_run_resumes_with_its_config_without_quick_again(tmp_path, capsy
     err = capsys.readouterr().err
     assert f"differs from {out / 'config.yaml'} in hyperparams.n_epochs, compared with its quick: section merged: " \
         "the run is a --quick run)" in err, err
+
+
+# ------------------------------------------------------------------------ an unreadable model.json
+@pytest.mark.parametrize("content", [b"{oops", b"\xff\xfe{", b"[1, 2]"])
+def test_an_unreadable_model_json_is_skipped_by_the_sb3_agent_and_named_by_load_model(finished_run, tmp_path,
+                                                                                      content):
+    """The sb3: agent skipped a model.json that is not JSON but raised a bare UnicodeDecodeError (naming no
+    file) for one that is not UTF-8; load_model raised JSONDecodeError / UnicodeDecodeError on both."""
+    from agents.sb3_agent import SB3Agent
+
+    (tmp_path / "m").mkdir()
+    model = tmp_path / "m" / "model.zip"
+    shutil.copy(finished_run / "model.zip", model)
+    (tmp_path / "m" / "model.json").write_bytes(content)
+    assert SB3Agent(model).algo == "maskable_ppo"  # detected from the zip, as without a model.json
+    with pytest.raises(TrainConfigError) as err:
+        T.load_model(model)
+    assert str(err.value).startswith(f"{tmp_path / 'm' / 'model.json'}: cannot tell how to load {model}")
