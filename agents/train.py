@@ -493,8 +493,9 @@ def save_replay_buffer(buffer, path: Path) -> None:
     """Pickle a DQN replay buffer with only its filled rows. SB3's `save_replay_buffer` writes every row it
     preallocated (1.85 GB with its default `buffer_size` of 1,000,000 on a MemGym env, however few steps were
     taken); this pickle holds the rows with data and restores the empty ones on load, so the loaded object
-    equals the saved one (SB3's `load_replay_buffer` reads it too). Buffer classes other than SB3's
-    `ReplayBuffer` / `DictReplayBuffer` are pickled whole."""
+    equals the saved one (SB3's `load_replay_buffer` reads it too, where `agents.train` can be imported: the
+    pickle calls :func:`_filled_replay_buffer`). Buffer classes other than SB3's `ReplayBuffer` /
+    `DictReplayBuffer` are pickled whole."""
     import copyreg
 
     from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
@@ -787,19 +788,16 @@ def _read_session(run_dir: Path, ckpt: tuple[Path, dict], n_envs: int) -> dict |
 
 
 def _read_replay_buffer(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig, *, trains: bool):
-    """The replay buffer a DQN resume loads (`replay_buffer_<steps>_steps.pkl` of the checkpoint), read and
-    checked before the resume changes anything: unreadable, not a replay buffer, or for another number of
-    envs is an error naming it; missing is one when the resume `trains` (DQN would go on learning from an
-    empty buffer, not as the run did). None for other algorithms, for a run finished from its model.zip, and
-    for a missing buffer when nothing is trained."""
+    """The replay buffer a DQN resume that `trains` loads (`replay_buffer_<steps>_steps.pkl` of the
+    checkpoint), read and checked before the resume changes anything: missing (DQN would go on learning from
+    an empty buffer, not as the run did), unreadable, not a replay buffer, or for another number of envs is
+    an error naming it. None for other algorithms and for a resume that trains nothing (finishing a run)."""
     state = ckpt[1]
-    if cfg.algo != "dqn" or state.get("from_model_zip"):
+    if cfg.algo != "dqn" or state.get("from_model_zip") or not trains:
         return None
     steps = int(state["timesteps"])
     replay_path = run_dir / CHECKPOINT_DIR / f"replay_buffer_{steps}_steps.pkl"
     if not replay_path.exists():
-        if not trains:
-            return None
         raise _bad_checkpoint(run_dir, steps, replay_path, "is missing (DQN goes on learning from the replay buffer "
                               "of the checkpoint it resumes from; memgym train keeps the newest checkpoint's only)")
     from stable_baselines3.common.buffers import ReplayBuffer
