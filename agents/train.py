@@ -895,9 +895,9 @@ def model_meta(path: str | Path) -> dict:
     path = Path(path)
 
     def bad(candidate: Path, problem: str) -> TrainConfigError:
-        return TrainConfigError(f"{candidate}: cannot tell how to load {path} ({problem}); it is what memgym train "
-                                "writes beside a model: restore it, or move it away to load the model as the run's "
-                                "config.yaml says (else as maskable_ppo)")
+        return TrainConfigError(f"{candidate}: cannot tell how to load {path} ({problem}); memgym train writes it "
+                                "with the model: restore it, or move it away (the algorithm is then read from the "
+                                "run folder's other files, else taken to be maskable_ppo)")
 
     for candidate in (path.with_suffix(".json"), path.parent / "model.json", path.parent.parent / "model.json"):
         if candidate.exists() and candidate != path:
@@ -1725,24 +1725,24 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     A new run that fails with an error before its first checkpoint (a value SB3 refuses only while
     training, a baseline that crashes) has what it wrote moved to `crashed-<n>/` in the run folder before
     the error goes on: the folder then holds nothing to resume, and the corrected command starts there."""
-    started: list[Path] = []
+    new_run: list[Path] = []
     try:
         return _train(config_path, seed, out_dir, quick, resume, n_envs=n_envs, total_steps=total_steps,
-                      stop_after=stop_after, progress_bar=progress_bar, test_eval=test_eval, started=started)
+                      stop_after=stop_after, progress_bar=progress_bar, test_eval=test_eval, new_run=new_run)
     except Exception:
         # (not KeyboardInterrupt: an interrupt returns, and the same command then starts the run again)
-        if started and not (started[0] / "model.zip").exists() and not _checkpoint_steps(started[0]):
-            aside = _set_aside_partial(started[0], _RUN_FILES, "crashed")
+        if new_run and not (new_run[0] / "model.zip").exists() and not _checkpoint_steps(new_run[0]):
+            aside = _set_aside_partial(new_run[0], _RUN_FILES, "crashed")
             if aside is not None:
                 _say(f"the run failed before its first checkpoint: what it wrote is moved to {aside}, so that the "
-                     f"corrected command can start it in {started[0]}")
+                     f"corrected command can start it in {new_run[0]}")
         raise
 
 
 def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path | None, quick: bool,
            resume: bool, *, n_envs: int | None, total_steps: int | None, stop_after: int | None,
-           progress_bar: bool | None, test_eval: bool, started: list[Path]) -> TrainResult:
-    """:func:`train`; appends the run folder to `started` once a new run begins to write it."""
+           progress_bar: bool | None, test_eval: bool, new_run: list[Path]) -> TrainResult:
+    """:func:`train`; appends the run folder to `new_run` once a new run begins to write it."""
     if seed is not None:
         _check_seed(seed, "--seed")
     if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
@@ -1879,7 +1879,7 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
     test_seeds = list(range(TEST_SEED_START, TEST_SEED_START + cfg.eval.test_episodes))
     if not resume:
         aside = _set_aside_partial(run_dir)
-        started.append(run_dir)
+        new_run.append(run_dir)
         if aside is not None:
             _say(f"{run_dir} held the output of a run stopped before its first checkpoint: moved to {aside}; "
                  "starting again")

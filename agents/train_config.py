@@ -350,6 +350,8 @@ def load_yaml(text: str, source: str | Path) -> Any:
 
 
 def _check_unique_keys(node: yaml.Node, prefix: str, source: str | Path, visited: set[int]) -> None:
+    """Raise the TrainConfigError of :func:`load_yaml` for the first mapping under `node` (dotted path
+    `prefix`) that holds a key twice; merge keys (`<<: *base`) are not keys, and may be overridden."""
     if id(node) in visited:  # (an alias: its node was checked where it was anchored)
         return
     visited.add(id(node))
