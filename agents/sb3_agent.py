@@ -77,9 +77,9 @@ def _sidecar(path: Path) -> dict | None:
     for candidate in (path.with_suffix(".json"), path.parent / "model.json", path.parent.parent / "model.json"):
         if candidate.exists() and candidate != path:
             try:
-                meta = json.loads(candidate.read_text())
-            except json.JSONDecodeError:
-                continue
+                meta = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue  # (not memgym train's: the algorithm is detected from the zip itself)
             if isinstance(meta, dict) and meta.get("algo") in ALGORITHMS:
                 return meta
     return None

@@ -11,7 +11,7 @@ folder then holds everything needed to inspect, resume and reproduce the run:
 | `evaluations.csv` | one row per evaluation on the validation seeds: steps, return, accuracy, ... |
 | `evaluations.npz` | SB3's own record of the same evaluations |
 | `tb/` | TensorBoard logs (`tensorboard --logdir runs/`) |
-| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json` (+ `session_<steps>.pkl` at a rollout's end), what `--resume` continues from |
+| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json` (+ `session_<steps>.pkl` at a rollout's end; DQN: + `replay_buffer_<steps>_steps.pkl`, the newest checkpoint's only, its filled rows), what `--resume` continues from |
 | `baselines.json` | every baseline agent on the validation seeds (the reference lines of the curve) |
 | `model.zip`, `model.json` | the final policy, and what is needed to load it (algorithm, action wrapper) |
 | `learning_curve.png` | validation return and accuracy against steps, with the best heuristic's level |
@@ -52,6 +52,7 @@ from agents.train_config import (
     algorithm_class,
     check_agent_names,
     check_env,
+    load_yaml,
 )
 
 __all__ = ["train", "add_arguments", "run", "TrainResult", "train_seed", "SeedSchedule", "load_model"]
@@ -392,8 +393,9 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             path = Path(self._checkpoint_path(extension="zip"))
             path.parent.mkdir(parents=True, exist_ok=True)
             self.model.save(path)
-            if cfg.algo == "dqn" and getattr(self.model, "replay_buffer", None) is not None:
-                self.model.save_replay_buffer(path.with_name(f"replay_buffer_{self.num_timesteps}_steps.pkl"))
+            replay = getattr(self.model, "replay_buffer", None) if cfg.algo == "dqn" else None
+            if replay is not None:
+                save_replay_buffer(replay, path.with_name(f"replay_buffer_{self.num_timesteps}_steps.pkl"))
             if session:
                 with (path.parent / f"session_{self.num_timesteps}.pkl").open("wb") as fh:
                     pickle.dump(_session_state(self.model), fh)
@@ -406,6 +408,10 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
                 "session": bool(session),
             }
             (path.parent / f"state_{self.num_timesteps}.json").write_text(json.dumps(state, indent=2))
+            if replay is not None:
+                # only now that this checkpoint is complete (its state file is there): a resume reads only the
+                # newest checkpoint's buffer, and keeping every one filled the disk (up to 1.85 GB each)
+                _drop_older_replay_buffers(path.parent, int(self.num_timesteps))
             return path
 
         def _on_step(self) -> bool:
@@ -449,6 +455,83 @@ def _update_follows(locals_: dict) -> bool:
         episodes = int(locals_.get("num_collected_episodes", 0)) + int(np.sum(locals_.get("dones", 0)))
         return not should_collect_more_steps(locals_["train_freq"], int(locals_["num_collected_steps"]), episodes)
     return False
+
+
+REPLAY_BUFFER_ARRAYS = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
+
+
+def _replay_rows(buffer) -> int:
+    """Rows of a replay buffer that hold data: all once it is full, else the first `pos` (and row `pos` too
+    with `optimize_memory_usage`, where it holds the last transition's next observation)."""
+    if buffer.full:
+        return int(buffer.buffer_size)
+    return min(int(buffer.pos) + int(bool(getattr(buffer, "optimize_memory_usage", False))), int(buffer.buffer_size))
+
+
+def _filled_replay_buffer(cls: type, state: dict, rows: int, buffer_size: int):
+    """Unpickle a buffer saved by :func:`save_replay_buffer`: its arrays get back their `buffer_size` rows,
+    zeros after the first `rows` (as SB3 allocates them), so the result equals the buffer that was saved."""
+    state = dict(state)
+    for name in REPLAY_BUFFER_ARRAYS:
+        value = state.get(name)
+        if isinstance(value, dict):
+            state[name] = {key: _padded(arr, buffer_size) for key, arr in value.items()}
+        elif isinstance(value, np.ndarray):
+            state[name] = _padded(value, buffer_size)
+    buffer = cls.__new__(cls)
+    buffer.__dict__.update(state)
+    return buffer
+
+
+def _padded(arr: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros((size, *arr.shape[1:]), dtype=arr.dtype)
+    out[:len(arr)] = arr
+    return out
+
+
+def save_replay_buffer(buffer, path: Path) -> None:
+    """Pickle a DQN replay buffer with only its filled rows. SB3's `save_replay_buffer` writes every row it
+    preallocated (1.85 GB with its default `buffer_size` of 1,000,000 on a MemGym env, however few steps were
+    taken); this pickle holds the rows with data and restores the empty ones on load, so the loaded object
+    equals the saved one (SB3's `load_replay_buffer` reads it too, where `agents.train` can be imported: the
+    pickle calls :func:`_filled_replay_buffer`). Buffer classes other than SB3's `ReplayBuffer` /
+    `DictReplayBuffer` are pickled whole."""
+    import copyreg
+
+    from stable_baselines3.common.buffers import DictReplayBuffer, ReplayBuffer
+
+    def reduce(buf):
+        rows = _replay_rows(buf)
+        state = dict(buf.__dict__)
+        for name in REPLAY_BUFFER_ARRAYS:
+            value = state.get(name)
+            if isinstance(value, dict):
+                state[name] = {key: arr[:rows] for key, arr in value.items()}
+            elif isinstance(value, np.ndarray):
+                state[name] = value[:rows]
+        return _filled_replay_buffer, (type(buf), state, rows, int(buf.buffer_size))
+
+    with path.open("wb") as fh:
+        pickler = pickle.Pickler(fh, protocol=pickle.HIGHEST_PROTOCOL)
+        if type(buffer) in (ReplayBuffer, DictReplayBuffer):
+            pickler.dispatch_table = {**copyreg.dispatch_table, type(buffer): reduce}
+        pickler.dump(buffer)
+
+
+def _drop_older_replay_buffers(ckpt_dir: Path, steps: int) -> None:
+    """Delete the replay buffers of the checkpoints older than `steps` (only the newest one is resumed from)."""
+    for path in ckpt_dir.glob("replay_buffer_*_steps.pkl"):
+        n = _steps_in_name(path)
+        if n is not None and n < steps:
+            path.unlink(missing_ok=True)
+
+
+def _steps_in_name(path: Path) -> int | None:
+    """The step count of a `<prefix>_<steps>_steps.<ext>` checkpoint file name, or None."""
+    try:
+        return int(path.stem.split("_")[-2])
+    except (IndexError, ValueError):
+        return None
 
 
 def _accuracy_from_info(info: dict) -> float | None:
@@ -571,11 +654,8 @@ def _checkpoint_steps(run_dir: str | Path) -> list[int]:
     ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
     steps = []
     for path in ckpt_dir.glob("model_*_steps.zip"):
-        try:
-            n = int(path.stem.split("_")[-2])
-        except ValueError:
-            continue
-        if (ckpt_dir / f"state_{n}.json").exists():
+        n = _steps_in_name(path)
+        if n is not None and (ckpt_dir / f"state_{n}.json").exists():
             steps.append(n)
     return sorted(steps)
 
@@ -588,13 +668,21 @@ def _bad_checkpoint(run_dir: Path, steps: int, path: Path, problem: str, how: st
                                 f"{how}")
     ckpt_dir = run_dir / CHECKPOINT_DIR
     earlier = [n for n in _checkpoint_steps(run_dir) if n < steps]
-    pair = f"{ckpt_dir / f'model_{steps}_steps.zip'} and {ckpt_dir / f'state_{steps}.json'}"
-    if (ckpt_dir / f"session_{steps}.pkl").exists():
-        pair = f"{ckpt_dir / f'model_{steps}_steps.zip'}, {ckpt_dir / f'state_{steps}.json'} and " \
-               f"{ckpt_dir / f'session_{steps}.pkl'}"
+    buffers = {_steps_in_name(p) for p in ckpt_dir.glob("replay_buffer_*_steps.pkl")}
+    dqn = bool(buffers) or path.name.startswith("replay_buffer_")
+    if dqn:  # a DQN checkpoint resumes only with its replay buffer, which only the newest one keeps
+        earlier = [n for n in earlier if n in buffers]
+    names = [f"model_{steps}_steps.zip", f"state_{steps}.json", f"session_{steps}.pkl",
+             f"replay_buffer_{steps}_steps.pkl"]
+    files = [str(ckpt_dir / name) for name in names[:2]] + \
+        [str(ckpt_dir / name) for name in names[2:] if (ckpt_dir / name).exists()]
+    pair = f"{', '.join(files[:-1])} and {files[-1]}"
     if earlier:
         how = (f"to resume from the previous checkpoint (model_{earlier[-1]}_steps.zip, {earlier[-1]} steps), "
                f"move or delete {pair} and run the same command again")
+    elif dqn:
+        how = ("there is no earlier checkpoint with its replay buffer (a DQN run keeps the newest checkpoint's "
+               "only): restore the file, or train again into another --out")
     else:
         how = "there is no earlier checkpoint: restore the file, or train again into another --out"
     return TrainConfigError(f"cannot resume: checkpoint file {path} {problem}. Nothing was changed in {run_dir}; "
@@ -699,6 +787,33 @@ def _read_session(run_dir: Path, ckpt: tuple[Path, dict], n_envs: int) -> dict |
     return session
 
 
+def _read_replay_buffer(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig, *, trains: bool):
+    """The replay buffer a DQN resume that `trains` loads (`replay_buffer_<steps>_steps.pkl` of the
+    checkpoint), read and checked before the resume changes anything: missing (DQN would go on learning from
+    an empty buffer, not as the run did), unreadable, not a replay buffer, or for another number of envs is
+    an error naming it. None for other algorithms and for a resume that trains nothing (finishing a run)."""
+    state = ckpt[1]
+    if cfg.algo != "dqn" or state.get("from_model_zip") or not trains:
+        return None
+    steps = int(state["timesteps"])
+    replay_path = run_dir / CHECKPOINT_DIR / f"replay_buffer_{steps}_steps.pkl"
+    if not replay_path.exists():
+        raise _bad_checkpoint(run_dir, steps, replay_path, "is missing (DQN goes on learning from the replay buffer "
+                              "of the checkpoint it resumes from; memgym train keeps the newest checkpoint's only)")
+    from stable_baselines3.common.buffers import ReplayBuffer
+
+    try:
+        with replay_path.open("rb") as fh:
+            buffer = pickle.load(fh)
+    except Exception as err:  # noqa: BLE001 - a truncated pickle raises EOFError, UnpicklingError, ...
+        raise _bad_checkpoint(run_dir, steps, replay_path, f"cannot be read ({type(err).__name__}: {err})") \
+            from None
+    if not isinstance(buffer, ReplayBuffer) or buffer.n_envs != cfg.n_envs:
+        raise _bad_checkpoint(run_dir, steps, replay_path, f"does not hold this run's replay buffer (an SB3 "
+                              f"ReplayBuffer of {cfg.n_envs} env{'s' if cfg.n_envs > 1 else ''})")
+    return buffer
+
+
 def _newer_final_model(run_dir: Path, ckpt: tuple[Path, dict], total_steps: int) -> tuple[Path, dict]:
     """What ``--resume`` starts from: the last checkpoint, unless the run's ``model.zip`` is newer. Runs
     trained before every run ended on a checkpoint of its final policy (and any run whose last checkpoint
@@ -762,7 +877,8 @@ def _load_checkpoint(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig, *
 
 def load_model(path: str | Path, *, device: str = "cpu"):
     """Load a trained model; its algorithm comes from the `model.json` written next to it (or the run's
-    `config.yaml`), falling back to MaskablePPO."""
+    `config.yaml`), falling back to MaskablePPO. An unreadable `model.json` or `config.yaml` is a
+    TrainConfigError naming it (see :func:`model_meta`)."""
     path = Path(path)
     meta = model_meta(path)
     cls = algorithm_class(meta.get("algo", "maskable_ppo"))
@@ -770,15 +886,39 @@ def load_model(path: str | Path, *, device: str = "cpu"):
 
 
 def model_meta(path: str | Path) -> dict:
-    """What a loader needs to know about a saved model: algorithm, action wrapper, env."""
+    """What a loader needs to know about a saved model: algorithm, action wrapper, env. Read from the first
+    `model.json` found (beside the model, or in the run folder above a checkpoint), else the run's
+    `config.yaml`; one that cannot be read, or that names no algorithm memgym trains, is a TrainConfigError
+    naming the file."""
+    from agents.train_config import ALGORITHMS
+
     path = Path(path)
+
+    def bad(candidate: Path, problem: str) -> TrainConfigError:
+        return TrainConfigError(f"{candidate}: cannot tell how to load {path} ({problem}); memgym train writes it "
+                                "with the model: restore it, or move it away (the algorithm is then read from the "
+                                "run folder's other files, else taken to be maskable_ppo)")
+
     for candidate in (path.with_suffix(".json"), path.parent / "model.json", path.parent.parent / "model.json"):
-        if candidate.exists():
-            return json.loads(candidate.read_text())
+        if candidate.exists() and candidate != path:
+            try:
+                meta = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise bad(candidate, f"not readable JSON: {err}") from None
+            if not isinstance(meta, dict) or meta.get("algo", "maskable_ppo") not in ALGORITHMS:
+                raise bad(candidate, f"expected a mapping whose 'algo' is one of {', '.join(ALGORITHMS)}")
+            return meta
     for candidate in (path.parent / "config.yaml", path.parent.parent / "config.yaml"):
         if candidate.exists():
-            data = yaml.safe_load(candidate.read_text()) or {}
-            algo = data.get("algo", "maskable_ppo")
+            try:
+                data = load_yaml(candidate.read_text(encoding="utf-8"), candidate) or {}
+            except (OSError, UnicodeDecodeError) as err:
+                raise bad(candidate, f"not readable: {err}") from None
+            except TrainConfigError as err:
+                raise bad(candidate, str(err)) from None
+            algo = data.get("algo", "maskable_ppo") if isinstance(data, dict) else None
+            if algo not in ALGORITHMS:
+                raise bad(candidate, f"expected a recipe whose 'algo' is one of {', '.join(ALGORITHMS)}")
             return {"algo": algo, "flatten_action": algo == "dqn", "env": data.get("env", {})}
     return {"algo": "maskable_ppo", "flatten_action": False}
 
@@ -854,6 +994,20 @@ def check_recipe(cfg: TrainConfig) -> None:
                                    f"of the {rollout}-step rollout (n_steps {rollout // cfg.n_envs} x n_envs "
                                    f"{cfg.n_envs}), which MaskablePPO normalises to NaN; choose a batch_size "
                                    f"that divides {rollout} or leaves >= 2")
+    if cfg.algo == "a2c" and cfg.hyperparams.get("normalize_advantage", False):
+        # A2C normalises the rollout's advantages by their std: NaN for a rollout of one step, the logits
+        # then too, and the run crashed at its second rollout (SB3 checks it for PPO only)
+        rollout = cfg.hyperparams.get("n_steps", 5) * cfg.n_envs
+        if rollout < 2:
+            raise TrainConfigError(f"key 'hyperparams.n_steps' times n_envs must be >= 2 for a2c with "
+                                   f"normalize_advantage: true (a rollout of one step has no advantage spread); "
+                                   f"got {rollout}")
+    train_freq = cfg.hyperparams.get("train_freq")
+    if cfg.algo == "dqn" and isinstance(train_freq, list | tuple) and train_freq[1] == "episode" and cfg.n_envs > 1:
+        # SB3 asserts this only when it collects the first rollout, after the run folder was written
+        raise TrainConfigError(f"key 'hyperparams.train_freq' {list(train_freq)} trains after whole episodes, which "
+                               f"SB3's DQN does with one env only; got n_envs {cfg.n_envs}: use n_envs: 1, or a "
+                               f"train_freq in steps (an integer, or [{train_freq[0]}, step])")
     flatten = cfg.algo == "dqn"
     envs = [make_env(cfg.env_id, cfg.env_overrides, flatten=flatten) for _ in range(cfg.n_envs)]
     try:
@@ -1369,10 +1523,12 @@ def _run_config(run_dir: Path) -> dict:
     if not path.is_file():
         raise TrainConfigError(f"{path} not found: {run_dir} is not a run folder of `memgym train`")
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        data = load_yaml(path.read_text(encoding="utf-8"), path)
+    except (OSError, UnicodeDecodeError) as err:
         raise TrainConfigError(f"{path}: not valid YAML ({err}); it is the run's recipe: restore it or "
                                "train into another --out") from None
+    except TrainConfigError as err:  # (invalid YAML, or a key given twice)
+        raise TrainConfigError(f"{err}; it is the run's recipe: restore it or train into another --out") from None
     if not isinstance(data, dict):
         raise TrainConfigError(f"{path}: expected the run's resolved recipe (a mapping), got {type(data).__name__}")
     return data
@@ -1393,6 +1549,30 @@ def _finished_run(run_dir: Path) -> dict:
     return meta
 
 
+def read_baselines(path: str | Path) -> dict[str, dict]:
+    """The baselines' summary in a run's `baselines.json` (agent -> its means on the validation seeds), or a
+    TrainConfigError naming the file: not JSON, or not a summary of agents with their mean return and
+    accuracy (numbers; null where there was none)."""
+    path = Path(path)
+
+    def number(v: Any) -> bool:
+        return v is None or (isinstance(v, int | float) and not isinstance(v, bool))
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        problem = f"not readable JSON: {err}"
+    else:
+        summary = data.get("summary") if isinstance(data, dict) else None
+        if isinstance(summary, dict) and all(
+                isinstance(row, dict) and number(row.get("mean_return", "")) and number(row.get("mean_accuracy", ""))
+                for row in summary.values()):
+            return summary
+        problem = "expected {\"seeds\": [...], \"summary\": {agent: {\"mean_return\": ..., \"mean_accuracy\": ...}}}"
+    raise TrainConfigError(f"{path}: not the run's baselines ({problem}); it is recomputed when missing: delete it "
+                           "and run the same command again (it plays the baselines on the validation seeds again)")
+
+
 # ----------------------------------------------------------------------------------------- plot
 def plot_learning_curve(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """`learning_curve.png`: validation return and accuracy against steps, baselines as lines."""
@@ -1406,10 +1586,9 @@ def plot_learning_curve(run_dir: str | Path, out: str | Path | None = None) -> P
     rows = read_evaluations(run_dir / "evaluations.csv")
     baselines = {}
     if (run_dir / "baselines.json").exists():
-        baselines = json.loads((run_dir / "baselines.json").read_text()).get("summary", {})
         # (a mean without a value, e.g. the accuracy of episodes without questions, is null: no line)
         baselines = {name: {k: (math.nan if v is None else v) for k, v in row.items()}
-                     for name, row in baselines.items()}
+                     for name, row in read_baselines(run_dir / "baselines.json").items()}
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     steps = np.array([r["timesteps"] for r in rows])
     for ax, key, label in ((axes[0], "mean_return", "validation return"),
@@ -1461,7 +1640,9 @@ def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick:
                           config_path: str | Path | None, seed: int | None, quick: bool, n_envs: int | None,
                           total_steps: int | None, extended: bool = False) -> None:
     """With --resume, --seed, --n-envs, --quick and --config must agree with the run in `run_dir` (its
-    config.yaml): the run continues as it was started, and an option that would be ignored is an error."""
+    config.yaml): the run continues as it was started, and an option that would be ignored is an error.
+    Only `eval.baselines` may differ in the --config (they train nothing): the run keeps its own, and a note
+    names the ones the recipe adds or drops."""
     where = run_dir / "config.yaml"
     how = "--resume continues a run as it was started: drop the option, or train a new run into another --out"
     if seed is not None and seed != run_seed:
@@ -1472,21 +1653,32 @@ def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick:
     if quick and not run_quick:
         raise TrainConfigError(f"--quick: the run in {run_dir} is not a --quick run (quick: false in {where}); {how}")
     if config_path is not None:
-        recipe = TrainConfig.from_yaml(config_path, quick=quick)
+        # in the form the run was started with: a --quick run's recipe with its quick: section merged, whether
+        # or not --quick is given again (as --seed and --n-envs, an option not given means the run's)
+        recipe = TrainConfig.from_yaml(config_path, quick=bool(quick or run_quick))
         changes = {k: v for k, v in (("n_envs", n_envs), ("total_steps", total_steps)) if v is not None}
         if changes:
             recipe = recipe.replace(**changes)
         # the budget is --total-steps' business (a run may have been extended, and config.yaml then holds
         # the extended budget); the name is the file's stem; the baselines train nothing (they only add
-        # rows to the curve and the summary: a recipe that gained one still continues its runs)
+        # rows to the curve and the summary: a recipe that gained one still continues its runs, with a note)
         budget = total_steps is not None or extended
         ignore = ("versions", "progress_bar", "extended", "name") + (("total_steps",) if budget else ())
         # the run's recipe as resolved now (`cfg`: keys added since its config.yaml was written take their
         # defaults, as in the recipe compared with it)
         differ = [k for k in _differing_keys(cfg.to_dict(), recipe.to_dict(), ignore=ignore) if k != "eval.baselines"]
         if differ:
+            form = ", compared with its quick: section merged: the run is a --quick run" if run_quick else ""
             raise TrainConfigError(f"--config {config_path} is not the recipe of the run in {run_dir} (it differs from "
-                                   f"{where} in {', '.join(differ)}{' with --quick' if quick else ''}); {how}")
+                                   f"{where} in {', '.join(differ)}{form}); {how}")
+        added = [b for b in recipe.eval.baselines if b not in cfg.eval.baselines]
+        dropped = [b for b in cfg.eval.baselines if b not in recipe.eval.baselines]
+        if added or dropped:  # accepted, but said: the final test plays the run's own list
+            what = "; ".join(part for part in (f"adds {', '.join(added)}" if added else "",
+                                               f"drops {', '.join(dropped)}" if dropped else "") if part)
+            _say(f"note: --config {config_path} {what} in eval.baselines; the resume keeps the run's own list "
+                 f"({', '.join(cfg.eval.baselines) or 'none'}, in {where}) for its curve and final test. Other "
+                 f"baselines on the test seeds: memgym train --headline {run_dir} --baselines A,B,...")
 
 
 def default_run_dir(name: str, seed: int, quick: bool = False) -> Path:
@@ -1528,7 +1720,29 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
     many total steps (after its update), saving a checkpoint with the session: a resume then goes on
     exactly as the uninterrupted run (at or past `total_steps`: a normal finish). `test_eval`: run the final
-    test on the benchmark's seeds."""
+    test on the benchmark's seeds.
+
+    A new run that fails with an error before its first checkpoint (a value SB3 refuses only while
+    training, a baseline that crashes) has what it wrote moved to `crashed-<n>/` in the run folder before
+    the error goes on: the folder then holds nothing to resume, and the corrected command starts there."""
+    new_run: list[Path] = []
+    try:
+        return _train(config_path, seed, out_dir, quick, resume, n_envs=n_envs, total_steps=total_steps,
+                      stop_after=stop_after, progress_bar=progress_bar, test_eval=test_eval, new_run=new_run)
+    except Exception:
+        # (not KeyboardInterrupt: an interrupt returns, and the same command then starts the run again)
+        if new_run and not (new_run[0] / "model.zip").exists() and not _checkpoint_steps(new_run[0]):
+            aside = _set_aside_partial(new_run[0], _RUN_FILES, "crashed")
+            if aside is not None:
+                _say(f"the run failed before its first checkpoint: what it wrote is moved to {aside}, so that the "
+                     f"corrected command can start it in {new_run[0]}")
+        raise
+
+
+def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path | None, quick: bool,
+           resume: bool, *, n_envs: int | None, total_steps: int | None, stop_after: int | None,
+           progress_bar: bool | None, test_eval: bool, new_run: list[Path]) -> TrainResult:
+    """:func:`train`; appends the run folder to `new_run` once a new run begins to write it."""
     if seed is not None:
         _check_seed(seed, "--seed")
     if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int) or stop_after < 1):
@@ -1581,14 +1795,24 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
         _check_checkpoint_model(run_dir, ckpt, cfg)
         ckpt = _newer_final_model(run_dir, ckpt, total_steps if total_steps is not None else cfg.total_steps)
         session = _read_session(run_dir, ckpt, cfg.n_envs)
+        target = total_steps if total_steps is not None else cfg.total_steps
+        replay = _read_replay_buffer(run_dir, ckpt, cfg, trains=target > int(ckpt[1]["timesteps"]))
         _check_evaluation_files(run_dir)
+        if (run_dir / "baselines.json").exists():  # (the curve reads it once training is done)
+            read_baselines(run_dir / "baselines.json")
         check_agents(cfg, baselines=test_eval or not (run_dir / "baselines.json").exists(), pretrain=False)
         at = int(ckpt[1]["timesteps"])
         if stop_after is not None and stop_after <= at:
             raise TrainConfigError(f"--stop-after must be greater than the step count the run resumes from ({at}, "
                                    f"{ckpt[0].name} in {run_dir}), got {stop_after}")
+        if total_steps is not None and total_steps != cfg.total_steps and total_steps < at:
+            # (it trained nothing, yet config.yaml recorded the smaller budget beside a model of more steps)
+            raise TrainConfigError(f"--total-steps {total_steps} is below the step count the run resumes from ({at}, "
+                                   f"{ckpt[0].name} in {run_dir}): --resume --total-steps N extends a run to N steps "
+                                   f"and cannot take steps back; give {at} or more, or train a new run into another "
+                                   "--out")
         if total_steps is not None and total_steps != cfg.total_steps:
-            # extending (or shortening) a run: the run folder's config records the new budget
+            # extending (or shortening, down to the checkpoint) a run: the run folder's config records the new budget
             cfg = cfg.replace(total_steps=total_steps)
             on_disk = yaml.safe_load((run_dir / "config.yaml").read_text())
             on_disk["total_steps"] = total_steps
@@ -1622,6 +1846,8 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
                 "its config.yaml is missing or unreadable"
             raise TrainConfigError(f"run folder {run_dir} holds the start of another run (no checkpoint yet; {what}): "
                                    f"run the command that started it, choose another --out, or delete {run_dir}")
+        if (run_dir / "baselines.json").exists():  # the same command again: the run reuses them
+            read_baselines(run_dir / "baselines.json")
         # the recipe's values that only show when used, before anything is written (a crash there left a
         # folder behind that refused the corrected command)
         try:
@@ -1653,6 +1879,7 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     test_seeds = list(range(TEST_SEED_START, TEST_SEED_START + cfg.eval.test_episodes))
     if not resume:
         aside = _set_aside_partial(run_dir)
+        new_run.append(run_dir)
         if aside is not None:
             _say(f"{run_dir} held the output of a run stopped before its first checkpoint: moved to {aside}; "
                  "starting again")
@@ -1670,7 +1897,7 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     # -- resume point (checked above, before anything was written)
     start_steps, started = 0, [0] * cfg.n_envs
     if not resume:
-        ckpt, session = None, None
+        ckpt, session, replay = None, None, None
     if ckpt is not None:
         start_steps = int(ckpt[1]["timesteps"])
         started = [int(x) for x in ckpt[1]["episodes_started"]]
@@ -1709,9 +1936,9 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     if ckpt is not None:
         model = _load_checkpoint(run_dir, ckpt, cfg, env=train_env, tensorboard_log=str(run_dir / "tb"))
         _truncate_evaluations(run_dir / "evaluations.csv", start_steps)
-        replay = ckpt[0].with_name(f"replay_buffer_{start_steps}_steps.pkl")
-        if cfg.algo == "dqn" and replay.exists():
-            model.load_replay_buffer(replay)
+        if replay is not None:  # (read and checked before anything was written; as SB3's load_replay_buffer)
+            model.replay_buffer = replay
+            model.replay_buffer.device = model.device
         if session is None:  # a checkpoint inside a rollout: deterministic, not the uninterrupted run's course
             model.set_random_seed((seed + start_steps) % RUN_SEED_LIMIT)
         t0 -= float(ckpt[1].get("wall_time_s", 0.0))
@@ -1757,7 +1984,11 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     stop_reason: str | None = None
     remaining = max(cfg.total_steps - start_steps, 0)
     session_steps = remaining
-    parts = [counter, checkpointer, evaluator]
+    # the evaluator before the checkpointer: when both fall on a rollout's end they run after its update in
+    # this order, so the checkpoint's session holds the RNG states after the evaluation (a stochastic one,
+    # eval.deterministic: false, draws from torch's); a resume from it keeps that evaluation's row without
+    # repeating it, and goes on with the RNGs exactly as the uninterrupted run does
+    parts = [counter, evaluator, checkpointer]
     if stop_after is not None and stop_after - start_steps < remaining:
         # --stop-after N: this session learns up to the end of the rollout reaching N, that rollout's update
         # included (learn() stops only between rollouts); the run's own end stays SB3's horizon (RunHorizon)
@@ -1935,17 +2166,24 @@ def _differing_keys(stored: dict, wanted: dict, prefix: str = "",
     return out
 
 
-def _set_aside_partial(run_dir: Path) -> Path | None:
+#: everything a run writes into its folder (a run that failed before its first checkpoint has all of it moved)
+_RUN_FILES = ("config.yaml", "seeds.json", "baselines.json", "pretrain.json", *_TRAINING_OUTPUTS, "model.json",
+              "learning_curve.png", *TEST_RESULTS)
+
+
+def _set_aside_partial(run_dir: Path, names: Sequence[str] = _TRAINING_OUTPUTS, prefix: str = "partial") \
+        -> Path | None:
     """Move what RL wrote before a run was killed without a checkpoint (``tb/``, ``evaluations.*``, an
     empty ``checkpoints/``) into ``run_dir/partial-<n>/`` (the first free n), so that a restart neither
-    mixes it with its own output nor deletes it. Returns that folder, or None when there was nothing."""
-    present = [run_dir / name for name in _TRAINING_OUTPUTS if (run_dir / name).exists()]
+    mixes it with its own output nor deletes it. Returns that folder, or None when there was nothing.
+    (`names`, `prefix`: other files and another folder name: ``crashed-<n>/`` for a run that failed.)"""
+    present = [run_dir / name for name in names if (run_dir / name).exists()]
     if not present:
         return None
     n = 1
-    while (run_dir / f"partial-{n}").exists():
+    while (run_dir / f"{prefix}-{n}").exists():
         n += 1
-    dest = run_dir / f"partial-{n}"
+    dest = run_dir / f"{prefix}-{n}"
     dest.mkdir()
     for path in present:
         path.rename(dest / path.name)
@@ -2025,7 +2263,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "(without --out: the default run folder of --config, --seed and --quick)")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")
     parser.add_argument("--total-steps", type=int, help="override total_steps of the config (with --resume: "
-                        "extend the run to that many steps)")
+                        "extend the run to that many steps, at least the step count it resumes from)")
     parser.add_argument("--stop-after", type=int, help="stop this session at the end of the rollout reaching that "
                         "many steps: save a checkpoint and exit with code 0 (a planned stop; --resume then goes on "
                         "exactly as an uninterrupted run)")

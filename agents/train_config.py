@@ -129,10 +129,7 @@ class TrainConfig:
             raise TrainConfigError(f"{path}: not a UTF-8 text file ({err}); a recipe is YAML text") from None
         except OSError as err:
             raise TrainConfigError(f"training config {path} cannot be read ({err.strerror or err})") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise TrainConfigError(f"{path}: not valid YAML: {err}") from err
+        data = load_yaml(text, path)
         if not isinstance(data, Mapping):
             raise TrainConfigError(f"{path}: the top level must be a mapping, got {type(data).__name__}")
         data = dict(data)
@@ -336,6 +333,45 @@ class TrainConfig:
 
 _TOP_KEYS = ("name", "env", "algo", "policy", "hyperparams", "policy_kwargs", "n_envs", "total_steps",
              "checkpoint_freq", "eval", "pretrain", "shaping", "progress_bar", "device")
+
+
+def load_yaml(text: str, source: str | Path) -> Any:
+    """`yaml.safe_load(text)`, refusing a key given twice in one mapping: PyYAML keeps the last value and
+    drops the other without a word (a recipe's second `hyperparams:` erased the first's keys). Errors are
+    TrainConfigErrors naming `source` (the file): invalid YAML, or the key given twice (dotted path) with
+    both line numbers."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            _check_unique_keys(node, "", source, set())
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise TrainConfigError(f"{source}: not valid YAML: {err}") from err
+
+
+def _check_unique_keys(node: yaml.Node, prefix: str, source: str | Path, visited: set[int]) -> None:
+    """Raise the TrainConfigError of :func:`load_yaml` for the first mapping under `node` (dotted path
+    `prefix`) that holds a key twice; merge keys (`<<: *base`) are not keys, and may be overridden."""
+    if id(node) in visited:  # (an alias: its node was checked where it was anchored)
+        return
+    visited.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                line = key.start_mark.line + 1
+                first = lines.get((key.tag, key.value))
+                if first is not None:
+                    where = f"lines {first} and {line}" if first != line else f"line {line}"
+                    raise TrainConfigError(f"{source}: key '{prefix}{key.value}' is given twice ({where}); YAML keeps "
+                                           "only the last and drops the other without a word: remove one")
+                lines[(key.tag, key.value)] = line
+                _check_unique_keys(value, f"{prefix}{key.value}.", source, visited)
+            else:
+                _check_unique_keys(value, prefix, source, visited)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_unique_keys(item, f"{prefix.rstrip('.')}[{i}].", source, visited)
 
 
 def _deep_merge(base: dict, extra: Mapping) -> dict:
