@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from world.yaml_keys import DuplicateKeyError, safe_load_unique
+
 ALGORITHMS = ("maskable_ppo", "ppo", "a2c", "dqn")
 POLICIES = ("MultiInputPolicy", "MlpPolicy")
 ACTIVATIONS = ("tanh", "relu", "elu", "leaky_relu", "gelu")
@@ -336,42 +338,16 @@ _TOP_KEYS = ("name", "env", "algo", "policy", "hyperparams", "policy_kwargs", "n
 
 
 def load_yaml(text: str, source: str | Path) -> Any:
-    """`yaml.safe_load(text)`, refusing a key given twice in one mapping: PyYAML keeps the last value and
-    drops the other without a word (a recipe's second `hyperparams:` erased the first's keys). Errors are
-    TrainConfigErrors naming `source` (the file): invalid YAML, or the key given twice (dotted path) with
-    both line numbers."""
+    """`yaml.safe_load(text)`, refusing a key given twice in one mapping (:mod:`world.yaml_keys`: PyYAML
+    keeps the last value and drops the other without a word; a recipe's second `hyperparams:` erased the
+    first's keys). Errors are TrainConfigErrors naming `source` (the file): invalid YAML, or the key given
+    twice (dotted path) with both line numbers."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None:
-            _check_unique_keys(node, "", source, set())
-        return yaml.safe_load(text)
+        return safe_load_unique(text, source)
+    except DuplicateKeyError as err:
+        raise TrainConfigError(str(err)) from err
     except yaml.YAMLError as err:
         raise TrainConfigError(f"{source}: not valid YAML: {err}") from err
-
-
-def _check_unique_keys(node: yaml.Node, prefix: str, source: str | Path, visited: set[int]) -> None:
-    """Raise the TrainConfigError of :func:`load_yaml` for the first mapping under `node` (dotted path
-    `prefix`) that holds a key twice; merge keys (`<<: *base`) are not keys, and may be overridden."""
-    if id(node) in visited:  # (an alias: its node was checked where it was anchored)
-        return
-    visited.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        lines: dict[tuple[str, str], int] = {}
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
-                line = key.start_mark.line + 1
-                first = lines.get((key.tag, key.value))
-                if first is not None:
-                    where = f"lines {first} and {line}" if first != line else f"line {line}"
-                    raise TrainConfigError(f"{source}: key '{prefix}{key.value}' is given twice ({where}); YAML keeps "
-                                           "only the last and drops the other without a word: remove one")
-                lines[(key.tag, key.value)] = line
-                _check_unique_keys(value, f"{prefix}{key.value}.", source, visited)
-            else:
-                _check_unique_keys(value, prefix, source, visited)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _check_unique_keys(item, f"{prefix.rstrip('.')}[{i}].", source, visited)
 
 
 def _deep_merge(base: dict, extra: Mapping) -> dict:

@@ -337,3 +337,20 @@ def test_a_folder_or_a_binary_file_as_config_is_a_config_error_naming_the_file(t
                      lambda p: envs.MemoryEnv(config=p, preset="recall-easy")):
             with pytest.raises(ConfigError, match=rf"^{path}: {message}$"):
                 load(path)
+
+
+def test_a_key_given_twice_in_a_world_file_is_refused_naming_it(tmp_path):
+    """PyYAML keeps the last value of a repeated key: a world file's second `capacity:` won without a word
+    (the training recipes were already refused; both now read through world.yaml_keys)."""
+    path = tmp_path / "w.yaml"
+    path.write_text("preset: life-easy\ncapacity: 30\nrewards:\n  write: -0.1\n  write: -0.2\ncapacity: 50\n")
+    with pytest.raises(ConfigError) as exc:
+        WorldConfig.from_yaml(path)
+    assert str(exc.value) == (f"{path}: key 'rewards.write' is given twice (lines 4 and 5); YAML keeps only the "
+                              "last and drops the other without a word: remove one")
+    path.write_text("preset: life-easy\ncapacity: 30\ncapacity: 50\n")
+    with pytest.raises(ConfigError, match=r"key 'capacity' is given twice \(lines 2 and 3\)"):
+        WorldConfig.from_yaml(path)
+    path.write_text("base: &b {capacity: 30}\n")  # anchors and a single key each: fine
+    with pytest.raises(ConfigError, match="base"):  # (an unknown key, not a duplicate)
+        WorldConfig.from_yaml(path)

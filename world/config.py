@@ -295,9 +295,11 @@ class WorldConfig:
         family and difficulty, so that a file of a few fields goes over the id's preset)."""
         import yaml
 
+        from world.yaml_keys import DuplicateKeyError, safe_load_unique
+
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = safe_load_unique(path.read_text(encoding="utf-8"), path)
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such config file") from None
         # (a folder, a binary or Latin-1 file raised a raw IsADirectoryError / UnicodeDecodeError that, for
@@ -309,6 +311,8 @@ class WorldConfig:
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position "
                               f"{exc.start}); give a world YAML file") from None
+        except DuplicateKeyError as exc:
+            raise ConfigError(str(exc)) from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML ({exc})") from None
         if data is None:
