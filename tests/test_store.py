@@ -1,5 +1,8 @@
 """MemoryStore: every public method, dedup and importance rules, tiers, erasure, namespaces."""
 
+import copy
+import pickle
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -237,6 +240,77 @@ def test_sweep_covers_semantic_and_importance_protects():
     assert swept == [drop.memory_id, rule.memory_id]
     assert keep.memory_id in s and len(s) == 1
     assert set(s.graph.nodes()) == {keep.memory_id} | {f"cue::{c}" for c in keep.cues}
+
+
+def _ranked(store, text):
+    return [(r.memory_id, x) for r, x in store.query_scored(text, top_k=10, bump=False)]
+
+
+def _row(store, mid):
+    space, slot = store._loc[mid]
+    return float(space.importance[slot]), float(space.conf_w[slot])
+
+
+def test_changed_record_fields_score_and_sweep_as_in_a_reloaded_copy(tmp_path):
+    # seed 001 reads mem.importance live: a record's importance / confidence / tier changed directly is
+    # what queries and sweeps use at once, and what a saved and reloaded copy uses (it was ignored until
+    # a save / load, or for importance < 1 until the next retrieval)
+    store = MemoryStore(CachedEmbedder(HashingEmbedder(128)), forget_threshold=-1.0)
+    a = store.write_episode(0, "Alice likes green tea")
+    b = store.write_episode(0, "Bob likes black coffee")
+    c = store.write_episode(0, "Carol probably likes jasmine tea", tier="inference", confidence=0.7)
+    r = store.write_semantic(0, "Everyone likes tea", [a.memory_id])
+    a.importance = 3.0
+    b.importance = np.float32(0.25)  # (numpy numbers are taken, as a write takes them, and kept as floats)
+    c.confidence = 0.1
+    r.tier = "fact"
+    assert (a.importance, type(b.importance), c.confidence, r.tier) == (3.0, float, 0.1, "fact")
+    assert [_row(store, m.memory_id) for m in (a, b, c, r)] == [(3.0, 1.0), (0.25, 1.0), (0.5, 0.1), (0.6, 1.0)]
+    store.tick(100)  # B = ln(100 ** -0.5) = -2.30: only importance 3.0 stays above the threshold -1
+    store.save(tmp_path / "s.db")
+    loaded = MemoryStore.load(tmp_path / "s.db")
+    for q in ("likes tea", "Alice", "coffee"):
+        assert _ranked(store, q) == _ranked(loaded, q)
+    assert store.sweep_decayed() == loaded.sweep_decayed() == [b.memory_id, c.memory_id, r.memory_id]
+    # a retrieval bumps the changed value (record and row), not the written one
+    a.importance = 0.9
+    store.query("green tea", top_k=1)
+    assert a.importance == 0.92 and _row(store, a.memory_id)[0] == 0.92
+
+
+def test_changed_record_fields_are_checked_and_left_records_are_detached():
+    store = MemoryStore(CachedEmbedder(HashingEmbedder(64)))
+    a = store.write_episode(0, "Alice likes green tea", tier="inference", confidence=0.5)
+    b = store.write_episode(0, "Bob likes black coffee")
+    for field_name, value, match in (("importance", -1.0, "importance must be a finite number >= 0"),
+                                     ("importance", float("nan"), "importance must be a finite number >= 0"),
+                                     ("importance", True, "importance must be a finite number >= 0"),
+                                     ("confidence", 0.9, "confidence: an 'inference' must have confidence < 0.8"),
+                                     ("confidence", "high", r"confidence must be a number in \[0, 1\]"),
+                                     ("tier", "guess", "tier must be one of")):
+        with pytest.raises(ValueError, match=match):
+            setattr(a, field_name, value)
+    with pytest.raises(ValueError, match="tier: an 'inference' must have confidence < 0.8.*lower its confidence"):
+        b.tier = "inference"  # (confidence 1.0)
+    assert (a.importance, a.confidence, a.tier, b.tier) == (0.5, 0.5, "inference", "fact")  # nothing changed
+    assert _row(store, a.memory_id) == (0.5, 0.5) and _row(store, b.memory_id) == (0.5, 1.0)
+    b.confidence = 0.6
+    b.tier = "inference"
+    assert _row(store, b.memory_id) == (0.5, 0.6)
+    # a copy, or a record alone through pickle, is detached: its changes never reach the store's rows
+    for other in (copy.copy(a), copy.deepcopy(a), pickle.loads(pickle.dumps(a))):
+        other.importance = -7.0
+        assert a.importance == 0.5 and _row(store, a.memory_id) == (0.5, 0.5)
+    # a pickled (or deep-copied) store binds its own records again, and only those
+    clone = pickle.loads(pickle.dumps(store))
+    clone.get(a.memory_id).importance = 2.0
+    assert _row(clone, a.memory_id) == (2.0, 0.5) and _row(store, a.memory_id) == (0.5, 0.5)
+    # a record that left the store takes any value, and never writes into the row its successor reuses
+    store.forget(b.memory_id)
+    c = store.write_episode(1, "Carol sings")
+    assert store._loc[c.memory_id][1] == clone._loc[b.memory_id][1]  # (b's freed row)
+    b.importance = -3.0
+    assert b.importance == -3.0 and _row(store, c.memory_id) == (0.5, 1.0)
 
 
 # ----------------------------------------------------------------------------- retrieval

@@ -94,8 +94,54 @@ _SUPERSEDE_KWARGS = frozenset({"tier", "confidence", "source", "evidence", "impo
 
 
 # --------------------------------------------------------------------------- records
+class _ScoredField:
+    """A record field that enters the store's scores (``importance``, ``confidence``, ``tier``), set
+    on the class once the dataclass is built.
+
+    The store keeps these numbers in per-namespace arrays as well (what queries and sweeps read, and
+    what ``save`` rebuilds from the records). Set on a record that lives in a store, the value is
+    checked as a write's argument (``ValueError`` naming the field; nothing changes) and written to
+    those arrays too, so the running store and a saved-and-reloaded copy never disagree. A record in no
+    store (before its insertion, after it left the store, a copy) takes any value, as a plain dataclass.
+
+    The descriptor defines ``__set__`` only: with no ``__get__``, a read finds the value in the
+    instance's ``__dict__`` at plain attribute speed (the env reads ``importance`` of every candidate at
+    every step); only assignments pay for a Python call.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __set__(self, rec: _Record, value: object) -> None:
+        d = rec.__dict__
+        home = d.get("_home")
+        if home is None:
+            d[self.name] = value
+        else:
+            _set_scored(rec, home, self.name, value)
+
+
+class _Record:
+    """What EpisodicMemory and SemanticMemory share beyond their fields: a record inserted in a store
+    holds ``_home`` = (its namespace's partition, its row) while it lives there (see
+    :class:`_ScoredField`). A copy or a pickle of the record alone does not take it along (it would be
+    tied to the store's rows, and a deep copy would copy the whole namespace): a pickled store binds
+    its records again when it is loaded (``MemoryStore.__setstate__``)."""
+
+    __slots__ = ()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__
+        if "_home" in state:
+            state = dict(state)
+            del state["_home"]
+        return state
+
+
 @dataclass
-class EpisodicMemory:
+class EpisodicMemory(_Record):
     memory_id: str
     step: int
     content: str
@@ -127,7 +173,7 @@ class EpisodicMemory:
 
 
 @dataclass
-class SemanticMemory:
+class SemanticMemory(_Record):
     memory_id: str
     rule: str
     derived_from: list[str]
@@ -169,6 +215,40 @@ class SemanticMemory:
 
 
 Record = EpisodicMemory | SemanticMemory
+
+# (after @dataclass: the generated __init__ keeps the defaults; its assignments go through __set__)
+for _cls in (EpisodicMemory, SemanticMemory):
+    for _name in ("importance", "confidence", "tier"):
+        setattr(_cls, _name, _ScoredField(_name))
+del _cls, _name
+
+
+def _set_scored(rec: Record, home: tuple[_Space, int], name: str, value: object) -> None:
+    """Set the score field ``name`` of ``rec``, which lives at row ``home`` = (space, slot), on the
+    record and in the space's arrays, after checking it as a write would (ValueError naming the field
+    and the allowed values; nothing changes then)."""
+    space, slot = home
+    d = rec.__dict__
+    if name == "importance":
+        if not _is_finite_number(value) or value < 0:
+            raise ValueError(f"importance must be a finite number >= 0, got {value!r} (memory {rec.memory_id!r})")
+        value = float(value)
+        d["importance"] = value
+        space.importance[slot] = value
+        return
+    if name == "confidence":
+        tier = d["tier"]
+        _check_tier(tier, value)  # (names confidence: a number in [0, 1], < 0.8 for an inference)
+        value = float(value)
+    else:  # tier
+        tier = value
+        if tier not in TIERS:
+            raise ValueError(f"tier must be one of {TIERS}, got {tier!r} (memory {rec.memory_id!r})")
+        if tier == "inference" and d["confidence"] >= INFERENCE_MAX_CONFIDENCE:
+            raise ValueError(f"tier: an 'inference' must have confidence < {INFERENCE_MAX_CONFIDENCE}, and memory "
+                             f"{rec.memory_id!r} has confidence {d['confidence']!r}: lower its confidence first")
+    d[name] = value
+    space.conf_w[slot] = d["confidence"] if tier == "inference" else 1.0
 
 
 @dataclass
@@ -1236,6 +1316,10 @@ class MemoryStore:
         # (a store pickled before an attribute existed gets its empty default)
         state.setdefault("_merged", {})
         self.__dict__.update(state)
+        # a record's pickle leaves out its row (_Record.__getstate__): bind the records to their rows again
+        records = self._records
+        for mid, home in self._loc.items():
+            records[mid].__dict__["_home"] = home
 
     def _report_duplicate(self, existing: Record, rule: str, text: str | None = None) -> Record:
         """Count a write merged into ``existing`` and say so in ``last_write``. ``text``: the content
@@ -1308,7 +1392,7 @@ class MemoryStore:
         else:
             self._episodic[mid] = rec  # type: ignore[assignment]
         self._records[mid] = rec
-        self._loc[mid] = (space, slot)
+        self._loc[mid] = rec.__dict__["_home"] = (space, slot)  # (the record's score fields write through)
 
     def _sig(self, space: _Space, mid: str) -> TextSignature:
         sig = space.sigs.get(mid)
@@ -1396,6 +1480,7 @@ class MemoryStore:
         self._merged.pop(memory_id, None)  # (erase took them first; forget and sweeps leave them cached)
         rec = self._records.pop(memory_id)
         space, slot = self._loc.pop(memory_id)
+        del rec.__dict__["_home"]  # (its row is freed: a later change to the record must not reach it)
         if remember and rec.key is not None:
             space.gone.setdefault(rec.key, []).append(memory_id)
             space.gone_key[memory_id] = rec.key
@@ -1550,9 +1635,10 @@ class MemoryStore:
                 row[:-1] = row[1:]
                 row[-1] = t
             if rec.kind == "episodic":
-                if rec.importance < 1.0:  # seed: min(1.0, imp + 0.02); never lowers importance > 1
-                    rec.importance = min(1.0, rec.importance + 0.02)
-                    importance[slot] = rec.importance
+                imp = rec.importance
+                if imp < 1.0:  # seed: min(1.0, imp + 0.02); never lowers importance > 1
+                    # (record and row both, as the record's own setter would, without its checks)
+                    rec.__dict__["importance"] = importance[slot] = min(1.0, imp + 0.02)
             else:
                 rec.applications += 1  # type: ignore[union-attr]
 
