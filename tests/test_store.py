@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from world import CachedEmbedder, HashingEmbedder, MemoryStore, RelationType
-from world.actr import base_level
+from world.actr import ActRRecord, base_level
 from world.dedup import DedupConfig, duplicate_rule, signature, value_change
 from world.importance import ImportanceScorer
 
@@ -228,6 +228,36 @@ def test_activations_count_creation_and_retrievals(store):
     assert store.actr[a.memory_id].n == 2
     with pytest.raises(KeyError, match="unknown memory id"):
         store.activations(["nope"])
+
+
+def test_no_retrieval_is_recorded_before_a_memory_exists():
+    # README's example writes at steps 1 and 5 without tick: the clock stays at 0, and each query recorded a
+    # presentation at step 0 for the memory written at 5, before it existed, which ActRRecord.bump refuses;
+    # with more than k of them Petrov's oldest kept lag outlived the memory once the clock caught up
+    store = MemoryStore(CachedEmbedder(HashingEmbedder(64)))
+    old = store.write_episode(0, "Alice lived in Quimper as a child")
+    m = store.write_episode(5, "Alice moved to Quimper", key="alice/home")
+    rule = store.write_semantic(7, "Alice likes Quimper", [m.memory_id])
+    for _ in range(10):
+        picked = {r.memory_id for r in store.query("Alice Quimper", top_k=3)}
+        assert picked == {old.memory_id, m.memory_id, rule.memory_id}
+    snaps = store.actr
+    assert (snaps[old.memory_id].n, snaps[old.memory_id].recent) == (11, [0.0] * 8)
+    assert (snaps[m.memory_id].n, snaps[m.memory_id].recent) == (1, [5.0])  # no presentation before step 5
+    assert (snaps[rule.memory_id].n, snaps[rule.memory_id].recent) == (1, [7.0])
+    assert m.importance == pytest.approx(0.7) and rule.applications == 10  # (untimed effects still count)
+    replay = ActRRecord(created_step=5)
+    with pytest.raises(ValueError, match="before the record's creation"):
+        replay.bump(0)  # ActRRecord refuses the very presentation the store does not record
+    assert (replay.n, replay.recent) == (snaps[m.memory_id].n, snaps[m.memory_id].recent)
+    store.tick(5)  # from its creation on, a retrieval is a presentation
+    store.query("Alice Quimper", top_k=3)
+    replay.bump(5)
+    assert (store.actr[m.memory_id].n, store.actr[m.memory_id].recent) == (replay.n, replay.recent) == (2, [5.0, 5.0])
+    assert store.actr[rule.memory_id].n == 1
+    store.tick(100)
+    assert store.activations([m.memory_id])[0] == pytest.approx(base_level([95.0, 95.0]), abs=1e-12)
+    assert store.activations([m.memory_id])[0] == replay.activation(100)
 
 
 def test_sweep_covers_semantic_and_importance_protects():

@@ -239,7 +239,6 @@ class BaseLevelBatch:
         # the tail term, only for the rows that have one (n > k): the same element-wise operations
         # as on all rows, so the result is bit-identical (other rows would add an exact 0.0)
         extra = self.n[rows] - k
-        life = np.maximum(now - self.created[rows], min_lag)
         # rows with n > k are full, so their oldest kept lag is the row maximum; lags are already
         # >= min_lag, so clipping that maximum again changes nothing unless a row has no finite lag
         finite = np.isfinite(tail_lags)
@@ -247,6 +246,11 @@ class BaseLevelBatch:
             t_k = tail_lags.max(axis=1)
         else:
             t_k = np.maximum(np.where(finite, tail_lags, -np.inf).max(axis=1), min_lag)
+        # L >= t_k: the folded presentations are no younger than the oldest kept one. Only a presentation
+        # recorded before the memory's creation (a file of a release whose writes did not move the
+        # clock) gives t_k > L, where the fraction leaves the equation; the scalar function refuses
+        # that, here each such presentation counts as old as the memory (the same as L == t_k)
+        life = np.maximum(np.maximum(now - self.created[rows], min_lag), t_k)
         gap = life - t_k
         big = gap > 1e-12 * np.maximum(life, 1.0)
         if big.all():  # np.where would pick the first branch everywhere (and safe_gap = gap)
@@ -318,6 +322,8 @@ def _tails_sqrt(now: float, created: list, n: list, t_ks: list, k: int, min_lag:
         life = now - c
         if not life > min_lag:
             life = min_lag
+        if life < t_k:  # (L >= t_k, as in BaseLevelBatch.at)
+            life = t_k
         gap = life - t_k
         if not gap > 1e-12 * (life if life > 1.0 else 1.0):
             return None

@@ -1554,7 +1554,9 @@ class MemoryStore:
         iterable of strings, else a ValueError naming `cues` before anything is bumped.
 
         bump=True records a retrieval (ACT-R presentation at current_step, importance +0.02 up to
-        1.0 for episodes, applications +1 for semantic memories) for each returned memory.
+        1.0 for episodes, applications +1 for semantic memories) for each returned memory; a memory
+        written at a step ahead of the clock gets no ACT-R presentation before it exists (as
+        ``ActRRecord.bump`` refuses one), only the other two.
         """
         return [r for r, _ in self.query_scored(query_text, cues, top_k, alpha_ppr, alpha_sim, alpha_actr,
                                                 namespace=namespace, bump=bump)]
@@ -1620,20 +1622,25 @@ class MemoryStore:
 
     def _bump(self, space: _Space, slots: list[int], recs: list[Record]) -> None:
         """Record a retrieval of each record ``recs[i]`` at its row ``slots[i]``: an ACT-R presentation
-        at current_step, importance +0.02 up to 1.0 for an episode, applications +1 for a semantic
+        at current_step (none before the memory's creation), importance +0.02 up to 1.0 for an episode, applications +1 for a semantic
         memory (one call for a query's records: row by row, a fancy-indexed batch costs more)."""
         space.acts = None  # (the rows' activations change)
         t = float(self.current_step)
-        a_n, a_recent, importance = space.a_n, space.a_recent, space.importance
+        a_n, a_recent, a_created, importance = space.a_n, space.a_recent, space.a_created, space.importance
         for slot, rec in zip(slots, recs):
-            a_n[slot] += 1
-            row = a_recent[slot]
-            times = row.tolist()  # (k floats: a list search beats two numpy calls)
-            if _NEG_INF in times:
-                row[times.index(_NEG_INF)] = t  # the first empty (-inf) place
-            else:
-                row[:-1] = row[1:]
-                row[-1] = t
+            # A memory written ahead of the clock (a write at step 5, no tick: README's example) is not
+            # presented before it exists, as ActRRecord.bump refuses that: such presentations were
+            # clipped to lag 1 until the clock caught up, and then put Petrov's oldest kept lag past
+            # the memory's life. Its other retrieval effects below still count (untimed).
+            if a_created[slot] <= t:
+                a_n[slot] += 1
+                row = a_recent[slot]
+                times = row.tolist()  # (k floats: a list search beats two numpy calls)
+                if _NEG_INF in times:
+                    row[times.index(_NEG_INF)] = t  # the first empty (-inf) place
+                else:
+                    row[:-1] = row[1:]
+                    row[-1] = t
             if rec.kind == "episodic":
                 imp = rec.importance
                 if imp < 1.0:  # seed: min(1.0, imp + 0.02); never lowers importance > 1
