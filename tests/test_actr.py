@@ -109,6 +109,24 @@ def test_record_keeps_k_most_recent():
     assert rec.activation(20) == pytest.approx(hybrid_base_level([11, 8], n=4, life=20, k=2))
 
 
+def test_record_keeps_the_latest_presentations_whatever_the_order_they_come_in():
+    # seed 001's ActRRecord(retrievals=[...]) replays its list as given: the last k *recorded* times were
+    # kept ([1, 2] of [10, 1, 2]), so the same presentations gave another activation in another order
+    shuffled = ActRRecord([10, 1, 2], created_step=0, k=2)
+    ordered = ActRRecord([1, 2, 10], created_step=0, k=2)
+    assert shuffled == ordered and shuffled.recent == [2.0, 10.0] and shuffled.n == 4
+    assert shuffled.activation(20) == ordered.activation(20)
+    assert shuffled.activation(20) == pytest.approx(hybrid_base_level([18, 10], n=4, life=20, k=2), abs=1e-12)
+    late = ActRRecord([7, 3], created_step=0, k=2)
+    late.bump(1)  # older than both kept times: folded into the tail at once
+    assert (late.n, late.recent) == (4, [3.0, 7.0])
+    # with n <= k every time is kept, creation first; a snapshot's times are put in order as well
+    whole = ActRRecord([10, 1, 2], created_step=0, k=8)
+    assert whole.recent == [0.0, 1.0, 2.0, 10.0] and whole.retrievals == (1.0, 2.0, 10.0)
+    assert whole.activation(20) == pytest.approx(base_level([20, 19, 18, 10]), abs=1e-12)
+    assert ActRRecord(created_step=0, k=8, n=3, recent=[5, 0, 2]).recent == [0.0, 2.0, 5.0]
+
+
 def test_bad_input_is_rejected():
     with pytest.raises(ValueError, match="decay"):
         base_level([1.0], d=1.5)

@@ -29,6 +29,7 @@ computation for rows that are asked for at many steps (the step-independent work
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -370,8 +371,9 @@ class ActRRecord:
     """ACT-R state of one memory (kept from seed 001's public API).
 
     `created_step` is the first presentation; `n` counts every presentation (creation + each
-    retrieval); `recent` holds the times of the k most recent presentations. The store keeps the same
-    numbers in arrays and hands out ActRRecord snapshots (``n=`` and ``recent=`` given).
+    retrieval); `recent` holds the times of the k most recent presentations, in time order (oldest
+    first), whatever order they were recorded in. The store keeps the same numbers in arrays and hands
+    out ActRRecord snapshots (``n=`` and ``recent=`` given; ``recent`` is sorted).
 
     Seed 001's constructor ``ActRRecord(retrievals, created_step, decay_rate)`` works unchanged: the
     retrieval times are replayed through :meth:`bump`. ``retrievals`` reads back as a tuple (the kept
@@ -407,7 +409,7 @@ class ActRRecord:
             return
         if retrievals:
             raise ValueError("give either retrievals (seed 001's form) or n and recent (a snapshot), not both")
-        recent = [float(t) for t in (recent if recent is not None else [created_step])]
+        recent = sorted(float(t) for t in (recent if recent is not None else [created_step]))
         n = len(recent) if n is None else n
         _check_count("n", n, " (creation counts)")
         if len(recent) != min(int(n), self.k):
@@ -421,16 +423,20 @@ class ActRRecord:
         return tuple(self.recent[1:] if self.n <= self.k else self.recent)
 
     def bump(self, step: float) -> None:
-        """Record one more presentation at `step` (not before the record's creation)."""
+        """Record one more presentation at `step` (not before the record's creation). Steps may come in
+        any order (seed 001's constructor replays its list as given): `recent` keeps the k latest
+        times, and an earlier one is folded into Petrov's tail, which the hybrid assumes holds the
+        oldest presentations (keeping the last k recorded made the activation depend on the order)."""
         step = float(step)
         if not math.isfinite(step):
             raise ValueError(f"step must be finite, got {step!r}")
         if step < self.created_step:
             raise ValueError(f"step {step!r} is before the record's creation (created_step={self.created_step!r})")
         self.n += 1
-        self.recent.append(step)
-        if len(self.recent) > self.k:
-            self.recent = self.recent[-self.k:]
+        recent = self.recent
+        insort(recent, step)
+        if len(recent) > self.k:
+            del recent[0]  # (the oldest: k + 1 times at most, one too many)
 
     def activation(self, current_step: float) -> float:
         """Hybrid base level at `current_step` (exact while n <= k); lags clipped at MIN_LAG."""
