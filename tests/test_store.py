@@ -137,6 +137,39 @@ def test_dedup_window_is_recent_only():
     assert s.last_write.status == "duplicate" and s.last_write.rule == "fingerprint"  # fingerprint: whole store
 
 
+@pytest.mark.parametrize("embed_window", [1, 2, 11, 12, None])
+def test_lexical_dedup_window_does_not_depend_on_embed_window(embed_window):
+    # rules 2-4 look at DedupConfig.window (12) memories and rule 5 at embed_window: the write window was
+    # sized by embed_window alone, so embed_window=1 or 2 hid a contained paraphrase two writes back
+    s = MemoryStore(CachedEmbedder(HashingEmbedder(64)), embed_window=embed_window)
+    first = s.write_episode(0, "Alice likes green tea a lot")
+    s.write_episode(1, "Bob runs every morning")
+    s.write_episode(2, "Carol visits Paris in May")
+    assert s.write_episode(3, "Alice likes green tea") is first
+    assert (s.last_write.status, s.last_write.rule, len(s)) == ("duplicate", "containment", 3)
+    # and as far as its own window reaches, no further: 12 memories back is found, 13 is not
+    for i in range(9):
+        s.write_episode(4 + i, f"Erin counts {i} birds")
+    assert s.write_episode(13, "Alice likes green tea") is first and s.last_write.rule == "containment"
+    s.write_episode(14, "Frank sells old maps")
+    s.write_episode(15, "Alice likes green tea")
+    assert (s.last_write.status, len(s)) == ("written", 14)
+
+
+def test_embedding_dedup_keeps_its_own_window_below_the_lexical_one():
+    # embed_window < DedupConfig.window: the write window spans the lexical one, the embedding rule is
+    # still cut to the last embed_window writes
+    found = {}
+    for ew in (1, 2):
+        s = MemoryStore(CachedEmbedder(HashingEmbedder(256)), embed_window=ew,
+                        dedup=DedupConfig(jaccard=1.0, embed_threshold=0.8))
+        s.write_episode(0, "the garden roses bloom early this spring")
+        s.write_episode(1, "Dan fixes old radios")
+        s.write_episode(2, "this spring the garden roses do bloom early")  # cosine 0.857, no lexical rule
+        found[ew] = (s.last_write.status, s.last_write.rule)
+    assert found == {1: ("written", None), 2: ("duplicate", "embedding")}
+
+
 def test_dedup_off_and_kinds_are_separate():
     s = MemoryStore(CachedEmbedder(HashingEmbedder(64)), dedup=False)
     a = s.write_episode(0, "same text here")

@@ -347,7 +347,7 @@ class _Space:
     #: brings its own list (False from then on), and so does a space pickled before the flag existed.
     window_in_order = False
 
-    def __init__(self, name: str, dim: int, k: int, embed_window: int | None) -> None:
+    def __init__(self, name: str, dim: int, k: int, embed_window: int | None, dedup_window: int = 0) -> None:
         self.name = name
         self.dim = dim
         self.k = k
@@ -381,8 +381,11 @@ class _Space:
         # recomputed from the text on demand: keeping all of them cost ~3.5 kB per memory
         self.sigs: dict[str, TextSignature] = {}
         self.sig_cap = 2 * max(64, embed_window or 0)
-        # rows written last (dedup candidates); unused (kept empty) when the window is the whole namespace
-        self.recent_slots: deque[int] = deque(maxlen=embed_window or 0)
+        # rows written last (dedup candidates); unused (kept empty) when the window is the whole namespace.
+        # It spans both windows: the embedding rule's (embed_window) and the lexical rules'
+        # (DedupConfig.window, ``dedup_window``), each cut to its own in MemoryStore._find_duplicate; sized
+        # by embed_window alone, a smaller embed_window capped the lexical rules' window too
+        self.recent_slots: deque[int] = deque(maxlen=max(embed_window, dedup_window) if embed_window else 0)
         self.embed_window = embed_window
         self.window_in_order = True
         self.acts = None
@@ -840,7 +843,7 @@ class MemoryStore:
         if space is None and create:
             if self._dim is None:
                 self._dim = int(self.embed("dimension probe").shape[0])
-            space = _Space(name, self._dim, self.actr_k, self.embed_window)
+            space = _Space(name, self._dim, self.actr_k, self.embed_window, self._dedup_window())
             self._spaces[name] = space
         return space
 
@@ -1076,6 +1079,11 @@ class MemoryStore:
             raise ValueError(f"importance must be >= 0, got {importance!r}")
         return float(importance)
 
+    def _dedup_window(self) -> int:
+        """How many recent memories the lexical dedup rules look at (``DedupConfig.window``; 0 without dedup)."""
+        cfg = self.dedup_config
+        return cfg.window if cfg is not None else 0
+
     def _find_duplicate(self, space: _Space, sig: TextSignature, vec: np.ndarray, semantic: bool) -> tuple[str, str] | None:
         cfg = self.dedup_config
         if cfg is None:
@@ -1113,6 +1121,13 @@ class MemoryStore:
             rule = duplicate_rule(sig, old, cfg)
             if rule is not None:
                 return mid, rule
+        window = space.embed_window
+        if window is not None and recent.maxlen > window:
+            # the write window reaches past the embedding rule's (embed_window < DedupConfig.window): its
+            # candidates are those of the last embed_window writes only
+            cand = np.fromiter(dict.fromkeys(islice(reversed(recent), window)), dtype=np.int64)
+            act, sem = space.active[cand], space.is_sem[cand]
+            cand = cand[act & sem if semantic else act > sem]
         if len(cand):
             sims = _matvec(space.emb.take(cand, axis=0), vec)  # (take: the rows of emb[cand], one call less)
             # nothing near enough (the usual case): no sort (the reduction is ndarray.max without its wrapper)
@@ -2255,7 +2270,7 @@ class MemoryStore:
         # the next export all walk the spaces in this order, which the records' order need not give
         # (the first record of a namespace may be gone while a later namespace's is still there)
         for name, lay in layout.items():
-            space = _Space(name, dim, store.actr_k, store.embed_window)
+            space = _Space(name, dim, store.actr_k, store.embed_window, store._dedup_window())
             while space.capacity < lay["capacity"]:
                 space._grow()
             store._spaces[name] = space
@@ -2277,7 +2292,7 @@ class MemoryStore:
                 raise ValueError(f"record {mid!r} has no embedding row")
             space = store._spaces.get(rec.namespace)
             if space is None:  # (a state without a layout: rows are allocated afresh)
-                space = _Space(rec.namespace, dim, store.actr_k, store.embed_window)
+                space = _Space(rec.namespace, dim, store.actr_k, store.embed_window, store._dedup_window())
                 store._spaces[rec.namespace] = space
             a = actr[mid]
             lay = layout.get(rec.namespace)
