@@ -536,6 +536,15 @@ def _id_list(name: str, ids: object, none: str = "") -> list:
         raise ValueError(f"{name} must be a list of memory ids{none}, got {ids!r}") from None
 
 
+def _ids_arg(method: str, ids: object, none: str = "") -> list:
+    """The ``ids`` argument of ``method`` (a list or other iterable of memory ids) as a new list;
+    ValueError naming the method and ``ids`` for a string (it was read letter by letter: KeyError
+    "unknown memory id 'e'") or something that is no iterable (a bare TypeError before)."""
+    if type(ids) is not list and isinstance(ids, str):  # (a list: one test)
+        raise ValueError(f"{method}: ids must be a list of memory ids, not a string, got {ids!r}")
+    return _id_list(f"{method}: ids", ids, none)
+
+
 def _relation(relation: object) -> str:
     """A typed link's relation as its name (a RelationType or its value); ValueError naming the
     allowed ones otherwise."""
@@ -799,11 +808,9 @@ class MemoryStore:
     def actr_of(self, ids: Iterable[str]) -> dict[str, ActRRecord]:
         """ACT-R state of the live memories ``ids``, as ActRRecord snapshots (ValueError for ``ids`` that
         are no list of ids, KeyError naming an id that is not live)."""
-        if isinstance(ids, str):
-            raise ValueError(f"ids must be a list of memory ids, not a string, got {ids!r}")
         out = {}
         loc = self._loc
-        for mid in _id_list("ids", ids):
+        for mid in _ids_arg("actr_of", ids):
             if mid not in loc:
                 raise KeyError(f"actr_of: {mid!r} is no live memory")
             space, slot = loc[mid]
@@ -911,6 +918,9 @@ class MemoryStore:
         except KeyError:
             bad = next(m for m in id_list if m not in loc)
             raise KeyError(f"unknown memory id {bad!r}") from None
+        except TypeError:  # (an unhashable item: a list inside the list)
+            bad = next(m for m in id_list if not isinstance(m, str))
+            raise ValueError(f"ids must hold memory ids (strings), got {bad!r}") from None
         if not pairs:
             return []
         first = pairs[0][0]
@@ -926,9 +936,10 @@ class MemoryStore:
     def similarities(self, vec: np.ndarray, ids: Iterable[str] | None = None, namespace: str | None = None):
         """(ids, cosine similarities) of `vec` against live memories: one mat-vec.
 
-        ids=None: every live memory of the namespace (write order). Otherwise the given ids
-        (KeyError on an unknown id). ``vec``: a 1-d vector of the store's embedding dimension
-        (ValueError naming ``vec`` otherwise).
+        ids=None: every live memory of the namespace (write order). Otherwise the given ids, a list
+        (any iterable) of ids: KeyError on an unknown id, ValueError naming ``ids`` for a single id
+        string or something that is no iterable. ``vec``: a 1-d vector of the store's embedding
+        dimension (ValueError naming ``vec`` otherwise).
         """
         vec = np.asarray(vec, dtype=np.float32)
         if vec.ndim != 1 or (self._dim is not None and vec.shape[0] != self._dim):
@@ -942,7 +953,7 @@ class MemoryStore:
             id_list, slots = space.view()
             sims = _matvec(space.emb[: space.hi], vec)
             return list(id_list), sims[slots].astype(np.float64)
-        id_list = list(ids)
+        id_list = _ids_arg("similarities", ids, " or None")
         out = np.empty(len(id_list), dtype=np.float64)
         for space, slots, positions in self._group(id_list):
             vals = space.emb[slots] @ vec
@@ -969,8 +980,10 @@ class MemoryStore:
         return id_list, (order if limit >= len(order) else order[:limit]).tolist()
 
     def activations(self, ids: Iterable[str]) -> np.ndarray:
-        """ACT-R base-level activation (Petrov hybrid, exact for n <= k) at current_step."""
-        id_list = list(ids)
+        """ACT-R base-level activation (Petrov hybrid, exact for n <= k) at current_step of the memories
+        ``ids``, a list (any iterable) of ids: KeyError on an unknown id, ValueError naming ``ids`` for a
+        single id string or something that is no iterable."""
+        id_list = _ids_arg("activations", ids)
         out = np.empty(len(id_list), dtype=np.float64)
         for space, slots, positions in self._group(id_list):
             vals = self._activation_rows(space, slots)
@@ -2535,14 +2548,14 @@ class NamespaceView:
 
     def similarities(self, vec, ids=None):
         if ids is not None:
-            ids = list(ids)
+            ids = _ids_arg("similarities", ids, " or None")
             for m in ids:
                 if not self._own(m):
                     raise KeyError(f"unknown memory id {m!r} in namespace {self.name!r}")
         return self.store.similarities(vec, ids, namespace=self.name)
 
     def activations(self, ids):
-        ids = list(ids)
+        ids = _ids_arg("activations", ids)
         for m in ids:
             if not self._own(m):
                 raise KeyError(f"unknown memory id {m!r} in namespace {self.name!r}")
