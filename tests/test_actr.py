@@ -109,6 +109,24 @@ def test_record_keeps_k_most_recent():
     assert rec.activation(20) == pytest.approx(hybrid_base_level([11, 8], n=4, life=20, k=2))
 
 
+def test_record_keeps_the_latest_presentations_whatever_the_order_they_come_in():
+    # seed 001's ActRRecord(retrievals=[...]) replays its list as given: the last k *recorded* times were
+    # kept ([1, 2] of [10, 1, 2]), so the same presentations gave another activation in another order
+    shuffled = ActRRecord([10, 1, 2], created_step=0, k=2)
+    ordered = ActRRecord([1, 2, 10], created_step=0, k=2)
+    assert shuffled == ordered and shuffled.recent == [2.0, 10.0] and shuffled.n == 4
+    assert shuffled.activation(20) == ordered.activation(20)
+    assert shuffled.activation(20) == pytest.approx(hybrid_base_level([18, 10], n=4, life=20, k=2), abs=1e-12)
+    late = ActRRecord([7, 3], created_step=0, k=2)
+    late.bump(1)  # older than both kept times: folded into the tail at once
+    assert (late.n, late.recent) == (4, [3.0, 7.0])
+    # with n <= k every time is kept, creation first; a snapshot's times are put in order as well
+    whole = ActRRecord([10, 1, 2], created_step=0, k=8)
+    assert whole.recent == [0.0, 1.0, 2.0, 10.0] and whole.retrievals == (1.0, 2.0, 10.0)
+    assert whole.activation(20) == pytest.approx(base_level([20, 19, 18, 10]), abs=1e-12)
+    assert ActRRecord(created_step=0, k=8, n=3, recent=[5, 0, 2]).recent == [0.0, 2.0, 5.0]
+
+
 def test_bad_input_is_rejected():
     with pytest.raises(ValueError, match="decay"):
         base_level([1.0], d=1.5)
@@ -265,3 +283,20 @@ def test_batch_padding_may_sit_anywhere_in_a_row(m):
         b = hybrid_base_level_batch(1000.0, created, n, left.copy(), assume_no_nan=flag)
         assert np.isfinite(a).all()
         assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("now, d", [(100.0, 0.5), (np.float64(100.0), 0.5), (100.0, 0.3)])
+def test_batch_tail_never_sees_an_oldest_kept_lag_longer_than_the_life(now, d):
+    # a row whose kept presentations precede its creation (a file of a release whose writes did not move
+    # the store's clock): the tail was evaluated with t_k > L, off the equation (0.102 here, whichever
+    # the route: Python floats, numpy for another number type, numpy for another d). Each folded
+    # presentation now counts as old as the memory, the L == t_k limit: B = ln((8 + 3) * 100^-d)
+    got = hybrid_base_level_batch(now, np.array([5.0]), np.array([11]), np.zeros((1, 8)), d=d)
+    assert got[0] == pytest.approx(math.log(11 * 100.0 ** -d), abs=1e-12)
+    # beside a row of the usual kind (its value the scalar equation's), each row as it is alone
+    created, n = np.array([5.0, 0.0]), np.array([11, 12])
+    rows = np.vstack([np.zeros(8), np.arange(30.0, 38.0)])
+    together = hybrid_base_level_batch(now, created, n, rows, d=d)
+    alone = hybrid_base_level_batch(now, created[1:], n[1:], rows[1:], d=d)
+    assert together.tobytes() == np.array([got[0], alone[0]]).tobytes()
+    assert alone[0] == pytest.approx(hybrid_base_level(list(100.0 - rows[1]), n=12, life=100.0, d=d, k=8), abs=1e-12)

@@ -171,3 +171,43 @@ def test_tol_must_be_a_finite_number_above_zero(bad):
     x, method = personalized_pagerank(tm, p, tol=np.float32(1e-6))  # numpy numbers are fine
     assert method == "power" and x.tobytes() == personalized_pagerank(tm, p, tol=1e-6)[0].tobytes()
     assert personalized_pagerank(tm, p, tol=1)[1] == "power"
+
+
+def _ppr_of(edges, seed):
+    g = AssocGraph()
+    for u, v, _ in edges:
+        for name in (u, v):
+            if name not in g:
+                g.add_node(name, "x")
+    for u, v, w in edges:
+        g.add_edge(u, v, "r", w)
+    x, pos, method = g.ppr([seed], tol=1e-12, max_iter=1000)
+    return np.array([x[pos[g.index(name)]] for name in sorted(g.nodes())]), method
+
+
+@pytest.mark.parametrize("extreme, scaled", [
+    # out-weights summing past the float range: 1 / inf = 0 left the row's mass out (the scores summed to 0.15)
+    ([("a", "b", 1e308), ("a", "c", 1e308), ("b", "a", 1.0), ("c", "a", 1.0)],
+     [("a", "b", 1.0), ("a", "c", 1.0), ("b", "a", 1.0), ("c", "a", 1.0)]),
+    # a subnormal sole out-weight: 1 / 5e-324 = inf made the entry inf (b took all the mass)
+    ([("a", "b", 5e-324), ("b", "a", 1.0)], [("a", "b", 1.0), ("b", "a", 1.0)]),
+    # subnormal weights summing to a subnormal out-weight, beside an ordinary row
+    ([("a", "b", 5e-324), ("a", "c", 1e-323), ("b", "a", 2.0), ("c", "b", 1.0)],
+     [("a", "b", 0.5), ("a", "c", 1.0), ("b", "a", 2.0), ("c", "b", 1.0)]),
+])
+def test_extreme_finite_weights_give_the_pagerank_of_their_proportions(extreme, scaled):
+    got, method = _ppr_of(extreme, "a")
+    want, _ = _ppr_of(scaled, "a")
+    assert method == "power" and got.tobytes() == want.tobytes()  # the same matrix, bit for bit
+    assert got.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_out_weights_near_the_float_range_agree_with_networkx():
+    # a row summing above 2**1022 has a subnormal inverse (a few bits lost): normalised like the above
+    edges = [("a", "b", 1e308), ("a", "c", 1e307), ("a", "d", 1.0), ("b", "c", 3.0), ("c", "a", 1.0), ("d", "a", 1.0)]
+    got, _ = _ppr_of(edges, "a")
+    G = nx.DiGraph()
+    for u, v, w in edges:
+        G.add_edge(u, v, weight=w / 1e308 if u == "a" else w)  # (networkx's 1 / out_w of row a is 0 here)
+    ref = nx.pagerank(G, personalization={"a": 1.0}, tol=1e-12, max_iter=1000)
+    np.testing.assert_allclose(got, [ref[n] for n in sorted(G)], rtol=0, atol=1e-9)

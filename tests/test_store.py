@@ -1,11 +1,14 @@
 """MemoryStore: every public method, dedup and importance rules, tiers, erasure, namespaces."""
 
+import copy
+import pickle
+
 import networkx as nx
 import numpy as np
 import pytest
 
 from world import CachedEmbedder, HashingEmbedder, MemoryStore, RelationType
-from world.actr import base_level
+from world.actr import ActRRecord, base_level
 from world.dedup import DedupConfig, duplicate_rule, signature, value_change
 from world.importance import ImportanceScorer
 
@@ -134,6 +137,39 @@ def test_dedup_window_is_recent_only():
     assert s.last_write.status == "duplicate" and s.last_write.rule == "fingerprint"  # fingerprint: whole store
 
 
+@pytest.mark.parametrize("embed_window", [1, 2, 11, 12, None])
+def test_lexical_dedup_window_does_not_depend_on_embed_window(embed_window):
+    # rules 2-4 look at DedupConfig.window (12) memories and rule 5 at embed_window: the write window was
+    # sized by embed_window alone, so embed_window=1 or 2 hid a contained paraphrase two writes back
+    s = MemoryStore(CachedEmbedder(HashingEmbedder(64)), embed_window=embed_window)
+    first = s.write_episode(0, "Alice likes green tea a lot")
+    s.write_episode(1, "Bob runs every morning")
+    s.write_episode(2, "Carol visits Paris in May")
+    assert s.write_episode(3, "Alice likes green tea") is first
+    assert (s.last_write.status, s.last_write.rule, len(s)) == ("duplicate", "containment", 3)
+    # and as far as its own window reaches, no further: 12 memories back is found, 13 is not
+    for i in range(9):
+        s.write_episode(4 + i, f"Erin counts {i} birds")
+    assert s.write_episode(13, "Alice likes green tea") is first and s.last_write.rule == "containment"
+    s.write_episode(14, "Frank sells old maps")
+    s.write_episode(15, "Alice likes green tea")
+    assert (s.last_write.status, len(s)) == ("written", 14)
+
+
+def test_embedding_dedup_keeps_its_own_window_below_the_lexical_one():
+    # embed_window < DedupConfig.window: the write window spans the lexical one, the embedding rule is
+    # still cut to the last embed_window writes
+    found = {}
+    for ew in (1, 2):
+        s = MemoryStore(CachedEmbedder(HashingEmbedder(256)), embed_window=ew,
+                        dedup=DedupConfig(jaccard=1.0, embed_threshold=0.8))
+        s.write_episode(0, "the garden roses bloom early this spring")
+        s.write_episode(1, "Dan fixes old radios")
+        s.write_episode(2, "this spring the garden roses do bloom early")  # cosine 0.857, no lexical rule
+        found[ew] = (s.last_write.status, s.last_write.rule)
+    assert found == {1: ("written", None), 2: ("duplicate", "embedding")}
+
+
 def test_dedup_off_and_kinds_are_separate():
     s = MemoryStore(CachedEmbedder(HashingEmbedder(64)), dedup=False)
     a = s.write_episode(0, "same text here")
@@ -227,6 +263,36 @@ def test_activations_count_creation_and_retrievals(store):
         store.activations(["nope"])
 
 
+def test_no_retrieval_is_recorded_before_a_memory_exists():
+    # README's example writes at steps 1 and 5 without tick: the clock stays at 0, and each query recorded a
+    # presentation at step 0 for the memory written at 5, before it existed, which ActRRecord.bump refuses;
+    # with more than k of them Petrov's oldest kept lag outlived the memory once the clock caught up
+    store = MemoryStore(CachedEmbedder(HashingEmbedder(64)))
+    old = store.write_episode(0, "Alice lived in Quimper as a child")
+    m = store.write_episode(5, "Alice moved to Quimper", key="alice/home")
+    rule = store.write_semantic(7, "Alice likes Quimper", [m.memory_id])
+    for _ in range(10):
+        picked = {r.memory_id for r in store.query("Alice Quimper", top_k=3)}
+        assert picked == {old.memory_id, m.memory_id, rule.memory_id}
+    snaps = store.actr
+    assert (snaps[old.memory_id].n, snaps[old.memory_id].recent) == (11, [0.0] * 8)
+    assert (snaps[m.memory_id].n, snaps[m.memory_id].recent) == (1, [5.0])  # no presentation before step 5
+    assert (snaps[rule.memory_id].n, snaps[rule.memory_id].recent) == (1, [7.0])
+    assert m.importance == pytest.approx(0.7) and rule.applications == 10  # (untimed effects still count)
+    replay = ActRRecord(created_step=5)
+    with pytest.raises(ValueError, match="before the record's creation"):
+        replay.bump(0)  # ActRRecord refuses the very presentation the store does not record
+    assert (replay.n, replay.recent) == (snaps[m.memory_id].n, snaps[m.memory_id].recent)
+    store.tick(5)  # from its creation on, a retrieval is a presentation
+    store.query("Alice Quimper", top_k=3)
+    replay.bump(5)
+    assert (store.actr[m.memory_id].n, store.actr[m.memory_id].recent) == (replay.n, replay.recent) == (2, [5.0, 5.0])
+    assert store.actr[rule.memory_id].n == 1
+    store.tick(100)
+    assert store.activations([m.memory_id])[0] == pytest.approx(base_level([95.0, 95.0]), abs=1e-12)
+    assert store.activations([m.memory_id])[0] == replay.activation(100)
+
+
 def test_sweep_covers_semantic_and_importance_protects():
     s = MemoryStore(CachedEmbedder(HashingEmbedder(64)), forget_threshold=-1.0)
     keep = s.write_episode(0, "very important fact", importance=2.0)
@@ -237,6 +303,77 @@ def test_sweep_covers_semantic_and_importance_protects():
     assert swept == [drop.memory_id, rule.memory_id]
     assert keep.memory_id in s and len(s) == 1
     assert set(s.graph.nodes()) == {keep.memory_id} | {f"cue::{c}" for c in keep.cues}
+
+
+def _ranked(store, text):
+    return [(r.memory_id, x) for r, x in store.query_scored(text, top_k=10, bump=False)]
+
+
+def _row(store, mid):
+    space, slot = store._loc[mid]
+    return float(space.importance[slot]), float(space.conf_w[slot])
+
+
+def test_changed_record_fields_score_and_sweep_as_in_a_reloaded_copy(tmp_path):
+    # seed 001 reads mem.importance live: a record's importance / confidence / tier changed directly is
+    # what queries and sweeps use at once, and what a saved and reloaded copy uses (it was ignored until
+    # a save / load, or for importance < 1 until the next retrieval)
+    store = MemoryStore(CachedEmbedder(HashingEmbedder(128)), forget_threshold=-1.0)
+    a = store.write_episode(0, "Alice likes green tea")
+    b = store.write_episode(0, "Bob likes black coffee")
+    c = store.write_episode(0, "Carol probably likes jasmine tea", tier="inference", confidence=0.7)
+    r = store.write_semantic(0, "Everyone likes tea", [a.memory_id])
+    a.importance = 3.0
+    b.importance = np.float32(0.25)  # (numpy numbers are taken, as a write takes them, and kept as floats)
+    c.confidence = 0.1
+    r.tier = "fact"
+    assert (a.importance, type(b.importance), c.confidence, r.tier) == (3.0, float, 0.1, "fact")
+    assert [_row(store, m.memory_id) for m in (a, b, c, r)] == [(3.0, 1.0), (0.25, 1.0), (0.5, 0.1), (0.6, 1.0)]
+    store.tick(100)  # B = ln(100 ** -0.5) = -2.30: only importance 3.0 stays above the threshold -1
+    store.save(tmp_path / "s.db")
+    loaded = MemoryStore.load(tmp_path / "s.db")
+    for q in ("likes tea", "Alice", "coffee"):
+        assert _ranked(store, q) == _ranked(loaded, q)
+    assert store.sweep_decayed() == loaded.sweep_decayed() == [b.memory_id, c.memory_id, r.memory_id]
+    # a retrieval bumps the changed value (record and row), not the written one
+    a.importance = 0.9
+    store.query("green tea", top_k=1)
+    assert a.importance == 0.92 and _row(store, a.memory_id)[0] == 0.92
+
+
+def test_changed_record_fields_are_checked_and_left_records_are_detached():
+    store = MemoryStore(CachedEmbedder(HashingEmbedder(64)))
+    a = store.write_episode(0, "Alice likes green tea", tier="inference", confidence=0.5)
+    b = store.write_episode(0, "Bob likes black coffee")
+    for field_name, value, match in (("importance", -1.0, "importance must be a finite number >= 0"),
+                                     ("importance", float("nan"), "importance must be a finite number >= 0"),
+                                     ("importance", True, "importance must be a finite number >= 0"),
+                                     ("confidence", 0.9, "confidence: an 'inference' must have confidence < 0.8"),
+                                     ("confidence", "high", r"confidence must be a number in \[0, 1\]"),
+                                     ("tier", "guess", "tier must be one of")):
+        with pytest.raises(ValueError, match=match):
+            setattr(a, field_name, value)
+    with pytest.raises(ValueError, match="tier: an 'inference' must have confidence < 0.8.*lower its confidence"):
+        b.tier = "inference"  # (confidence 1.0)
+    assert (a.importance, a.confidence, a.tier, b.tier) == (0.5, 0.5, "inference", "fact")  # nothing changed
+    assert _row(store, a.memory_id) == (0.5, 0.5) and _row(store, b.memory_id) == (0.5, 1.0)
+    b.confidence = 0.6
+    b.tier = "inference"
+    assert _row(store, b.memory_id) == (0.5, 0.6)
+    # a copy, or a record alone through pickle, is detached: its changes never reach the store's rows
+    for other in (copy.copy(a), copy.deepcopy(a), pickle.loads(pickle.dumps(a))):
+        other.importance = -7.0
+        assert a.importance == 0.5 and _row(store, a.memory_id) == (0.5, 0.5)
+    # a pickled (or deep-copied) store binds its own records again, and only those
+    clone = pickle.loads(pickle.dumps(store))
+    clone.get(a.memory_id).importance = 2.0
+    assert _row(clone, a.memory_id) == (2.0, 0.5) and _row(store, a.memory_id) == (0.5, 0.5)
+    # a record that left the store takes any value, and never writes into the row its successor reuses
+    store.forget(b.memory_id)
+    c = store.write_episode(1, "Carol sings")
+    assert store._loc[c.memory_id][1] == clone._loc[b.memory_id][1]  # (b's freed row)
+    b.importance = -3.0
+    assert b.importance == -3.0 and _row(store, c.memory_id) == (0.5, 1.0)
 
 
 # ----------------------------------------------------------------------------- retrieval

@@ -664,6 +664,35 @@ def test_actr_of_names_a_bad_argument_and_an_id_that_is_not_live():
     assert list(store.actr_of([mid])) == [mid] and store.actr_of([mid])[mid].n == store.actr[mid].n
 
 
+def test_activations_and_similarities_name_a_bad_ids_argument():
+    """activations / similarities read a single id string as a list of one-letter ids (KeyError
+    "unknown memory id 'e'"), and None or 5 were bare TypeErrors; actr_of refused them by name."""
+    from world.embedding import HashingEmbedder
+    from world.memory import MemoryStore
+
+    store = MemoryStore(embedder=HashingEmbedder(dim=64))
+    mid = store.write_episode(0, "Alice moved to Lisbon.").memory_id
+    vec = store.embed("Lisbon")
+    view = store.namespace("default")
+    for owner in (store, view):
+        calls = {"activations": owner.activations,
+                 "similarities": lambda ids, owner=owner: owner.similarities(vec, ids)}
+        for method, call in calls.items():
+            with pytest.raises(ValueError, match=f"^{method}: ids must be a list of memory ids, not a string, "
+                                                 f"got 'ep_000001'$"):
+                call(mid)
+            for bad in (5, None) if method == "activations" else (5,):
+                with pytest.raises(ValueError, match=f"^{method}: ids must be a list of memory ids"):
+                    call(bad)
+            with pytest.raises(KeyError, match="ep_999999"):
+                call([mid, "ep_999999"])
+    with pytest.raises(ValueError, match=r"ids must hold memory ids \(strings\), got \['x'\]"):
+        store.activations([mid, ["x"]])
+    # lists, tuples and generators of ids answer as before
+    assert store.activations(m for m in [mid]).tolist() == store.activations([mid]).tolist()
+    assert store.similarities(vec, (mid,))[0] == [mid] == store.similarities(vec)[0]
+
+
 @pytest.mark.parametrize("key", [42, ["42"], None, b"42", 4.0])
 @pytest.mark.parametrize("method", ["versions", "explain", "value_at"])
 def test_key_lookups_refuse_a_key_that_is_no_string_by_name(method, key):

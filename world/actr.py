@@ -29,6 +29,7 @@ computation for rows that are asked for at many steps (the step-independent work
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -239,7 +240,6 @@ class BaseLevelBatch:
         # the tail term, only for the rows that have one (n > k): the same element-wise operations
         # as on all rows, so the result is bit-identical (other rows would add an exact 0.0)
         extra = self.n[rows] - k
-        life = np.maximum(now - self.created[rows], min_lag)
         # rows with n > k are full, so their oldest kept lag is the row maximum; lags are already
         # >= min_lag, so clipping that maximum again changes nothing unless a row has no finite lag
         finite = np.isfinite(tail_lags)
@@ -247,6 +247,11 @@ class BaseLevelBatch:
             t_k = tail_lags.max(axis=1)
         else:
             t_k = np.maximum(np.where(finite, tail_lags, -np.inf).max(axis=1), min_lag)
+        # L >= t_k: the folded presentations are no younger than the oldest kept one. Only a presentation
+        # recorded before the memory's creation (a file of a release whose writes did not move the
+        # clock) gives t_k > L, where the fraction leaves the equation; the scalar function refuses
+        # that, here each such presentation counts as old as the memory (the same as L == t_k)
+        life = np.maximum(np.maximum(now - self.created[rows], min_lag), t_k)
         gap = life - t_k
         big = gap > 1e-12 * np.maximum(life, 1.0)
         if big.all():  # np.where would pick the first branch everywhere (and safe_gap = gap)
@@ -318,6 +323,8 @@ def _tails_sqrt(now: float, created: list, n: list, t_ks: list, k: int, min_lag:
         life = now - c
         if not life > min_lag:
             life = min_lag
+        if life < t_k:  # (L >= t_k, as in BaseLevelBatch.at)
+            life = t_k
         gap = life - t_k
         if not gap > 1e-12 * (life if life > 1.0 else 1.0):
             return None
@@ -364,8 +371,9 @@ class ActRRecord:
     """ACT-R state of one memory (kept from seed 001's public API).
 
     `created_step` is the first presentation; `n` counts every presentation (creation + each
-    retrieval); `recent` holds the times of the k most recent presentations. The store keeps the same
-    numbers in arrays and hands out ActRRecord snapshots (``n=`` and ``recent=`` given).
+    retrieval); `recent` holds the times of the k most recent presentations, in time order (oldest
+    first), whatever order they were recorded in. The store keeps the same numbers in arrays and hands
+    out ActRRecord snapshots (``n=`` and ``recent=`` given; ``recent`` is sorted).
 
     Seed 001's constructor ``ActRRecord(retrievals, created_step, decay_rate)`` works unchanged: the
     retrieval times are replayed through :meth:`bump`. ``retrievals`` reads back as a tuple (the kept
@@ -401,7 +409,7 @@ class ActRRecord:
             return
         if retrievals:
             raise ValueError("give either retrievals (seed 001's form) or n and recent (a snapshot), not both")
-        recent = [float(t) for t in (recent if recent is not None else [created_step])]
+        recent = sorted(float(t) for t in (recent if recent is not None else [created_step]))
         n = len(recent) if n is None else n
         _check_count("n", n, " (creation counts)")
         if len(recent) != min(int(n), self.k):
@@ -415,16 +423,20 @@ class ActRRecord:
         return tuple(self.recent[1:] if self.n <= self.k else self.recent)
 
     def bump(self, step: float) -> None:
-        """Record one more presentation at `step` (not before the record's creation)."""
+        """Record one more presentation at `step` (not before the record's creation). Steps may come in
+        any order (seed 001's constructor replays its list as given): `recent` keeps the k latest
+        times, and an earlier one is folded into Petrov's tail, which the hybrid assumes holds the
+        oldest presentations (keeping the last k recorded made the activation depend on the order)."""
         step = float(step)
         if not math.isfinite(step):
             raise ValueError(f"step must be finite, got {step!r}")
         if step < self.created_step:
             raise ValueError(f"step {step!r} is before the record's creation (created_step={self.created_step!r})")
         self.n += 1
-        self.recent.append(step)
-        if len(self.recent) > self.k:
-            self.recent = self.recent[-self.k:]
+        recent = self.recent
+        insort(recent, step)
+        if len(recent) > self.k:
+            del recent[0]  # (the oldest: k + 1 times at most, one too many)
 
     def activation(self, current_step: float) -> float:
         """Hybrid base level at `current_step` (exact while n <= k); lags clipped at MIN_LAG."""

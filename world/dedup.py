@@ -8,9 +8,9 @@ A new text is a duplicate of a stored one when (first rule that fires wins):
 4. Jaccard: word-set Jaccard >= 0.72;
 5. embedding: cosine similarity >= `embed_threshold` (checked by the store with one mat-vec).
 
-Rules 2-4 look at a recent window (12 memories, seed 000); the fingerprint covers the whole
-namespace; rule 5 (in the store) the last ``embed_window`` memories (512; the whole namespace when
-``embed_window=None``).
+Rules 2-4 look at a recent window (12 memories, seed 000: ``DedupConfig.window``, whatever
+``embed_window`` is); the fingerprint covers the whole namespace; rule 5 (in the store) the last
+``embed_window`` memories (512; the whole namespace when ``embed_window=None``).
 
 Value-aware guard (a bug fix): a world states facts and then *changes* them ("Alice's favourite
 drink is tea" -> "... is coffee", "Bob is 30" -> "Bob is 31"). The seed's prefix rule and any loose

@@ -94,8 +94,54 @@ _SUPERSEDE_KWARGS = frozenset({"tier", "confidence", "source", "evidence", "impo
 
 
 # --------------------------------------------------------------------------- records
+class _ScoredField:
+    """A record field that enters the store's scores (``importance``, ``confidence``, ``tier``), set
+    on the class once the dataclass is built.
+
+    The store keeps these numbers in per-namespace arrays as well (what queries and sweeps read, and
+    what ``save`` rebuilds from the records). Set on a record that lives in a store, the value is
+    checked as a write's argument (``ValueError`` naming the field; nothing changes) and written to
+    those arrays too, so the running store and a saved-and-reloaded copy never disagree. A record in no
+    store (before its insertion, after it left the store, a copy) takes any value, as a plain dataclass.
+
+    The descriptor defines ``__set__`` only: with no ``__get__``, a read finds the value in the
+    instance's ``__dict__`` at plain attribute speed (the env reads ``importance`` of every candidate at
+    every step); only assignments pay for a Python call.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __set__(self, rec: _Record, value: object) -> None:
+        d = rec.__dict__
+        home = d.get("_home")
+        if home is None:
+            d[self.name] = value
+        else:
+            _set_scored(rec, home, self.name, value)
+
+
+class _Record:
+    """What EpisodicMemory and SemanticMemory share beyond their fields: a record inserted in a store
+    holds ``_home`` = (its namespace's partition, its row) while it lives there (see
+    :class:`_ScoredField`). A copy or a pickle of the record alone does not take it along (it would be
+    tied to the store's rows, and a deep copy would copy the whole namespace): a pickled store binds
+    its records again when it is loaded (``MemoryStore.__setstate__``)."""
+
+    __slots__ = ()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__
+        if "_home" in state:
+            state = dict(state)
+            del state["_home"]
+        return state
+
+
 @dataclass
-class EpisodicMemory:
+class EpisodicMemory(_Record):
     memory_id: str
     step: int
     content: str
@@ -127,7 +173,7 @@ class EpisodicMemory:
 
 
 @dataclass
-class SemanticMemory:
+class SemanticMemory(_Record):
     memory_id: str
     rule: str
     derived_from: list[str]
@@ -169,6 +215,40 @@ class SemanticMemory:
 
 
 Record = EpisodicMemory | SemanticMemory
+
+# (after @dataclass: the generated __init__ keeps the defaults; its assignments go through __set__)
+for _cls in (EpisodicMemory, SemanticMemory):
+    for _name in ("importance", "confidence", "tier"):
+        setattr(_cls, _name, _ScoredField(_name))
+del _cls, _name
+
+
+def _set_scored(rec: Record, home: tuple[_Space, int], name: str, value: object) -> None:
+    """Set the score field ``name`` of ``rec``, which lives at row ``home`` = (space, slot), on the
+    record and in the space's arrays, after checking it as a write would (ValueError naming the field
+    and the allowed values; nothing changes then)."""
+    space, slot = home
+    d = rec.__dict__
+    if name == "importance":
+        if not _is_finite_number(value) or value < 0:
+            raise ValueError(f"importance must be a finite number >= 0, got {value!r} (memory {rec.memory_id!r})")
+        value = float(value)
+        d["importance"] = value
+        space.importance[slot] = value
+        return
+    if name == "confidence":
+        tier = d["tier"]
+        _check_tier(tier, value)  # (names confidence: a number in [0, 1], < 0.8 for an inference)
+        value = float(value)
+    else:  # tier
+        tier = value
+        if tier not in TIERS:
+            raise ValueError(f"tier must be one of {TIERS}, got {tier!r} (memory {rec.memory_id!r})")
+        if tier == "inference" and d["confidence"] >= INFERENCE_MAX_CONFIDENCE:
+            raise ValueError(f"tier: an 'inference' must have confidence < {INFERENCE_MAX_CONFIDENCE}, and memory "
+                             f"{rec.memory_id!r} has confidence {d['confidence']!r}: lower its confidence first")
+    d[name] = value
+    space.conf_w[slot] = d["confidence"] if tier == "inference" else 1.0
 
 
 @dataclass
@@ -267,7 +347,7 @@ class _Space:
     #: brings its own list (False from then on), and so does a space pickled before the flag existed.
     window_in_order = False
 
-    def __init__(self, name: str, dim: int, k: int, embed_window: int | None) -> None:
+    def __init__(self, name: str, dim: int, k: int, embed_window: int | None, dedup_window: int = 0) -> None:
         self.name = name
         self.dim = dim
         self.k = k
@@ -301,8 +381,11 @@ class _Space:
         # recomputed from the text on demand: keeping all of them cost ~3.5 kB per memory
         self.sigs: dict[str, TextSignature] = {}
         self.sig_cap = 2 * max(64, embed_window or 0)
-        # rows written last (dedup candidates); unused (kept empty) when the window is the whole namespace
-        self.recent_slots: deque[int] = deque(maxlen=embed_window or 0)
+        # rows written last (dedup candidates); unused (kept empty) when the window is the whole namespace.
+        # It spans both windows: the embedding rule's (embed_window) and the lexical rules'
+        # (DedupConfig.window, ``dedup_window``), each cut to its own in MemoryStore._find_duplicate; sized
+        # by embed_window alone, a smaller embed_window capped the lexical rules' window too
+        self.recent_slots: deque[int] = deque(maxlen=max(embed_window, dedup_window) if embed_window else 0)
         self.embed_window = embed_window
         self.window_in_order = True
         self.acts = None
@@ -451,6 +534,15 @@ def _id_list(name: str, ids: object, none: str = "") -> list:
         return list(ids)  # type: ignore[call-overload]
     except TypeError:
         raise ValueError(f"{name} must be a list of memory ids{none}, got {ids!r}") from None
+
+
+def _ids_arg(method: str, ids: object, none: str = "") -> list:
+    """The ``ids`` argument of ``method`` (a list or other iterable of memory ids) as a new list;
+    ValueError naming the method and ``ids`` for a string (it was read letter by letter: KeyError
+    "unknown memory id 'e'") or something that is no iterable (a bare TypeError before)."""
+    if type(ids) is not list and isinstance(ids, str):  # (a list: one test)
+        raise ValueError(f"{method}: ids must be a list of memory ids, not a string, got {ids!r}")
+    return _id_list(f"{method}: ids", ids, none)
 
 
 def _relation(relation: object) -> str:
@@ -716,11 +808,9 @@ class MemoryStore:
     def actr_of(self, ids: Iterable[str]) -> dict[str, ActRRecord]:
         """ACT-R state of the live memories ``ids``, as ActRRecord snapshots (ValueError for ``ids`` that
         are no list of ids, KeyError naming an id that is not live)."""
-        if isinstance(ids, str):
-            raise ValueError(f"ids must be a list of memory ids, not a string, got {ids!r}")
         out = {}
         loc = self._loc
-        for mid in _id_list("ids", ids):
+        for mid in _ids_arg("actr_of", ids):
             if mid not in loc:
                 raise KeyError(f"actr_of: {mid!r} is no live memory")
             space, slot = loc[mid]
@@ -760,7 +850,7 @@ class MemoryStore:
         if space is None and create:
             if self._dim is None:
                 self._dim = int(self.embed("dimension probe").shape[0])
-            space = _Space(name, self._dim, self.actr_k, self.embed_window)
+            space = _Space(name, self._dim, self.actr_k, self.embed_window, self._dedup_window())
             self._spaces[name] = space
         return space
 
@@ -828,6 +918,9 @@ class MemoryStore:
         except KeyError:
             bad = next(m for m in id_list if m not in loc)
             raise KeyError(f"unknown memory id {bad!r}") from None
+        except TypeError:  # (an unhashable item: a list inside the list)
+            bad = next(m for m in id_list if not isinstance(m, str))
+            raise ValueError(f"ids must hold memory ids (strings), got {bad!r}") from None
         if not pairs:
             return []
         first = pairs[0][0]
@@ -843,9 +936,10 @@ class MemoryStore:
     def similarities(self, vec: np.ndarray, ids: Iterable[str] | None = None, namespace: str | None = None):
         """(ids, cosine similarities) of `vec` against live memories: one mat-vec.
 
-        ids=None: every live memory of the namespace (write order). Otherwise the given ids
-        (KeyError on an unknown id). ``vec``: a 1-d vector of the store's embedding dimension
-        (ValueError naming ``vec`` otherwise).
+        ids=None: every live memory of the namespace (write order). Otherwise the given ids, a list
+        (any iterable) of ids: KeyError on an unknown id, ValueError naming ``ids`` for a single id
+        string or something that is no iterable. ``vec``: a 1-d vector of the store's embedding
+        dimension (ValueError naming ``vec`` otherwise).
         """
         vec = np.asarray(vec, dtype=np.float32)
         if vec.ndim != 1 or (self._dim is not None and vec.shape[0] != self._dim):
@@ -859,7 +953,7 @@ class MemoryStore:
             id_list, slots = space.view()
             sims = _matvec(space.emb[: space.hi], vec)
             return list(id_list), sims[slots].astype(np.float64)
-        id_list = list(ids)
+        id_list = _ids_arg("similarities", ids, " or None")
         out = np.empty(len(id_list), dtype=np.float64)
         for space, slots, positions in self._group(id_list):
             vals = space.emb[slots] @ vec
@@ -886,8 +980,10 @@ class MemoryStore:
         return id_list, (order if limit >= len(order) else order[:limit]).tolist()
 
     def activations(self, ids: Iterable[str]) -> np.ndarray:
-        """ACT-R base-level activation (Petrov hybrid, exact for n <= k) at current_step."""
-        id_list = list(ids)
+        """ACT-R base-level activation (Petrov hybrid, exact for n <= k) at current_step of the memories
+        ``ids``, a list (any iterable) of ids: KeyError on an unknown id, ValueError naming ``ids`` for a
+        single id string or something that is no iterable."""
+        id_list = _ids_arg("activations", ids)
         out = np.empty(len(id_list), dtype=np.float64)
         for space, slots, positions in self._group(id_list):
             vals = self._activation_rows(space, slots)
@@ -996,6 +1092,11 @@ class MemoryStore:
             raise ValueError(f"importance must be >= 0, got {importance!r}")
         return float(importance)
 
+    def _dedup_window(self) -> int:
+        """How many recent memories the lexical dedup rules look at (``DedupConfig.window``; 0 without dedup)."""
+        cfg = self.dedup_config
+        return cfg.window if cfg is not None else 0
+
     def _find_duplicate(self, space: _Space, sig: TextSignature, vec: np.ndarray, semantic: bool) -> tuple[str, str] | None:
         cfg = self.dedup_config
         if cfg is None:
@@ -1033,6 +1134,13 @@ class MemoryStore:
             rule = duplicate_rule(sig, old, cfg)
             if rule is not None:
                 return mid, rule
+        window = space.embed_window
+        if window is not None and recent.maxlen > window:
+            # the write window reaches past the embedding rule's (embed_window < DedupConfig.window): its
+            # candidates are those of the last embed_window writes only
+            cand = np.fromiter(dict.fromkeys(islice(reversed(recent), window)), dtype=np.int64)
+            act, sem = space.active[cand], space.is_sem[cand]
+            cand = cand[act & sem if semantic else act > sem]
         if len(cand):
             sims = _matvec(space.emb.take(cand, axis=0), vec)  # (take: the rows of emb[cand], one call less)
             # nothing near enough (the usual case): no sort (the reduction is ndarray.max without its wrapper)
@@ -1236,6 +1344,10 @@ class MemoryStore:
         # (a store pickled before an attribute existed gets its empty default)
         state.setdefault("_merged", {})
         self.__dict__.update(state)
+        # a record's pickle leaves out its row (_Record.__getstate__): bind the records to their rows again
+        records = self._records
+        for mid, home in self._loc.items():
+            records[mid].__dict__["_home"] = home
 
     def _report_duplicate(self, existing: Record, rule: str, text: str | None = None) -> Record:
         """Count a write merged into ``existing`` and say so in ``last_write``. ``text``: the content
@@ -1308,7 +1420,7 @@ class MemoryStore:
         else:
             self._episodic[mid] = rec  # type: ignore[assignment]
         self._records[mid] = rec
-        self._loc[mid] = (space, slot)
+        self._loc[mid] = rec.__dict__["_home"] = (space, slot)  # (the record's score fields write through)
 
     def _sig(self, space: _Space, mid: str) -> TextSignature:
         sig = space.sigs.get(mid)
@@ -1396,6 +1508,7 @@ class MemoryStore:
         self._merged.pop(memory_id, None)  # (erase took them first; forget and sweeps leave them cached)
         rec = self._records.pop(memory_id)
         space, slot = self._loc.pop(memory_id)
+        del rec.__dict__["_home"]  # (its row is freed: a later change to the record must not reach it)
         if remember and rec.key is not None:
             space.gone.setdefault(rec.key, []).append(memory_id)
             space.gone_key[memory_id] = rec.key
@@ -1469,7 +1582,9 @@ class MemoryStore:
         iterable of strings, else a ValueError naming `cues` before anything is bumped.
 
         bump=True records a retrieval (ACT-R presentation at current_step, importance +0.02 up to
-        1.0 for episodes, applications +1 for semantic memories) for each returned memory.
+        1.0 for episodes, applications +1 for semantic memories) for each returned memory; a memory
+        written at a step ahead of the clock gets no ACT-R presentation before it exists (as
+        ``ActRRecord.bump`` refuses one), only the other two.
         """
         return [r for r, _ in self.query_scored(query_text, cues, top_k, alpha_ppr, alpha_sim, alpha_actr,
                                                 namespace=namespace, bump=bump)]
@@ -1535,24 +1650,30 @@ class MemoryStore:
 
     def _bump(self, space: _Space, slots: list[int], recs: list[Record]) -> None:
         """Record a retrieval of each record ``recs[i]`` at its row ``slots[i]``: an ACT-R presentation
-        at current_step, importance +0.02 up to 1.0 for an episode, applications +1 for a semantic
+        at current_step (none before the memory's creation), importance +0.02 up to 1.0 for an episode, applications +1 for a semantic
         memory (one call for a query's records: row by row, a fancy-indexed batch costs more)."""
         space.acts = None  # (the rows' activations change)
         t = float(self.current_step)
-        a_n, a_recent, importance = space.a_n, space.a_recent, space.importance
+        a_n, a_recent, a_created, importance = space.a_n, space.a_recent, space.a_created, space.importance
         for slot, rec in zip(slots, recs):
-            a_n[slot] += 1
-            row = a_recent[slot]
-            times = row.tolist()  # (k floats: a list search beats two numpy calls)
-            if _NEG_INF in times:
-                row[times.index(_NEG_INF)] = t  # the first empty (-inf) place
-            else:
-                row[:-1] = row[1:]
-                row[-1] = t
+            # A memory written ahead of the clock (a write at step 5, no tick: README's example) is not
+            # presented before it exists, as ActRRecord.bump refuses that: such presentations were
+            # clipped to lag 1 until the clock caught up, and then put Petrov's oldest kept lag past
+            # the memory's life. Its other retrieval effects below still count (untimed).
+            if a_created[slot] <= t:
+                a_n[slot] += 1
+                row = a_recent[slot]
+                times = row.tolist()  # (k floats: a list search beats two numpy calls)
+                if _NEG_INF in times:
+                    row[times.index(_NEG_INF)] = t  # the first empty (-inf) place
+                else:
+                    row[:-1] = row[1:]
+                    row[-1] = t
             if rec.kind == "episodic":
-                if rec.importance < 1.0:  # seed: min(1.0, imp + 0.02); never lowers importance > 1
-                    rec.importance = min(1.0, rec.importance + 0.02)
-                    importance[slot] = rec.importance
+                imp = rec.importance
+                if imp < 1.0:  # seed: min(1.0, imp + 0.02); never lowers importance > 1
+                    # (record and row both, as the record's own setter would, without its checks)
+                    rec.__dict__["importance"] = importance[slot] = min(1.0, imp + 0.02)
             else:
                 rec.applications += 1  # type: ignore[union-attr]
 
@@ -2162,7 +2283,7 @@ class MemoryStore:
         # the next export all walk the spaces in this order, which the records' order need not give
         # (the first record of a namespace may be gone while a later namespace's is still there)
         for name, lay in layout.items():
-            space = _Space(name, dim, store.actr_k, store.embed_window)
+            space = _Space(name, dim, store.actr_k, store.embed_window, store._dedup_window())
             while space.capacity < lay["capacity"]:
                 space._grow()
             store._spaces[name] = space
@@ -2184,7 +2305,7 @@ class MemoryStore:
                 raise ValueError(f"record {mid!r} has no embedding row")
             space = store._spaces.get(rec.namespace)
             if space is None:  # (a state without a layout: rows are allocated afresh)
-                space = _Space(rec.namespace, dim, store.actr_k, store.embed_window)
+                space = _Space(rec.namespace, dim, store.actr_k, store.embed_window, store._dedup_window())
                 store._spaces[rec.namespace] = space
             a = actr[mid]
             lay = layout.get(rec.namespace)
@@ -2427,14 +2548,14 @@ class NamespaceView:
 
     def similarities(self, vec, ids=None):
         if ids is not None:
-            ids = list(ids)
+            ids = _ids_arg("similarities", ids, " or None")
             for m in ids:
                 if not self._own(m):
                     raise KeyError(f"unknown memory id {m!r} in namespace {self.name!r}")
         return self.store.similarities(vec, ids, namespace=self.name)
 
     def activations(self, ids):
-        ids = list(ids)
+        ids = _ids_arg("activations", ids)
         for m in ids:
             if not self._own(m):
                 raise KeyError(f"unknown memory id {m!r} in namespace {self.name!r}")

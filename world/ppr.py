@@ -108,6 +108,13 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     over each row's weights in column order, as scipy's CSR ``sum(axis=1)`` does; each entry
     ``w / out_w`` computed as ``inv(out_w) * w``; entries that come out 0 dropped, as scipy's
     sparse product does), so scores do not depend on which route built the matrix.
+
+    A row whose out-weight has no normal inverse, summing past 2**1022 (two weights of 1e308 sum to
+    inf) or below the normal floats (a sole weight of 5e-324), is normalised after dividing its
+    weights by the row's largest: ``1 / out_w`` was 0 there (the row's mass vanished: the scores
+    summed to 0.15) or inf (``inf * w``: a node took all the mass). ``networkx.pagerank`` gets these
+    rows wrong too (a dangling node; no convergence): here they get their exact proportions. Other
+    rows, and every row of the store's graphs (weights 1.0 and 0.5), are computed as before, bit for bit.
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -117,19 +124,31 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     # wrapper per call, which a small store's rebuild notices)
     if _sums_exact(weight):
         # every partial sum is exact, so each row's sum is the same whatever the order: one bincount
+        # (and a normal float or 0: whole multiples of 2**-10 below 2**53 of them)
         out_w = np.bincount(src, weights=weight, minlength=n)
     else:
         # out-weights: each row's entries in column order (the order of the CSR of the adjacency)
         key = src * n
         key += dst
-        w_sorted = weight[key.argsort(kind="stable")]
+        order = key.argsort(kind="stable")
         row_counts = np.bincount(src, minlength=n)
-        out_w = np.zeros(n, dtype=np.float64)
         nonempty = row_counts.nonzero()[0]
+        starts = row_counts.cumsum()
+        starts -= row_counts  # each row's first entry
+        starts = starts[nonempty]
+        out_w = np.zeros(n, dtype=np.float64)
         if len(nonempty):
-            starts = row_counts.cumsum()
-            starts -= row_counts  # each row's first entry
-            out_w[nonempty] = np.add.reduceat(w_sorted, starts[nonempty])
+            with np.errstate(over="ignore"):  # (a sum past the float range is inf: handled below)
+                out_w[nonempty] = np.add.reduceat(weight[order], starts)
+        extreme = (out_w > _MAX_OUT_WEIGHT) | ((out_w < _MIN_NORMAL) & (out_w > 0.0))
+        if extreme.any():  # (the rare path: rows normalised after dividing by their largest weight)
+            row_max = np.zeros(n, dtype=np.float64)
+            if len(nonempty):
+                row_max[nonempty] = np.maximum.reduceat(weight[order], starts)
+            rows = extreme[src]
+            weight = weight.copy()
+            weight[rows] /= row_max[src[rows]]  # (in [0, 1], the largest exactly 1: the sum is in [1, m])
+            out_w[nonempty] = np.add.reduceat(weight[order], starts)
     inv = np.zeros(n, dtype=np.float64)
     nz = out_w != 0  # (a row of zero weights sums to +0.0 or -0.0 by either route: both are 0 here)
     np.divide(1.0, out_w, out=inv, where=nz)
@@ -148,6 +167,11 @@ def transition_from_edges(n: int, src: np.ndarray, dst: np.ndarray, weight: np.n
     indptr = np.add.accumulate(np.bincount(dst + 1, minlength=n + 1), dtype=np.int32)
     return TransitionMatrix(indptr, indices, data, ~nz, n)
 
+
+#: Out-weights outside [_MIN_NORMAL, _MAX_OUT_WEIGHT] have no exact ``1 / out_w`` (0, inf or a subnormal
+#: number, or the out-weight itself is subnormal): see :func:`transition_from_edges`.
+_MIN_NORMAL = float(np.finfo(np.float64).tiny)  # 2**-1022
+_MAX_OUT_WEIGHT = 1.0 / _MIN_NORMAL  # 2**1022: its inverse is the smallest normal float
 
 #: Weights that are whole multiples of this power of two, below 2**33 and summing to less than 2**53
 #: of it, add up exactly in any order (see :func:`_sums_exact`).
