@@ -354,3 +354,18 @@ def test_a_key_given_twice_in_a_world_file_is_refused_naming_it(tmp_path):
     path.write_text("base: &b {capacity: 30}\n")  # anchors and a single key each: fine
     with pytest.raises(ConfigError, match="base"):  # (an unknown key, not a duplicate)
         WorldConfig.from_yaml(path)
+
+
+def test_number_fields_of_an_older_pickle_load_as_floats():
+    """A config pickled before number fields were stored as floats kept an int (-2) after loading, and
+    its to_yaml wrote `-2` where the same world built today writes `-2.0`."""
+    import pickle
+
+    cfg = WorldConfig.preset("recall", "easy").replace(forget_threshold=-2, noise_ratio=1)
+    old = WorldConfig.preset("recall", "easy").replace(forget_threshold=-2, noise_ratio=1)
+    object.__setattr__(old, "forget_threshold", -2)  # (as an older release kept it)
+    object.__setattr__(old, "noise_ratio", 1)
+    back = pickle.loads(pickle.dumps(old))
+    assert type(back.forget_threshold) is float and type(back.noise_ratio) is float
+    assert back.to_yaml() == cfg.to_yaml() and hash(back) == hash(cfg)
+    assert type(back.horizon) is int and type(back.capacity) is int  # (integer fields stay integers)

@@ -378,6 +378,9 @@ class WorldConfig:
         for name, value in state.items():
             if name in ("rewards", "mix") and isinstance(value, dict) and not isinstance(value, FrozenTable):
                 value = FrozenTable(value)
+            elif (name in _SPECS and _SPECS[name].types == _FLOAT and isinstance(value, int)
+                  and not isinstance(value, bool)):
+                value = float(value)  # (pickled before number fields were floats: -2 stays -2.0 in to_yaml)
             object.__setattr__(self, name, value)
 
     def __hash__(self) -> int:
