@@ -260,7 +260,8 @@ class DefaultReader:
 
 def reveals(erased: Sequence[str], revealed: Sequence[str]) -> bool:
     """Whether the values ``revealed`` (objects of live memories about an erased subject and
-    relation) hold one of the ``erased`` values (equal after :func:`normalize_answer`)."""
+    relation) hold one of the ``erased`` values: equal after :func:`normalize_answer`, or with
+    punctuation read as a space ("pad thai" reveals "pad-thai", as in :func:`grade`)."""
     gone = [f for f in map(_Forms, erased) if f.norm]
     return bool(gone) and any(g.same(r) for r in map(_Forms, revealed) for g in gone)
 
