@@ -41,6 +41,9 @@ class OracleAgent(BaseAgent):
                 raise ValueError(f"disabled_ops: unknown operation {o!r}; allowed: {list(OP_NAMES[1:])} "
                                  "(names in any case, or their numbers 1-6)")
             ops.append(name)
+        # canonical: each op once, in the operations' order (the name labels rows of results.json; as
+        # make_agent's "oracle[-FORGET,-LINK,-LINK]" gives "oracle[-LINK,-FORGET]")
+        ops = sorted(set(ops), key=OP_NAMES.index)
         self.disabled_ops = tuple(ops)
         if ops:
             self.name = "oracle[" + ",".join(f"-{o}" for o in ops) + "]"

@@ -472,7 +472,11 @@ def test_ablated_oracle_agent_converts_ops_as_the_world_does():
     from world import Op
 
     assert OracleAgent(disabled_ops=["forget", Op.LINK, 1, np.int64(5), "4"]).disabled_ops == (
-        "FORGET", "LINK", "WRITE", "QUERY", "REFLECT")
+        "WRITE", "LINK", "REFLECT", "QUERY", "FORGET")
+    # canonical, as make_agent's spec: each op once, in the operations' order
+    agent = OracleAgent(disabled_ops=["FORGET", "LINK", "LINK"])
+    assert agent.disabled_ops == ("LINK", "FORGET") and agent.name == "oracle[-LINK,-FORGET]"
+    assert agent.name == make_agent("oracle[-FORGET,-LINK,-LINK]").name
     for bad in (1.9, True, -1, 0, "NOOP", "FLY", 7, None):
         with pytest.raises(ValueError, match=r"disabled_ops: unknown operation .*allowed"):
             OracleAgent(disabled_ops=[bad])
