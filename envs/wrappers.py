@@ -194,6 +194,7 @@ class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
     ``REFLECT n``, ``FORGET n`` where ``n`` is a slot number shown in the frame or the memory id
     itself. A malformed command raises ``ValueError`` naming the allowed commands; with
     ``on_error="noop"`` it is instead an invalid action (no-op, penalty) with ``info["parse_error"]``.
+    An :class:`~envs.memory_env.InvalidAction` from a wrapper above steps through with its own reason.
     Gymnasium's ``check_env`` steps with a sampled ``Text`` action (a random string, so a malformed
     command): it passes with ``on_error="noop"`` and raises that ``ValueError`` with the default.
 
@@ -283,7 +284,10 @@ class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
         _, info = self.env.reset(**kwargs)
         return self.frame(), info
 
-    def step(self, action: str):
+    def step(self, action: str | InvalidAction):
+        if type(action) is InvalidAction:  # a wrapper above could not map its action: it steps through
+            _, reward, terminated, truncated, info = self.env.step(action)
+            return self.frame(), reward, terminated, truncated, info
         try:
             act = self.parse(action)
         except ValueError as e:

@@ -390,6 +390,22 @@ def test_flatten_action_passes_an_invalid_action_through():
     assert reward == want and env.unwrapped._steps == 1
 
 
+@pytest.mark.parametrize("on_error", ["raise", "noop"])
+def test_text_interface_passes_an_invalid_action_through(on_error):
+    """TextInterface parsed an InvalidAction as a command: on_error="raise" raised, else the step's reason
+    became "malformed command: ..." instead of the reason of the wrapper above."""
+    from envs.wrappers import TextInterface
+
+    env = TextInterface(MemoryEnv("life-easy"), on_error=on_error)
+    twin = MemoryEnv("life-easy")
+    env.reset(seed=0)
+    twin.reset(seed=0)
+    frame, reward, _, _, info = env.step(InvalidAction("from a wrapper above"))
+    _, want, _, _, _ = twin.step(InvalidAction("from a wrapper above"))
+    assert info["invalid_action"] is True and info["invalid_reason"] == "from a wrapper above"
+    assert "parse_error" not in info and reward == want and isinstance(frame, str)
+
+
 @pytest.mark.parametrize("stack", ["text over flatten", "text over masked flatten", "text over text",
                                    "flatten over text", "flatten over flatten"])
 def test_action_wrappers_refuse_an_env_whose_actions_are_not_the_memory_envs(stack):
