@@ -2019,10 +2019,19 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
                 checkpointer.save_now(reason="final", session=True)
     except KeyboardInterrupt:
         stop_reason = _STOP_REASON_INTERRUPT
-        _say("interrupted: saving a checkpoint before exiting ...")
+        if _trained_since(checkpointer, model, start_steps):
+            _say("interrupted: saving a checkpoint before exiting ...")
+        else:
+            # before SB3 gave the callbacks the model (its set-up: the first env reset, the subprocess envs,
+            # the TensorBoard writer), or on a resume that trained nothing: the checkpoint on disk, if any,
+            # already is this state, and saving over it would put a finishing resume's empty DQN replay buffer
+            # in place of the real one. Not a crash either: the same command goes on (`_restartable`).
+            kept = f" (the checkpoint at {start_steps} steps is kept)" if ckpt is not None else ""
+            _say(f"interrupted before a training step: nothing to save yet{kept}; run the same command again")
     finally:
         _on_sigterm(old_term)
-        if stop_reason is not None:
+        if stop_reason == _STOP_REASON_LIMIT or (stop_reason == _STOP_REASON_INTERRUPT
+                                                 and _trained_since(checkpointer, model, start_steps)):
             # a planned stop is at a rollout's end, after its update: its session is saved for an exact resume
             path = checkpointer.save_now(reason=stop_reason, session=stop_reason == _STOP_REASON_LIMIT)
             _say(f"saved {path} ({model.num_timesteps} steps); continue with --resume --out {run_dir}")
@@ -2047,6 +2056,13 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
                            read_evaluations(run_dir / "evaluations.csv"), None)
     finally:
         _on_sigterm(old_term)
+
+
+def _trained_since(checkpointer, model, start_steps: int) -> bool:
+    """Whether an interrupt of `learn()` has something to checkpoint: SB3 gave the callbacks the model (it
+    does so only late in its set-up; before, `checkpointer.model` does not exist) and the model took a
+    step past `start_steps`, the step the session began at (0, or the checkpoint it resumed from)."""
+    return getattr(checkpointer, "model", None) is not None and int(model.num_timesteps) > start_steps
 
 
 TEST_RESULTS = ("test_eval.json", "summary.md")

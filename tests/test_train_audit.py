@@ -447,3 +447,59 @@ def test_a_resume_that_replaces_model_zip_sets_the_old_test_results_aside(tmp_pa
     assert cli.main(["train", "--resume", "--out", str(out), "--total-steps", "256", "--no-progress"]) == 0
     assert b"seed 0, 256 steps" in (out / "summary.md").read_bytes() and (out / "test_eval.json").is_file()
     assert (out / "summary_128_steps.md").read_bytes() == summary and not (out / "summary_192_steps.md").exists()
+
+
+# ------------------------------------------------------------------------ 12. interrupts that train nothing
+def test_an_interrupt_while_learn_sets_up_saves_nothing_and_the_same_command_starts_the_run(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """A Ctrl-C / SIGTERM before SB3 gave the callbacks the model (here in the training env's first reset,
+    inside learn()) raised AttributeError from the interrupt's checkpoint, and the run folder was moved to
+    crashed-1/ as a failed run. It is an interrupt with nothing to save: the same command starts again."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    real_reset = DummyVecEnv.reset
+    calls = []
+
+    def reset_then_ctrl_c(self):
+        calls.append(1)
+        if len(calls) == 1:  # the training env's first reset, in learn()'s set-up
+            raise KeyboardInterrupt
+        return real_reset(self)
+
+    monkeypatch.setattr(DummyVecEnv, "reset", reset_then_ctrl_c)
+    cfg = tiny(tmp_path, total_steps=64, checkpoint_freq=64, eval={"freq": 64, "episodes": 1, "test_episodes": 1,
+                                                                  "baselines": []})
+    out = tmp_path / "run"
+    stopped = T.train(cfg, seed=0, out_dir=out, test_eval=False)
+    assert not stopped.finished and stopped.stop_reason == "interrupted" and stopped.timesteps == 0
+    assert "nothing to save yet; run the same command again" in capsys.readouterr().err
+    assert not list(out.glob("crashed-*")) and T.latest_checkpoint(out) is None
+    assert {"config.yaml", "seeds.json", "baselines.json"} <= {p.name for p in out.iterdir()}
+    assert T.train(cfg, seed=0, out_dir=out, test_eval=False).finished
+
+
+def test_an_interrupted_resume_that_trains_nothing_keeps_the_newest_checkpoint_and_its_replay_buffer(
+        tmp_path, monkeypatch):
+    """A resume that only finishes a DQN run does not read the replay buffer; an interrupt in its learn(0)
+    saved a checkpoint at the same step over the real one: an empty buffer and `session: false`, from which
+    a later --resume --total-steps learned without a word."""
+    from stable_baselines3.common.callbacks import CallbackList
+
+    cfg = tiny(tmp_path, algo="dqn", total_steps=64, checkpoint_freq=32,
+               hyperparams={"learning_starts": 16, "buffer_size": 500, "train_freq": 4, "batch_size": 8},
+               eval={"freq": 64, "episodes": 1, "test_episodes": 1, "baselines": []})
+    out = tmp_path / "run"
+    T.train(cfg, seed=0, out_dir=out, test_eval=False)
+    for name in ("model.zip", "model.json"):  # as if killed after the last checkpoint, before model.zip
+        (out / name).unlink()
+    ckpts = out / T.CHECKPOINT_DIR
+    before = {p.name: p.read_bytes() for p in ckpts.iterdir()}
+    assert {"replay_buffer_64_steps.pkl", "state_64.json", "session_64.pkl"} <= set(before)
+
+    def ctrl_c_as_learn_ends(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(CallbackList, "_on_training_end", ctrl_c_as_learn_ends)
+    stopped = T.train(None, out_dir=out, resume=True, test_eval=False)
+    assert stopped.stop_reason == "interrupted" and stopped.timesteps == 64
+    assert {p.name: p.read_bytes() for p in ckpts.iterdir()} == before
