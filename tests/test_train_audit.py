@@ -503,3 +503,34 @@ def test_an_interrupted_resume_that_trains_nothing_keeps_the_newest_checkpoint_a
     stopped = T.train(None, out_dir=out, resume=True, test_eval=False)
     assert stopped.stop_reason == "interrupted" and stopped.timesteps == 64
     assert {p.name: p.read_bytes() for p in ckpts.iterdir()} == before
+
+
+# ------------------------------------------------------------------------ 13. '|' in training's Markdown tables
+def _cells(line: str) -> int:
+    """The number of cells a GFM table line has (an escaped ``\\|`` does not end one)."""
+    return line.replace("\\|", "").count("|") - 1
+
+
+def test_summary_table_escapes_a_pipe_in_an_agent_name():
+    """summary.md wrote an `sb3:`/`memsys:` baseline's name raw: one holding '|' gave its row a sixth cell."""
+    s = {"episodes": 2, "mean_return": 1.0, "return_ci": [0.5, 1.5], "mean_accuracy": 0.5, "normalised": 0.5,
+         "normalised_ci": [0.1, 0.9]}
+    lines = T.summary_table({"sb3:runs/a|b/model.zip": s}).splitlines()
+    assert lines[2] == "| sb3:runs/a\\|b/model.zip | 2 | 1.000 [0.500, 1.500] | 0.500 | 0.500 [0.100, 0.900] |"
+    assert [_cells(line) for line in lines] == [5, 5, 5]
+
+
+def test_headline_tables_escape_a_pipe_in_a_run_label(tmp_path):
+    """--headline labels a run given twice by its folder, written raw: a folder named with '|' added a
+    cell to its rows in the score table and in the paired-difference table."""
+    run = T.train(tiny(tmp_path, total_steps=64, eval={"freq": 64, "episodes": 1, "test_episodes": 1,
+                                                       "baselines": []}),
+                  seed=0, out_dir=tmp_path / "a|b", test_eval=False).run_dir
+    text, data = T.headline([run, run], episodes=1, baselines=["versioned"])
+    label = f"learned {run} #1"
+    assert label in data["table"]  # the numbers keep the label as it is
+    assert f"| {label.replace('|', chr(92) + '|')} | " in text
+    tables = [block.splitlines() for block in text.split("\n\n") if block.startswith("| ")]
+    assert len(tables) >= 2  # the scores, then a paired difference per reference
+    assert {_cells(line) for line in tables[0]} == {5}
+    assert all({_cells(line) for line in table} == {3} for table in tables[1:])
