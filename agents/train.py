@@ -2066,9 +2066,12 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
 
 def _trained_since(checkpointer, model, start_steps: int) -> bool:
     """Whether an interrupt of `learn()` has something to checkpoint: SB3 gave the callbacks the model (it
-    does so only late in its set-up; before, `checkpointer.model` does not exist) and the model took a
-    step past `start_steps`, the step the session began at (0, or the checkpoint it resumed from)."""
-    return getattr(checkpointer, "model", None) is not None and int(model.num_timesteps) > start_steps
+    does so only late in its set-up; before, `checkpointer.model` does not exist) and the step count the
+    checkpoint would be saved under is past `start_steps`, the step the session began at (0, or the
+    checkpoint it resumed from, which such a save would overwrite). (The checkpointer's count, not only the
+    model's: it follows the model's one callback call later, inside the step that passes `start_steps`.)"""
+    return (getattr(checkpointer, "model", None) is not None and int(model.num_timesteps) > start_steps
+            and int(checkpointer.num_timesteps) > start_steps)
 
 
 TEST_RESULTS = ("test_eval.json", "summary.md")
