@@ -1356,7 +1356,10 @@ def best_heuristic(summary: dict[str, dict], exclude: Sequence[str] = ("random",
 
 
 def summary_table(summary: dict[str, dict]) -> str:
-    """A Markdown table, best first."""
+    """A Markdown table, best first. A ``|`` in an agent's name is written ``\\|`` (as in bench's tables:
+    an ``sb3:runs/a|b/model.zip`` baseline would otherwise add a cell to its row)."""
+    from agents.report import _md_cell
+
     lines = ["| agent | episodes | mean return [95% CI] | accuracy | normalised [95% CI] |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for name, s in sorted(summary.items(), key=lambda kv: -kv[1]["mean_return"]):
@@ -1365,7 +1368,7 @@ def summary_table(summary: dict[str, dict]) -> str:
         if "normalised" in s:
             nlo, nhi = s["normalised_ci"]
             norm = f"{s['normalised']:.3f} [{nlo:.3f}, {nhi:.3f}]"
-        lines.append(f"| {name} | {s['episodes']} | {s['mean_return']:.3f} [{lo:.3f}, {hi:.3f}] | "
+        lines.append(f"| {_md_cell(name)} | {s['episodes']} | {s['mean_return']:.3f} [{lo:.3f}, {hi:.3f}] | "
                      f"{_acc(s['mean_accuracy'])} | {norm} |")
     return "\n".join(lines)
 
@@ -1390,8 +1393,11 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     (0 = random, 1 = oracle, per-episode returns against the mean random and oracle returns) gets a
     95% bootstrap CI; the learned policy is reported per run (`run_labels`: by seed, or by folder when
     seeds repeat) and pooled over runs. `progress`: a bar over the episodes (default: when stderr is a
-    terminal). Returns the Markdown table and the raw numbers.
+    terminal). Returns the Markdown tables (a ``|`` in an agent or run label written ``\\|``, as in bench's
+    tables) and the raw numbers, keyed by the labels as they are.
     """
+    from agents.report import _md_cell
+
     bench = _bench()
     run_dirs = [Path(r) for r in run_dirs]
     if not run_dirs:
@@ -1473,7 +1479,7 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
              "| --- | ---: | ---: | ---: | ---: |"]
     for name, e in sorted(table_all.items(), key=lambda kv: -kv[1]["normalised"]):
         t = times.get(name)
-        lines.append(f"| {name} | {e['normalised']:.3f} [{e['normalised_ci'][0]:.3f}, {e['normalised_ci'][1]:.3f}] | "
+        lines.append(f"| {_md_cell(name)} | {e['normalised']:.3f} [{e['normalised_ci'][0]:.3f}, {e['normalised_ci'][1]:.3f}] | "
                      f"{e['mean_return']:.3f} [{e['return_ci'][0]:.3f}, {e['return_ci'][1]:.3f}] | "
                      f"{_acc(e['mean_accuracy'])} | {'' if t is None else f'{t / 60:.1f} min'} |")
     seeds_means = [e["normalised"] for e in per_run.values()]
@@ -1497,7 +1503,7 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
             counts = (int((d > 1e-9).sum()), int((d < -1e-9).sum()), int((np.abs(d) <= 1e-9).sum()))
             out[name] = {"normalised": float(norm.mean()), "normalised_ci": [float(lo), float(hi)],
                          "better_worse_equal": list(counts)}
-            lines.append(f"| {name} - {ref_name} | {norm.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+            lines.append(f"| {_md_cell(f'{name} - {ref_name}')} | {norm.mean():+.3f} [{lo:+.3f}, {hi:+.3f}] | "
                          f"{counts[0]} / {counts[1]} / {counts[2]} |")
         return out
 
@@ -2019,10 +2025,19 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
                 checkpointer.save_now(reason="final", session=True)
     except KeyboardInterrupt:
         stop_reason = _STOP_REASON_INTERRUPT
-        _say("interrupted: saving a checkpoint before exiting ...")
+        if _trained_since(checkpointer, model, start_steps):
+            _say("interrupted: saving a checkpoint before exiting ...")
+        else:
+            # before SB3 gave the callbacks the model (its set-up: the first env reset, the subprocess envs,
+            # the TensorBoard writer), or on a resume that trained nothing: the checkpoint on disk, if any,
+            # already is this state, and saving over it would put a finishing resume's empty DQN replay buffer
+            # in place of the real one. Not a crash either: the same command goes on (`_restartable`).
+            kept = f" (the checkpoint at {start_steps} steps is kept)" if ckpt is not None else ""
+            _say(f"interrupted before a training step: nothing to save yet{kept}; run the same command again")
     finally:
         _on_sigterm(old_term)
-        if stop_reason is not None:
+        if stop_reason == _STOP_REASON_LIMIT or (stop_reason == _STOP_REASON_INTERRUPT
+                                                 and _trained_since(checkpointer, model, start_steps)):
             # a planned stop is at a rollout's end, after its update: its session is saved for an exact resume
             path = checkpointer.save_now(reason=stop_reason, session=stop_reason == _STOP_REASON_LIMIT)
             _say(f"saved {path} ({model.num_timesteps} steps); continue with --resume --out {run_dir}")
@@ -2047,6 +2062,16 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
                            read_evaluations(run_dir / "evaluations.csv"), None)
     finally:
         _on_sigterm(old_term)
+
+
+def _trained_since(checkpointer, model, start_steps: int) -> bool:
+    """Whether an interrupt of `learn()` has something to checkpoint: SB3 gave the callbacks the model (it
+    does so only late in its set-up; before, `checkpointer.model` does not exist) and the step count the
+    checkpoint would be saved under is past `start_steps`, the step the session began at (0, or the
+    checkpoint it resumed from, which such a save would overwrite). (The checkpointer's count, not only the
+    model's: it follows the model's one callback call later, inside the step that passes `start_steps`.)"""
+    return (getattr(checkpointer, "model", None) is not None and int(model.num_timesteps) > start_steps
+            and int(checkpointer.num_timesteps) > start_steps)
 
 
 TEST_RESULTS = ("test_eval.json", "summary.md")

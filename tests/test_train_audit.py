@@ -447,3 +447,90 @@ def test_a_resume_that_replaces_model_zip_sets_the_old_test_results_aside(tmp_pa
     assert cli.main(["train", "--resume", "--out", str(out), "--total-steps", "256", "--no-progress"]) == 0
     assert b"seed 0, 256 steps" in (out / "summary.md").read_bytes() and (out / "test_eval.json").is_file()
     assert (out / "summary_128_steps.md").read_bytes() == summary and not (out / "summary_192_steps.md").exists()
+
+
+# ------------------------------------------------------------------------ 12. interrupts that train nothing
+def test_an_interrupt_while_learn_sets_up_saves_nothing_and_the_same_command_starts_the_run(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """A Ctrl-C / SIGTERM before SB3 gave the callbacks the model (here in the training env's first reset,
+    inside learn()) raised AttributeError from the interrupt's checkpoint, and the run folder was moved to
+    crashed-1/ as a failed run. It is an interrupt with nothing to save: the same command starts again."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    real_reset = DummyVecEnv.reset
+    calls = []
+
+    def reset_then_ctrl_c(self):
+        calls.append(1)
+        if len(calls) == 1:  # the training env's first reset, in learn()'s set-up
+            raise KeyboardInterrupt
+        return real_reset(self)
+
+    monkeypatch.setattr(DummyVecEnv, "reset", reset_then_ctrl_c)
+    cfg = tiny(tmp_path, total_steps=64, checkpoint_freq=64, eval={"freq": 64, "episodes": 1, "test_episodes": 1,
+                                                                  "baselines": []})
+    out = tmp_path / "run"
+    stopped = T.train(cfg, seed=0, out_dir=out, test_eval=False)
+    assert not stopped.finished and stopped.stop_reason == "interrupted" and stopped.timesteps == 0
+    assert "nothing to save yet; run the same command again" in capsys.readouterr().err
+    assert not list(out.glob("crashed-*")) and T.latest_checkpoint(out) is None
+    assert {"config.yaml", "seeds.json", "baselines.json"} <= {p.name for p in out.iterdir()}
+    assert T.train(cfg, seed=0, out_dir=out, test_eval=False).finished
+
+
+def test_an_interrupted_resume_that_trains_nothing_keeps_the_newest_checkpoint_and_its_replay_buffer(
+        tmp_path, monkeypatch):
+    """A resume that only finishes a DQN run does not read the replay buffer; an interrupt in its learn(0)
+    saved a checkpoint at the same step over the real one: an empty buffer and `session: false`, from which
+    a later --resume --total-steps learned without a word."""
+    from stable_baselines3.common.callbacks import CallbackList
+
+    cfg = tiny(tmp_path, algo="dqn", total_steps=64, checkpoint_freq=32,
+               hyperparams={"learning_starts": 16, "buffer_size": 500, "train_freq": 4, "batch_size": 8},
+               eval={"freq": 64, "episodes": 1, "test_episodes": 1, "baselines": []})
+    out = tmp_path / "run"
+    T.train(cfg, seed=0, out_dir=out, test_eval=False)
+    for name in ("model.zip", "model.json"):  # as if killed after the last checkpoint, before model.zip
+        (out / name).unlink()
+    ckpts = out / T.CHECKPOINT_DIR
+    before = {p.name: p.read_bytes() for p in ckpts.iterdir()}
+    assert {"replay_buffer_64_steps.pkl", "state_64.json", "session_64.pkl"} <= set(before)
+
+    def ctrl_c_as_learn_ends(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(CallbackList, "_on_training_end", ctrl_c_as_learn_ends)
+    stopped = T.train(None, out_dir=out, resume=True, test_eval=False)
+    assert stopped.stop_reason == "interrupted" and stopped.timesteps == 64
+    assert {p.name: p.read_bytes() for p in ckpts.iterdir()} == before
+
+
+# ------------------------------------------------------------------------ 13. '|' in training's Markdown tables
+def _cells(line: str) -> int:
+    """The number of cells a GFM table line has (an escaped ``\\|`` does not end one)."""
+    return line.replace("\\|", "").count("|") - 1
+
+
+def test_summary_table_escapes_a_pipe_in_an_agent_name():
+    """summary.md wrote an `sb3:`/`memsys:` baseline's name raw: one holding '|' gave its row a sixth cell."""
+    s = {"episodes": 2, "mean_return": 1.0, "return_ci": [0.5, 1.5], "mean_accuracy": 0.5, "normalised": 0.5,
+         "normalised_ci": [0.1, 0.9]}
+    lines = T.summary_table({"sb3:runs/a|b/model.zip": s}).splitlines()
+    assert lines[2] == "| sb3:runs/a\\|b/model.zip | 2 | 1.000 [0.500, 1.500] | 0.500 | 0.500 [0.100, 0.900] |"
+    assert [_cells(line) for line in lines] == [5, 5, 5]
+
+
+def test_headline_tables_escape_a_pipe_in_a_run_label(tmp_path):
+    """--headline labels a run given twice by its folder, written raw: a folder named with '|' added a
+    cell to its rows in the score table and in the paired-difference table."""
+    run = T.train(tiny(tmp_path, total_steps=64, eval={"freq": 64, "episodes": 1, "test_episodes": 1,
+                                                       "baselines": []}),
+                  seed=0, out_dir=tmp_path / "a|b", test_eval=False).run_dir
+    text, data = T.headline([run, run], episodes=1, baselines=["versioned"])
+    label = f"learned {run} #1"
+    assert label in data["table"]  # the numbers keep the label as it is
+    assert f"| {label.replace('|', chr(92) + '|')} | " in text
+    tables = [block.splitlines() for block in text.split("\n\n") if block.startswith("| ")]
+    assert len(tables) >= 2  # the scores, then a paired difference per reference
+    assert {_cells(line) for line in tables[0]} == {5}
+    assert all({_cells(line) for line in table} == {3} for table in tables[1:])
