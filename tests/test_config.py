@@ -102,8 +102,12 @@ def test_python_m_world_reports_bad_input_as_an_argparse_error(tmp_path, capsys)
 
     for argv, match in ((["--show", "foo"], "--show: expected FAMILY-DIFFICULTY, one of recall-easy"),
                         (["--show", "life"], "got 'life'"),
-                        (["--write", str(tmp_path / "f")], "--write")):
-        if argv[0] == "--write":
+                        (["--write", str(tmp_path / "f")], "--write"),
+                        # (nothing asked: it printed nothing and exited 0)
+                        ([], "give --write DIR or --show FAMILY-DIFFICULTY"),
+                        (["--write", ""], "--write: expected a folder, got an empty name"),
+                        (["--show", ""], "--show: expected FAMILY-DIFFICULTY")):
+        if argv[:1] == ["--write"] and argv[1]:
             (tmp_path / "f").write_text("a file, not a folder")
         with pytest.raises(SystemExit) as exc:
             _main(argv, prog="python -m world")

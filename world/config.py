@@ -559,16 +559,21 @@ def _main(argv: list[str] | None = None, prog: str | None = None) -> None:
     parser.add_argument("--write", metavar="DIR", help="write one YAML per preset into DIR")
     parser.add_argument("--show", metavar="FAMILY-DIFFICULTY", help="print one preset as YAML")
     args = parser.parse_args(argv)
-    if args.show and args.show not in preset_names():
+    # (with neither option, or an empty one, it printed nothing, wrote nothing and exited 0)
+    if args.write is None and args.show is None:
+        parser.error("give --write DIR or --show FAMILY-DIFFICULTY (or both)")
+    if args.write is not None and not args.write.strip():
+        parser.error("--write: expected a folder, got an empty name")
+    if args.show is not None and args.show not in preset_names():
         parser.error(f"--show: expected FAMILY-DIFFICULTY, one of {', '.join(preset_names())}; got {args.show!r}")
-    if args.write:
+    if args.write is not None:
         try:
             paths = write_preset_yamls(args.write)
         except OSError as exc:
             parser.error(f"--write {args.write!r}: {exc.strerror or exc}")
         for p in paths:
             print(p)
-    if args.show:
+    if args.show is not None:
         fam, _, diff = args.show.rpartition("-")
         print(WorldConfig.preset(fam, diff).to_yaml(), end="")
 
