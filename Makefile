@@ -15,6 +15,9 @@ STAMP := $(VENV)/.installed-$(shell printf '%s|%s' '$(TORCH_SPEC)' '$(TORCH_INDE
 $(STAMP): pyproject.toml
 	@# a .venv left half-built (interrupted before pip was in it) is rebuilt, not reused
 	@$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
+	@# a stamp of another torch spec or index: that torch goes first (pip keeps an installed torch==X from
+	@# any index, so a CUDA build stayed in place after TORCH_INDEX named the CPU wheels)
+	@if ls $(VENV)/.installed-* 2>/dev/null | grep -qvx '$(STAMP)'; then $(PY) -m pip uninstall --quiet -y torch; fi
 	@rm -f $(VENV)/.installed $(VENV)/.installed-*
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
