@@ -121,7 +121,11 @@ class TrainConfig:
     def from_yaml(cls, path: str | Path, *, quick: bool = False) -> TrainConfig:
         path = Path(path)
         if not path.exists():
-            raise TrainConfigError(f"training config not found: {path}")
+            # (the shipped recipes are files of the source tree, not of the installed package: an
+            # installed copy run elsewhere does not find configs/train/ relative to its folder)
+            raise TrainConfigError(f"training config not found: {path} (the shipped recipes, e.g. "
+                                   "configs/train/life_easy.yaml, are in memgym's source tree: run from a "
+                                   "checkout, or give the path of a copy)")
         if path.is_dir():
             raise TrainConfigError(f"training config {path} is a directory: give the recipe's YAML file, e.g. "
                                    "configs/train/life_easy.yaml")

@@ -741,3 +741,14 @@ def test_resume_on_another_env_layout_does_not_advise_an_earlier_checkpoint(fini
     assert "another env layout" in msg and "all share that layout" in msg, msg
     assert "previous checkpoint" not in msg and "move or delete" not in msg, msg
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
+
+
+def test_a_missing_recipe_says_where_the_shipped_recipes_are(tmp_path):
+    """An installed copy run outside the source tree has no configs/train/: the error said only "not found"."""
+    from agents.train_config import TrainConfig, TrainConfigError
+
+    with pytest.raises(TrainConfigError) as exc:
+        TrainConfig.from_yaml(tmp_path / "configs" / "train" / "life_easy.yaml")
+    assert str(exc.value) == (f"training config not found: {tmp_path / 'configs' / 'train' / 'life_easy.yaml'} "
+                              "(the shipped recipes, e.g. configs/train/life_easy.yaml, are in memgym's source "
+                              "tree: run from a checkout, or give the path of a copy)")
