@@ -35,7 +35,8 @@ import numpy as np
 
 from agents.base import N_OPS, OP_NAMES
 
-__all__ = ["Demonstrations", "GainModel", "GatedAgent", "collect_demonstrations", "fit_gain_model", "improved_actions"]
+__all__ = ["Demonstrations", "GainModel", "GatedAgent", "branch_refusal", "collect_demonstrations", "fit_gain_model",
+           "improved_actions"]
 
 
 @dataclasses.dataclass
@@ -146,6 +147,11 @@ class GatedAgent:
         self.margin = float(margin)
         self.last_gated: np.ndarray | None = None
 
+    @property
+    def copyable(self) -> bool:
+        """As the inner agent: a copy of a gated agent copies its inner agent (the gain models are shared)."""
+        return getattr(self.inner, "copyable", False) is True
+
     def reset(self, seed: int | None) -> None:
         self.last_gated = None
         self.inner.reset(seed)
@@ -193,6 +199,31 @@ def _make(agent: Any):
     from agents.base import make_agent
 
     return make_agent(agent) if isinstance(agent, str) else copy.deepcopy(agent)
+
+
+def branch_refusal(agent: Any) -> str | None:
+    """Why ``agent`` (a spec or an agent object) cannot be branched faithfully, or None if it can.
+
+    A branch replays from a ``copy.deepcopy`` of the agent, which is exact only for an agent whose state
+    is all in this process, and only the agent can know that: it must declare ``copyable = True``
+    (:class:`agents.base.BaseAgent`; memgym's baselines and ``tiny_memory`` do). A ``memsys:`` spec is
+    refused without being built: a memory library's state may live in a server or a database that a
+    copy does not duplicate (every branch would run on, and write into, the one library), or its client
+    may not copy at all."""
+    if isinstance(agent, str) and agent.strip().startswith("memsys:"):
+        return (f"{agent.strip()!r} is a memsys: memory system, whose memories may live outside this process "
+                "(a server, a database) where a copy does not reach them, and whose client may not copy at all")
+    if isinstance(agent, str):
+        from agents.base import make_agent
+
+        agent, label = make_agent(agent), repr(agent)
+    else:
+        label = f"{getattr(agent, 'name', type(agent).__name__)!r} ({type(agent).__name__})"
+    if getattr(agent, "copyable", False) is not True:
+        return (f"agent {label} does not declare that it can be copied (a class attribute copyable = True, "
+                "for an agent whose state is all in-process Python objects, so that copy.deepcopy plays on "
+                "exactly as the original)")
+    return None
 
 
 def _copy_agent(agent: Any, view: Any) -> Any:
@@ -269,7 +300,16 @@ def collect_demonstrations(env_id: str, overrides: dict, agent: Any, seeds: Sequ
 
     ``workers > 1`` spreads the episodes over a process pool (``spawn``); the result is the same as
     with one worker, in seed order.
+
+    Branching copies the agent (``copy.deepcopy``), so with ``alternatives`` an agent that cannot be
+    copied faithfully (:func:`branch_refusal`: a ``memsys:`` spec, or an agent not declaring
+    ``copyable = True``) is refused with a ``ValueError`` before any episode is played.
     """
+    if alternatives:
+        why = branch_refusal(agent)
+        if why is not None:
+            raise ValueError(f"argument 'agent': branching on alternatives replays every branch from a copy of the "
+                             f"agent, but {why}; collect plain demonstrations (alternatives=()) with it instead")
     jobs = [(env_id, dict(overrides), agent, int(s), tuple(alternatives)) for s in seeds]
     out = Demonstrations.empty()
     bar = None

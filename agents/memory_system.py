@@ -173,6 +173,9 @@ class MemorySystemAgent(BaseAgent):
     """Mirror a :class:`MemorySystem`'s decisions as world operations (see the module docstring)."""
 
     name = "memory_system"
+    # A copy of the agent copies a client, not a server's memories: improve's rollout branches (which copy
+    # the agent) would run on, and write into, the library's end-of-episode state. Not declared copyable.
+    copyable = False
 
     def __init__(self, system: MemorySystem, k: int = 5, name: str | None = None,
                  factory: Callable[[], MemorySystem] | None = None) -> None:
@@ -406,7 +409,11 @@ class TinyMemorySystem:
 
 @register_agent("tiny_memory", "the reference MemorySystem (bag of words, Mem0-like) through the adapter")
 def tiny_memory_agent(**kwargs: Any) -> MemorySystemAgent:
-    return MemorySystemAgent(TinyMemorySystem(**kwargs), name="tiny_memory")
+    agent = MemorySystemAgent(TinyMemorySystem(**kwargs), name="tiny_memory")
+    # its memories are a dict in this process: a deep copy branches faithfully (an arbitrary system,
+    # e.g. a client of a memory server, is not declared copyable: MemorySystemAgent.copyable is False)
+    agent.copyable = True
+    return agent
 
 
 def _import_user_module(spec: str, mod_name: str) -> Any:

@@ -741,3 +741,30 @@ def test_resume_on_another_env_layout_does_not_advise_an_earlier_checkpoint(fini
     assert "another env layout" in msg and "all share that layout" in msg, msg
     assert "previous checkpoint" not in msg and "move or delete" not in msg, msg
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
+
+
+@pytest.mark.parametrize("agent, needle", [("memsys:agents.memory_system:TinyMemorySystem", "is a memsys: memory system"),
+                                           ("undeclared_copy_agent", "does not declare that it can be copied")])
+def test_rollout_improvement_refuses_a_warm_start_agent_that_cannot_be_copied(tmp_path, capsys, monkeypatch, agent,
+                                                                               needle):
+    """`pretrain.improve: rollout` branches by copy.deepcopy of `pretrain.agent`: with a memsys: system the recipe
+    passed the checks and the run crashed in the warm start with a raw deepcopy traceback (a client holding a
+    lock), or its gains were silently wrong (memories in a server). Refused before anything is written, naming
+    both keys; improve: none still takes such an agent."""
+    from agents.base import _REGISTRY, BaseAgent
+
+    class Undeclared(BaseAgent):  # (BaseAgent's default: not declared copyable)
+        name = "undeclared_copy_agent"
+
+        def decide(self, observation, info):
+            return 0, 0
+
+    monkeypatch.setitem(_REGISTRY, "undeclared_copy_agent", (Undeclared, "test"))
+    pre = {"agent": agent, "episodes": 1, "epochs": 1, "improve": "rollout"}
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, pretrain=pre)))
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("memgym train: error: ") and "Traceback" not in err, err
+    assert "key 'pretrain.improve': rollout" in err and "key 'pretrain.agent'" in err and needle in err, err
+    assert not out.exists()
+    cfg = TrainConfig.from_yaml(tiny(tmp_path, pretrain={**pre, "improve": "none"}))
+    T.check_agents(cfg)  # (no error)
