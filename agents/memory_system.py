@@ -180,6 +180,9 @@ class MemorySystemAgent(BaseAgent):
     def __init__(self, system: MemorySystem, k: int = 5, name: str | None = None,
                  factory: Callable[[], MemorySystem] | None = None) -> None:
         super().__init__()
+        if isinstance(system, type):  # (its unbound methods are callable: it passed the check below, then
+            # the first episode failed on reset() missing 'self')
+            raise TypeError(f"got the class {system.__name__}, not an instance: pass {system.__name__}()")
         missing = [m for m in ("add", "search", "delete") if not callable(getattr(system, m, None))]
         if missing:
             raise TypeError(f"{type(system).__name__} is not a MemorySystem: missing method(s) {missing}")
@@ -462,6 +465,9 @@ def memory_system_agent(spec: str, **kwargs: Any) -> MemorySystemAgent:
             system = factory(**kwargs)
         except Exception as exc:  # noqa: BLE001 - the user's factory may raise anything
             raise ValueError(f"agent {spec!r}: the factory {mod_name}:{attr}() raised {exc!r}") from exc
+        if isinstance(system, type):  # a class's add/search/delete are callable functions: checked first
+            raise ValueError(f"agent {spec!r}: {mod_name}:{attr}() returned the class {system.__name__}, not an "
+                             f"instance: return {system.__name__}() (a MemorySystem object)")
         missing = [m for m in ("add", "search", "delete") if not callable(getattr(system, m, None))]
         if missing:
             raise ValueError(f"agent {spec!r}: {mod_name}:{attr}() returned a {type(system).__name__}, not a "
