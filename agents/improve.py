@@ -296,7 +296,8 @@ def _episode(job: tuple) -> Demonstrations:
 def collect_demonstrations(env_id: str, overrides: dict, agent: Any, seeds: Sequence[int], *,
                            alternatives: Sequence[str] = (), workers: int = 1, progress: bool = False) -> Demonstrations:
     """Play ``agent`` (a registered name or an agent object such as :class:`GatedAgent`) on ``seeds`` (in
-    order); branch every statement step on ``alternatives`` (``NOOP``, ``WRITE``, ``AGENT``).
+    order); branch every statement step on ``alternatives`` (``NOOP``, ``WRITE``, ``AGENT``; any other
+    name, or a str instead of a list, is a ``ValueError`` naming the argument and the allowed names).
 
     ``workers > 1`` spreads the episodes over a process pool (``spawn``); the result is the same as
     with one worker, in seed order.
@@ -305,6 +306,17 @@ def collect_demonstrations(env_id: str, overrides: dict, agent: Any, seeds: Sequ
     copied faithfully (:func:`branch_refusal`: a ``memsys:`` spec, or an agent not declaring
     ``copyable = True``) is refused with a ``ValueError`` before any episode is played.
     """
+    from agents.train_config import IMPROVE_OPS
+
+    allowed = (*IMPROVE_OPS, "AGENT")
+    # (a str was split into its letters; a lower-case or unknown name failed deep in the first episode)
+    if isinstance(alternatives, str) or not isinstance(alternatives, Sequence):
+        raise ValueError(f"argument 'alternatives' must be a list of names from {list(allowed)} (or empty), "
+                         f"got {alternatives!r}")
+    for name in alternatives:
+        if name not in allowed:
+            raise ValueError(f"argument 'alternatives': unknown name {name!r}; allowed: {', '.join(allowed)} "
+                             "(upper-case)")
     if alternatives:
         why = branch_refusal(agent)
         if why is not None:
@@ -351,9 +363,19 @@ def fit_gain_model(demo: Demonstrations, name: str, inputs: Sequence[str], *, hi
     if not). An average of ``ensemble`` tanh MLPs (seeds ``seed ..``: the average keeps less of the noise
     each fit picks up); the last ``holdout`` of the episodes stops each at its best epoch.
     Returns (model, stats); the model is None when no step was branched on ``name``, or when every
-    branched step is in the held-out episodes (nothing to train on)."""
+    branched step is in the held-out episodes (nothing to train on). ``inputs`` must be a non-empty list
+    of MemoryEnv observation keys (else a ``ValueError`` naming the argument and the keys)."""
     import torch as th
 
+    from agents.train_config import OBSERVATION_KEYS
+
+    # (a misspelled key was a bare KeyError, and a str was read as one key per letter)
+    if isinstance(inputs, str) or not isinstance(inputs, Sequence) or not inputs:
+        raise ValueError(f"argument 'inputs' must be a non-empty list of observation keys from "
+                         f"{list(OBSERVATION_KEYS)}, got {inputs!r}")
+    for key in inputs:
+        if key not in OBSERVATION_KEYS:
+            raise ValueError(f"argument 'inputs': unknown observation key {key!r}; allowed: {', '.join(OBSERVATION_KEYS)}")
     rows = [i for i, d in enumerate(demo.deltas) if name in d]
     if not rows:
         return None, {"samples": 0}
@@ -414,7 +436,10 @@ def improved_actions(demo: Demonstrations, models: dict[str, GainModel], margin:
     """Every step's action under the improved policy: the recorded action, replaced on a branched step by
     the alternative with the highest predicted mean gain above ``margin`` (the same rule as
     :class:`GatedAgent`). Stats: relabelled steps, and what they gained in these very episodes, each
-    change taken on its own (changes interact: a policy realises less than their sum)."""
+    change taken on its own (changes interact: a policy realises less than their sum). Empty
+    demonstrations give empty labels (shape ``(0, 2)``) and nothing relabelled."""
+    if not demo.actions:  # (np.stack of nothing raised "need at least one array to stack")
+        return np.zeros((0, 2), dtype=np.int64), {"branched": 0, "relabelled": 0, "changed": {}, "gain_per_episode": 0.0}
     actions = np.stack([np.asarray(a, dtype=np.int64) for a in demo.actions])
     labels = actions.copy()
     rows = [i for i, d in enumerate(demo.deltas) if d]

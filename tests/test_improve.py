@@ -384,3 +384,30 @@ def test_branching_refuses_an_agent_that_cannot_be_copied_before_playing(tmp_pat
     # is as copyable as the agent it gates
     for ok in ("versioned", "random", "generative_agents", "tiny_memory", GatedAgent(make_agent("versioned"), {}, 0.0)):
         assert branch_refusal(ok) is None, ok
+
+
+def test_bad_arguments_of_the_public_functions_name_the_argument_and_the_allowed_values(monkeypatch):
+    """Called directly (not through the recipe's checks): an unknown or lower-case alternative, or a str for
+    the list, was a bare `tuple.index` error after an env and agent were built; a misspelled observation key a
+    bare KeyError; empty demonstrations a numpy stack error."""
+    from agents import improve
+
+    monkeypatch.setattr(improve, "_episode", lambda job: pytest.fail("an episode was played"))
+    for alternatives, needle in ((("noop",), "unknown name 'noop'; allowed: NOOP, WRITE, AGENT"),
+                                 (("SKIP",), "unknown name 'SKIP'; allowed: NOOP, WRITE, AGENT"),
+                                 ("NOOP", "argument 'alternatives' must be a list of names from "
+                                          "['NOOP', 'WRITE', 'AGENT'] (or empty), got 'NOOP'")):
+        with pytest.raises(ValueError) as err:
+            collect_demonstrations(ENV, SMALL, "versioned", [3], alternatives=alternatives)
+        assert needle in str(err.value), err.value
+    demo = _synthetic(n_episodes=2, steps=10)
+    for inputs, needle in ((("evnt",), "argument 'inputs': unknown observation key 'evnt'; allowed: event, "
+                                       "event_kind, candidates, candidate_mask, store"),
+                           ("event", "argument 'inputs' must be a non-empty list of observation keys"),
+                           ((), "argument 'inputs' must be a non-empty list of observation keys")):
+        with pytest.raises(ValueError) as err:
+            fit_gain_model(demo, "NOOP", inputs, epochs=1, ensemble=1)
+        assert needle in str(err.value), err.value
+    labels, stats = improved_actions(Demonstrations.empty(), {}, 0.02)
+    assert labels.shape == (0, 2) and labels.dtype == np.int64
+    assert stats == {"branched": 0, "relabelled": 0, "changed": {}, "gain_per_episode": 0.0}
