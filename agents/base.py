@@ -65,6 +65,12 @@ class BaseAgent:
     name = "base"
     #: True for agents that read hidden payloads (only the oracle); the bench attaches the world.
     privileged = False
+    #: True declares that ``copy.deepcopy`` of the agent mid-episode gives an independent agent that plays
+    #: on exactly as the original would (all its state is in-process Python objects). The rollout
+    #: improvement of the warm start (``pretrain.improve: rollout``, :mod:`agents.improve`) branches
+    #: by such copies and refuses an agent that does not declare it: a copy of a client of a memory
+    #: server would share (and write into) the server's memories, or fail to copy at all.
+    copyable = False
 
     def __init__(self) -> None:
         self.view: AgentView | None = None

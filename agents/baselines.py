@@ -76,6 +76,8 @@ def consolidatable(target: Candidate, cands: list[Candidate]) -> bool:
 class HeuristicAgent(BaseAgent):
     """Base of the text-reading heuristics: questions are answered with QUERY, the rest by :meth:`on_event`."""
 
+    copyable = True  # counters, thresholds and an RNG: a deep copy plays on exactly as the original
+
     def decide(self, observation: dict, info: dict) -> tuple[int, int]:
         if self.view is None:
             raise RuntimeError(f"agent {self.name!r} reads the event text: call attach(view) first "
@@ -106,6 +108,7 @@ class RandomAgent(BaseAgent):
     """Uniform over the masked actions: an allowed operation, then (if targeted) an allowed slot."""
 
     name = "random"
+    copyable = True  # its only state is the RNG
 
     def act(self, observation: Any, info: dict) -> np.ndarray:
         op_mask, slot_mask = self.masks(info)

@@ -35,7 +35,8 @@ import numpy as np
 
 from agents.base import N_OPS, OP_NAMES
 
-__all__ = ["Demonstrations", "GainModel", "GatedAgent", "collect_demonstrations", "fit_gain_model", "improved_actions"]
+__all__ = ["Demonstrations", "GainModel", "GatedAgent", "branch_refusal", "collect_demonstrations", "fit_gain_model",
+           "improved_actions"]
 
 
 @dataclasses.dataclass
@@ -146,6 +147,11 @@ class GatedAgent:
         self.margin = float(margin)
         self.last_gated: np.ndarray | None = None
 
+    @property
+    def copyable(self) -> bool:
+        """As the inner agent: a copy of a gated agent copies its inner agent (the gain models are shared)."""
+        return getattr(self.inner, "copyable", False) is True
+
     def reset(self, seed: int | None) -> None:
         self.last_gated = None
         self.inner.reset(seed)
@@ -193,6 +199,31 @@ def _make(agent: Any):
     from agents.base import make_agent
 
     return make_agent(agent) if isinstance(agent, str) else copy.deepcopy(agent)
+
+
+def branch_refusal(agent: Any) -> str | None:
+    """Why ``agent`` (a spec or an agent object) cannot be branched faithfully, or None if it can.
+
+    A branch replays from a ``copy.deepcopy`` of the agent, which is exact only for an agent whose state
+    is all in this process, and only the agent can know that: it must declare ``copyable = True``
+    (:class:`agents.base.BaseAgent`; memgym's baselines and ``tiny_memory`` do). A ``memsys:`` spec is
+    refused without being built: a memory library's state may live in a server or a database that a
+    copy does not duplicate (every branch would run on, and write into, the one library), or its client
+    may not copy at all."""
+    if isinstance(agent, str) and agent.strip().startswith("memsys:"):
+        return (f"{agent.strip()!r} is a memsys: memory system, whose memories may live outside this process "
+                "(a server, a database) where a copy does not reach them, and whose client may not copy at all")
+    if isinstance(agent, str):
+        from agents.base import make_agent
+
+        agent, label = make_agent(agent), repr(agent)
+    else:
+        label = f"{getattr(agent, 'name', type(agent).__name__)!r} ({type(agent).__name__})"
+    if getattr(agent, "copyable", False) is not True:
+        return (f"agent {label} does not declare that it can be copied (a class attribute copyable = True, "
+                "for an agent whose state is all in-process Python objects, so that copy.deepcopy plays on "
+                "exactly as the original)")
+    return None
 
 
 def _copy_agent(agent: Any, view: Any) -> Any:
@@ -265,11 +296,32 @@ def _episode(job: tuple) -> Demonstrations:
 def collect_demonstrations(env_id: str, overrides: dict, agent: Any, seeds: Sequence[int], *,
                            alternatives: Sequence[str] = (), workers: int = 1, progress: bool = False) -> Demonstrations:
     """Play ``agent`` (a registered name or an agent object such as :class:`GatedAgent`) on ``seeds`` (in
-    order); branch every statement step on ``alternatives`` (``NOOP``, ``WRITE``, ``AGENT``).
+    order); branch every statement step on ``alternatives`` (``NOOP``, ``WRITE``, ``AGENT``; any other
+    name, or a str instead of a list, is a ``ValueError`` naming the argument and the allowed names).
 
     ``workers > 1`` spreads the episodes over a process pool (``spawn``); the result is the same as
     with one worker, in seed order.
+
+    Branching copies the agent (``copy.deepcopy``), so with ``alternatives`` an agent that cannot be
+    copied faithfully (:func:`branch_refusal`: a ``memsys:`` spec, or an agent not declaring
+    ``copyable = True``) is refused with a ``ValueError`` before any episode is played.
     """
+    from agents.train_config import IMPROVE_OPS
+
+    allowed = (*IMPROVE_OPS, "AGENT")
+    # (a str was split into its letters; a lower-case or unknown name failed deep in the first episode)
+    if isinstance(alternatives, str) or not isinstance(alternatives, Sequence):
+        raise ValueError(f"argument 'alternatives' must be a list of names from {list(allowed)} (or empty), "
+                         f"got {alternatives!r}")
+    for name in alternatives:
+        if name not in allowed:
+            raise ValueError(f"argument 'alternatives': unknown name {name!r}; allowed: {', '.join(allowed)} "
+                             "(upper-case)")
+    if alternatives:
+        why = branch_refusal(agent)
+        if why is not None:
+            raise ValueError(f"argument 'agent': branching on alternatives replays every branch from a copy of the "
+                             f"agent, but {why}; collect plain demonstrations (alternatives=()) with it instead")
     jobs = [(env_id, dict(overrides), agent, int(s), tuple(alternatives)) for s in seeds]
     out = Demonstrations.empty()
     bar = None
@@ -311,9 +363,19 @@ def fit_gain_model(demo: Demonstrations, name: str, inputs: Sequence[str], *, hi
     if not). An average of ``ensemble`` tanh MLPs (seeds ``seed ..``: the average keeps less of the noise
     each fit picks up); the last ``holdout`` of the episodes stops each at its best epoch.
     Returns (model, stats); the model is None when no step was branched on ``name``, or when every
-    branched step is in the held-out episodes (nothing to train on)."""
+    branched step is in the held-out episodes (nothing to train on). ``inputs`` must be a non-empty list
+    of MemoryEnv observation keys (else a ``ValueError`` naming the argument and the keys)."""
     import torch as th
 
+    from agents.train_config import OBSERVATION_KEYS
+
+    # (a misspelled key was a bare KeyError, and a str was read as one key per letter)
+    if isinstance(inputs, str) or not isinstance(inputs, Sequence) or not inputs:
+        raise ValueError(f"argument 'inputs' must be a non-empty list of observation keys from "
+                         f"{list(OBSERVATION_KEYS)}, got {inputs!r}")
+    for key in inputs:
+        if key not in OBSERVATION_KEYS:
+            raise ValueError(f"argument 'inputs': unknown observation key {key!r}; allowed: {', '.join(OBSERVATION_KEYS)}")
     rows = [i for i, d in enumerate(demo.deltas) if name in d]
     if not rows:
         return None, {"samples": 0}
@@ -374,7 +436,10 @@ def improved_actions(demo: Demonstrations, models: dict[str, GainModel], margin:
     """Every step's action under the improved policy: the recorded action, replaced on a branched step by
     the alternative with the highest predicted mean gain above ``margin`` (the same rule as
     :class:`GatedAgent`). Stats: relabelled steps, and what they gained in these very episodes, each
-    change taken on its own (changes interact: a policy realises less than their sum)."""
+    change taken on its own (changes interact: a policy realises less than their sum). Empty
+    demonstrations give empty labels (shape ``(0, 2)``) and nothing relabelled."""
+    if not demo.actions:  # (np.stack of nothing raised "need at least one array to stack")
+        return np.zeros((0, 2), dtype=np.int64), {"branched": 0, "relabelled": 0, "changed": {}, "gain_per_episode": 0.0}
     actions = np.stack([np.asarray(a, dtype=np.int64) for a in demo.actions])
     labels = actions.copy()
     rows = [i for i, d in enumerate(demo.deltas) if d]

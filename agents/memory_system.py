@@ -173,10 +173,16 @@ class MemorySystemAgent(BaseAgent):
     """Mirror a :class:`MemorySystem`'s decisions as world operations (see the module docstring)."""
 
     name = "memory_system"
+    # A copy of the agent copies a client, not a server's memories: improve's rollout branches (which copy
+    # the agent) would run on, and write into, the library's end-of-episode state. Not declared copyable.
+    copyable = False
 
     def __init__(self, system: MemorySystem, k: int = 5, name: str | None = None,
                  factory: Callable[[], MemorySystem] | None = None) -> None:
         super().__init__()
+        if isinstance(system, type):  # (its unbound methods are callable: it passed the check below, then
+            # the first episode failed on reset() missing 'self')
+            raise TypeError(f"got the class {system.__name__}, not an instance: pass {system.__name__}()")
         missing = [m for m in ("add", "search", "delete") if not callable(getattr(system, m, None))]
         if missing:
             raise TypeError(f"{type(system).__name__} is not a MemorySystem: missing method(s) {missing}")
@@ -406,7 +412,11 @@ class TinyMemorySystem:
 
 @register_agent("tiny_memory", "the reference MemorySystem (bag of words, Mem0-like) through the adapter")
 def tiny_memory_agent(**kwargs: Any) -> MemorySystemAgent:
-    return MemorySystemAgent(TinyMemorySystem(**kwargs), name="tiny_memory")
+    agent = MemorySystemAgent(TinyMemorySystem(**kwargs), name="tiny_memory")
+    # its memories are a dict in this process: a deep copy branches faithfully (an arbitrary system,
+    # e.g. a client of a memory server, is not declared copyable: MemorySystemAgent.copyable is False)
+    agent.copyable = True
+    return agent
 
 
 def _import_user_module(spec: str, mod_name: str) -> Any:
@@ -455,6 +465,9 @@ def memory_system_agent(spec: str, **kwargs: Any) -> MemorySystemAgent:
             system = factory(**kwargs)
         except Exception as exc:  # noqa: BLE001 - the user's factory may raise anything
             raise ValueError(f"agent {spec!r}: the factory {mod_name}:{attr}() raised {exc!r}") from exc
+        if isinstance(system, type):  # a class's add/search/delete are callable functions: checked first
+            raise ValueError(f"agent {spec!r}: {mod_name}:{attr}() returned the class {system.__name__}, not an "
+                             f"instance: return {system.__name__}() (a MemorySystem object)")
         missing = [m for m in ("add", "search", "delete") if not callable(getattr(system, m, None))]
         if missing:
             raise ValueError(f"agent {spec!r}: {mod_name}:{attr}() returned a {type(system).__name__}, not a "

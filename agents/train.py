@@ -53,6 +53,7 @@ from agents.train_config import (
     check_agent_names,
     check_env,
     load_yaml,
+    rollout_refusal,
 )
 
 __all__ = ["train", "add_arguments", "run", "TrainResult", "train_seed", "SeedSchedule", "load_model"]
@@ -1059,8 +1060,9 @@ def check_recipe(cfg: TrainConfig) -> None:
 def check_agents(cfg: TrainConfig, *, baselines: bool = True, pretrain: bool = True) -> None:
     """The agents a run plays are usable before the run starts (they were first used after the run folder
     was written): every `eval.baselines` entry builds (an `sb3:` model file loads and fits the env, a
-    `memsys:` module imports and its factory makes a memory system) and so does `pretrain.agent`. Errors
-    name the key (agents.base.validate_agent_specs does the checking, as for `memgym bench`)."""
+    `memsys:` module imports and its factory makes a memory system) and so does `pretrain.agent`; with
+    `pretrain.improve: rollout` that agent must also declare that it can be copied (`rollout_refusal`).
+    Errors name the key (agents.base.validate_agent_specs does the checking, as for `memgym bench`)."""
     from agents.base import validate_agent_specs
 
     probe = _bench().make_env(_bench_env(cfg))
@@ -1072,6 +1074,11 @@ def check_agents(cfg: TrainConfig, *, baselines: bool = True, pretrain: bool = T
                     validate_agent_specs(names, [probe.unwrapped])
                 except ValueError as err:
                     raise TrainConfigError(f"key '{key}': {err}") from None
+        if pretrain and cfg.pretrain.agent and cfg.pretrain.improve == "rollout":
+            # (branching copies the agent: one that is not declared copyable would branch wrongly or crash)
+            why = rollout_refusal(cfg.pretrain.agent)
+            if why is not None:
+                raise TrainConfigError(why)
     finally:
         probe.close()
 

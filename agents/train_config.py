@@ -247,6 +247,9 @@ class TrainConfig:
         if pre_agent is not None and algo == "dqn":
             raise TrainConfigError("key 'pretrain' (imitation warm start) needs an actor-critic algorithm "
                                    "(maskable_ppo, ppo, a2c), not dqn")
+        improve = _choice(pre.get("improve", "none"), "pretrain.improve", IMPROVE_METHODS)
+        if improve == "rollout" and pre_agent is not None and pre_agent.startswith("memsys:"):
+            raise TrainConfigError(rollout_refusal(pre_agent))
         lr = _unit(pre.get("learning_rate", 1e-3), "pretrain.learning_rate")
         pretrain = PretrainSettings(
             agent=pre_agent,
@@ -255,7 +258,7 @@ class TrainConfig:
             batch_size=_int(pre.get("batch_size", 256), "pretrain.batch_size", minimum=1),
             learning_rate=float(lr),
             temperature=_positive(pre.get("temperature", 1.0), "pretrain.temperature"),
-            improve=_choice(pre.get("improve", "none"), "pretrain.improve", IMPROVE_METHODS),
+            improve=improve,
             improve_ops=_names(pre.get("improve_ops", ["NOOP"]), "pretrain.improve_ops", IMPROVE_OPS, upper=True),
             improve_inputs=_names(pre.get("improve_inputs", ["event", "event_kind"]), "pretrain.improve_inputs",
                                   OBSERVATION_KEYS),
@@ -446,6 +449,20 @@ def check_env(env_id: str, overrides: Mapping[str, Any], *, id_label: str = "key
             except (ConfigError, TypeError, ValueError) as one:
                 raise TrainConfigError(f"{override_label.format(name)} is invalid for {env_id}: {one}") from None
         raise TrainConfigError(f"{overrides_label}: invalid together for {env_id}: {err}") from None
+
+
+def rollout_refusal(agent: Any) -> str | None:
+    """The error for `pretrain.improve: rollout` with a `pretrain.agent` that cannot be branched faithfully
+    (agents.improve.branch_refusal: a `memsys:` system, or an agent not declaring `copyable = True`), or
+    None when it can be."""
+    from agents.improve import branch_refusal
+
+    why = branch_refusal(agent)
+    if why is None:
+        return None
+    return (f"key 'pretrain.improve': rollout replays every branch from a copy (copy.deepcopy) of key "
+            f"'pretrain.agent', but {why}; use improve: none with this agent, or a baseline that can be copied "
+            f"(e.g. versioned) with improve: rollout")
 
 
 def check_agent_names(names: Any, label: str, *, privileged: bool = True) -> None:

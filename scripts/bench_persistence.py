@@ -15,7 +15,6 @@ no atomic rename, no SQLite.
 from __future__ import annotations
 
 import argparse
-import os
 import pickle
 import random
 import resource
@@ -96,7 +95,9 @@ def answers(store: MemoryStore) -> list:
 
 def run(n: int, dim: int, seed: int, show: bool) -> dict:
     store, t_build = timed(lambda: build(n, dim, seed, show))
-    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as tmp:
+    # (no dir=: tempfile's default honours a usable TMPDIR and falls back to /tmp when it is not, where an
+    # explicit dir=$TMPDIR crashed after the minutes-long build)
+    with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "store.sqlite"
         _, t_save = timed(lambda: save_store(store, path))
         size = path.stat().st_size

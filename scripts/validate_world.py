@@ -201,8 +201,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if a target fails")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
-    fams = [f.strip() for f in args.families.split(",") if f.strip()]
-    diffs = [d.strip() for d in args.difficulties.split(",") if d.strip()]
+    # a name given twice runs once (as in memgym bench): it played every episode twice and counted its targets twice
+    fams = list(dict.fromkeys(f.strip() for f in args.families.split(",") if f.strip()))
+    diffs = list(dict.fromkeys(d.strip() for d in args.difficulties.split(",") if d.strip()))
     if not fams:
         ap.error(f"--families is empty; choose from {list(FAMILIES)}")
     if not diffs:

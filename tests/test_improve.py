@@ -13,6 +13,7 @@ from agents.improve import (  # noqa: E402
     Demonstrations,
     GainModel,
     GatedAgent,
+    branch_refusal,
     collect_demonstrations,
     fit_gain_model,
     improved_actions,
@@ -293,6 +294,7 @@ def test_demonstrations_record_a_flat_alias_as_the_noop_it_was():
 
     class Alias:
         name = "alias"
+        copyable = True  # (its one counter copies exactly)
 
         def reset(self, seed):
             self.n = 0
@@ -330,3 +332,82 @@ def test_no_gain_model_when_every_branch_is_held_out():
         warnings.simplefilter("error")
         model, stats = fit_gain_model(demo, "NOOP", ["event", "event_kind"], seed=0, epochs=5)
     assert model is not None and stats["train_samples"] == 1 and stats["holdout_variance"] == 0.0
+
+
+def test_branching_refuses_an_agent_that_cannot_be_copied_before_playing(tmp_path, monkeypatch):
+    """A branch replays from copy.deepcopy of the agent: a memsys: system whose client held a lock crashed the
+    run in the warm start with `TypeError: cannot pickle '_thread.lock' object`, and one whose memories live
+    in a server had every branch run on (and write into) the one library, every gain silently wrong. Such an
+    agent (a memsys: spec, or any agent not declaring copyable = True) is refused before any episode."""
+    import textwrap
+
+    from agents import improve
+
+    (tmp_path / "locked_sys_for_improve.py").write_text(textwrap.dedent('''
+        import threading
+        from agents.memory_system import TinyMemorySystem
+
+        class Locked(TinyMemorySystem):
+            def __init__(self):
+                self._lock = threading.Lock()  # as a client's socket or connection: it does not copy
+                super().__init__()
+
+        def make():
+            return Locked()
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    played = []
+    real_episode = improve._episode
+    monkeypatch.setattr(improve, "_episode", lambda job: played.append(job) or real_episode(job))
+
+    class Undeclared:  # an agent that does not say whether a copy of it is faithful
+        name = "undeclared"
+
+        def reset(self, seed):
+            pass
+
+        def act(self, observation, info):
+            return np.array([NOOP, 0])
+
+    for agent, needle in (("memsys:locked_sys_for_improve:make", "'memsys:locked_sys_for_improve:make' is a memsys:"),
+                          (Undeclared(), "agent 'undeclared' (Undeclared) does not declare that it can be copied"),
+                          (GatedAgent(make_agent("memsys:locked_sys_for_improve:make"), {}, 0.0),
+                           "agent 'gated' (GatedAgent) does not declare")):
+        with pytest.raises(ValueError, match="argument 'agent'") as err:
+            collect_demonstrations(ENV, SMALL, agent, [3], alternatives=("NOOP",))
+        assert needle in str(err.value), err.value
+    assert played == []
+    # without branching nothing is copied: plain demonstrations of the same system are played
+    plain = collect_demonstrations(ENV, SMALL, "memsys:locked_sys_for_improve:make", [3])
+    assert len(plain.actions) == 24 and plain.branches == 0 and len(played) == 1
+    # memgym's own agents declare it (tiny_memory's memories are a dict in this process), and a gated agent
+    # is as copyable as the agent it gates
+    for ok in ("versioned", "random", "generative_agents", "tiny_memory", GatedAgent(make_agent("versioned"), {}, 0.0)):
+        assert branch_refusal(ok) is None, ok
+
+
+def test_bad_arguments_of_the_public_functions_name_the_argument_and_the_allowed_values(monkeypatch):
+    """Called directly (not through the recipe's checks): an unknown or lower-case alternative, or a str for
+    the list, was a bare `tuple.index` error after an env and agent were built; a misspelled observation key a
+    bare KeyError; empty demonstrations a numpy stack error."""
+    from agents import improve
+
+    monkeypatch.setattr(improve, "_episode", lambda job: pytest.fail("an episode was played"))
+    for alternatives, needle in ((("noop",), "unknown name 'noop'; allowed: NOOP, WRITE, AGENT"),
+                                 (("SKIP",), "unknown name 'SKIP'; allowed: NOOP, WRITE, AGENT"),
+                                 ("NOOP", "argument 'alternatives' must be a list of names from "
+                                          "['NOOP', 'WRITE', 'AGENT'] (or empty), got 'NOOP'")):
+        with pytest.raises(ValueError) as err:
+            collect_demonstrations(ENV, SMALL, "versioned", [3], alternatives=alternatives)
+        assert needle in str(err.value), err.value
+    demo = _synthetic(n_episodes=2, steps=10)
+    for inputs, needle in ((("evnt",), "argument 'inputs': unknown observation key 'evnt'; allowed: event, "
+                                       "event_kind, candidates, candidate_mask, store"),
+                           ("event", "argument 'inputs' must be a non-empty list of observation keys"),
+                           ((), "argument 'inputs' must be a non-empty list of observation keys")):
+        with pytest.raises(ValueError) as err:
+            fit_gain_model(demo, "NOOP", inputs, epochs=1, ensemble=1)
+        assert needle in str(err.value), err.value
+    labels, stats = improved_actions(Demonstrations.empty(), {}, 0.02)
+    assert labels.shape == (0, 2) and labels.dtype == np.int64
+    assert stats == {"branched": 0, "relabelled": 0, "changed": {}, "gain_per_episode": 0.0}

@@ -106,6 +106,37 @@ def test_a_missing_factory_names_the_module_and_the_attribute(tmp_path, monkeypa
         make_agent("memsys:has_no_factory:make")
 
 
+def test_a_factory_returning_the_class_is_refused_before_the_run(tmp_path, monkeypatch, capsys):
+    """`return TinyMemorySystem` (no parentheses) passed the pre-run check (a class's methods are callable), the
+    other agents played, and this one failed at its first episode on "reset() missing 1 required positional
+    argument: 'self'". Refused by the check, naming the class and the fix; MemorySystemAgent refuses it too."""
+    from agents import cli
+    from agents.base import validate_agent_specs
+    from agents.memory_system import MemorySystemAgent
+
+    (tmp_path / "returns_the_class.py").write_text(textwrap.dedent("""
+        from agents.memory_system import TinyMemorySystem
+
+        def make():
+            return TinyMemorySystem
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    needle = ("agent 'memsys:returns_the_class:make': returns_the_class:make() returned the class TinyMemorySystem, "
+              "not an instance: return TinyMemorySystem()")
+    with pytest.raises(ValueError) as err:
+        validate_agent_specs(["memsys:returns_the_class:make"])
+    assert str(err.value).startswith(needle), err.value
+    out = tmp_path / "out"
+    rc = cli.main(["bench", "--suite", "quick", "--agents", "random,memsys:returns_the_class:make", "--families",
+                   "recall", "--difficulties", "easy", "--seeds", "1", "--workers", "1", "--out", str(out),
+                   "--no-progress"])
+    msg = capsys.readouterr().err
+    assert rc == 2 and needle in msg and "failed on" not in msg, msg
+    assert not (out / "results.json").exists()  # refused before any episode was played
+    with pytest.raises(TypeError, match=r"got the class TinyMemorySystem, not an instance: pass TinyMemorySystem\(\)"):
+        MemorySystemAgent(TinyMemorySystem)
+
+
 # ------------------------------------------------------------------ what add / search may return
 ENV = {"id": "MemGym/Erasure-Easy-v0", "overrides": {}}
 

@@ -649,6 +649,21 @@ def test_bench_persistence_quick():
     assert float(cells[2]) > 0 and float(cells[4]) > 0
 
 
+def test_bench_persistence_falls_back_from_an_unusable_tmpdir(monkeypatch, capsys):
+    """TemporaryDirectory(dir=$TMPDIR) turned off tempfile's fallback: a stale TMPDIR crashed the script with
+    FileNotFoundError after the store was built (110 s at the default N). tempfile's own choice skips it."""
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.spec_from_file_location("bench_persistence_script", ROOT / "scripts" / "bench_persistence.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setenv("TMPDIR", "/nonexistent/memgym-no-such-folder")
+    monkeypatch.setattr(tempfile, "tempdir", None)  # (tempfile caches its choice: make it choose again)
+    row = script.run(30, 16, 0, False)
+    assert row["n"] == 30 and row["exact"] is True and tempfile.gettempdir() != "/nonexistent/memgym-no-such-folder"
+
+
 def test_wrong_embedder_is_a_clear_error(saved):
     _, path, _ = saved
     with pytest.raises(ValueError, match=r"embedder: the store holds 64-d embeddings .* 32-d"):

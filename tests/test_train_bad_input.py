@@ -752,3 +752,30 @@ def test_a_missing_recipe_says_where_the_shipped_recipes_are(tmp_path):
     assert str(exc.value) == (f"training config not found: {tmp_path / 'configs' / 'train' / 'life_easy.yaml'} "
                               "(the shipped recipes, e.g. configs/train/life_easy.yaml, are in memgym's source "
                               "tree: run from a checkout, or give the path of a copy)")
+
+
+@pytest.mark.parametrize("agent, needle", [("memsys:agents.memory_system:TinyMemorySystem", "is a memsys: memory system"),
+                                           ("undeclared_copy_agent", "does not declare that it can be copied")])
+def test_rollout_improvement_refuses_a_warm_start_agent_that_cannot_be_copied(tmp_path, capsys, monkeypatch, agent,
+                                                                               needle):
+    """`pretrain.improve: rollout` branches by copy.deepcopy of `pretrain.agent`: with a memsys: system the recipe
+    passed the checks and the run crashed in the warm start with a raw deepcopy traceback (a client holding a
+    lock), or its gains were silently wrong (memories in a server). Refused before anything is written, naming
+    both keys; improve: none still takes such an agent."""
+    from agents.base import _REGISTRY, BaseAgent
+
+    class Undeclared(BaseAgent):  # (BaseAgent's default: not declared copyable)
+        name = "undeclared_copy_agent"
+
+        def decide(self, observation, info):
+            return 0, 0
+
+    monkeypatch.setitem(_REGISTRY, "undeclared_copy_agent", (Undeclared, "test"))
+    pre = {"agent": agent, "episodes": 1, "epochs": 1, "improve": "rollout"}
+    rc, out = _cli_train(tmp_path, "--config", str(tiny(tmp_path, pretrain=pre)))
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("memgym train: error: ") and "Traceback" not in err, err
+    assert "key 'pretrain.improve': rollout" in err and "key 'pretrain.agent'" in err and needle in err, err
+    assert not out.exists()
+    cfg = TrainConfig.from_yaml(tiny(tmp_path, pretrain={**pre, "improve": "none"}))
+    T.check_agents(cfg)  # (no error)

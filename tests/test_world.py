@@ -338,6 +338,26 @@ def test_validate_script_quick():
     assert "FAIL" not in out.stdout
 
 
+def test_validate_script_runs_a_family_or_difficulty_given_twice_once(monkeypatch, capsys):
+    """`--families recall,recall` played every episode twice, printed each row twice and counted each target
+    twice ("6/6 targets hold" for 3); memgym bench runs a name given twice once."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("validate_world_script", ROOT / "scripts" / "validate_world.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    played = []
+    real_run = script.run
+    monkeypatch.setattr(script, "run", lambda fams, diffs, seeds, progress: played.append((fams, diffs))
+                        or real_run(fams, diffs, seeds, progress))
+    assert script.main(["--seeds", "1", "--families", "recall,recall", "--difficulties", "easy, easy",
+                        "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert played == [(["recall"], ["easy"])]
+    assert out.count("| recall") == 2 and "/3 targets hold" in out, out  # (one row in each of the two tables)
+    assert len(re.findall(r"^\[(PASS|FAIL)\] ", out, flags=re.M)) == 3, out
+
+
 def test_erasure_needs_hard_deletion():
     """FORGET answers "unknown" after the request; a soft delete (UPDATE with the request) still leaks."""
 
