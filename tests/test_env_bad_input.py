@@ -377,33 +377,24 @@ def test_flatten_action_masked_out_means_invalid_when_taken():
 
 
 
-def test_flatten_action_passes_an_invalid_action_through():
-    """InvalidAction is stepped through every wrapper in between (its docstring): FlattenAction refused it
-    as a flat action that is not an integer."""
-    env = FlattenAction(gym.wrappers.RecordEpisodeStatistics(MemoryEnv("life-easy")))
+@pytest.mark.parametrize("wrapper", ["flatten", "text raise", "text noop"])
+def test_action_wrappers_pass_an_invalid_action_through(wrapper):
+    """InvalidAction is stepped through every wrapper in between (its docstring), with its own reason:
+    FlattenAction refused it as a flat action that is not an integer; TextInterface parsed it as a command
+    (on_error="raise" raised, else the reason became "malformed command: ...")."""
+    from envs.wrappers import TextInterface
+
+    if wrapper == "flatten":
+        env = FlattenAction(gym.wrappers.RecordEpisodeStatistics(MemoryEnv("life-easy")))
+    else:
+        env = TextInterface(MemoryEnv("life-easy"), on_error=wrapper.split()[1])
     twin = MemoryEnv("life-easy")
     env.reset(seed=0)
     twin.reset(seed=0)
     _, reward, _, _, info = env.step(InvalidAction("from a wrapper above"))
     _, want, _, _, _ = twin.step(InvalidAction("from a wrapper above"))
     assert info["invalid_action"] is True and info["invalid_reason"] == "from a wrapper above"
-    assert reward == want and env.unwrapped._steps == 1
-
-
-@pytest.mark.parametrize("on_error", ["raise", "noop"])
-def test_text_interface_passes_an_invalid_action_through(on_error):
-    """TextInterface parsed an InvalidAction as a command: on_error="raise" raised, else the step's reason
-    became "malformed command: ..." instead of the reason of the wrapper above."""
-    from envs.wrappers import TextInterface
-
-    env = TextInterface(MemoryEnv("life-easy"), on_error=on_error)
-    twin = MemoryEnv("life-easy")
-    env.reset(seed=0)
-    twin.reset(seed=0)
-    frame, reward, _, _, info = env.step(InvalidAction("from a wrapper above"))
-    _, want, _, _, _ = twin.step(InvalidAction("from a wrapper above"))
-    assert info["invalid_action"] is True and info["invalid_reason"] == "from a wrapper above"
-    assert "parse_error" not in info and reward == want and isinstance(frame, str)
+    assert "parse_error" not in info and reward == want and env.unwrapped._steps == 1
 
 
 @pytest.mark.parametrize("stack", ["text over flatten", "text over masked flatten", "text over text",
