@@ -11,7 +11,7 @@ folder then holds everything needed to inspect, resume and reproduce the run:
 | `evaluations.csv` | one row per evaluation on the validation seeds: steps, return, accuracy, ... |
 | `evaluations.npz` | SB3's own record of the same evaluations |
 | `tb/` | TensorBoard logs (`tensorboard --logdir runs/`) |
-| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json` (+ `session_<steps>.pkl` at a rollout's end; DQN: + `replay_buffer_<steps>_steps.pkl`, the newest checkpoint's only, its filled rows), what `--resume` continues from |
+| `checkpoints/` | `model_<steps>_steps.zip` + `state_<steps>.json` (+ `session_<steps>.pkl` at a rollout's end; DQN: + `replay_buffer_<steps>_steps.pkl`, the newest two checkpoints' only, their filled rows), what `--resume` continues from |
 | `baselines.json` | every baseline agent on the validation seeds (the reference lines of the curve) |
 | `model.zip`, `model.json` | the final policy, and what is needed to load it (algorithm, action wrapper) |
 | `learning_curve.png` | validation return and accuracy against steps, with the best heuristic's level |
@@ -410,8 +410,8 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, eval_env, start_steps: int, run_
             }
             (path.parent / f"state_{self.num_timesteps}.json").write_text(json.dumps(state, indent=2))
             if replay is not None:
-                # only now that this checkpoint is complete (its state file is there): a resume reads only the
-                # newest checkpoint's buffer, and keeping every one filled the disk (up to 1.85 GB each)
+                # only now that this checkpoint is complete (its state file, written last, is there): a save that
+                # dies halfway leaves the two checkpoints before it with their buffers, one to fall back to
                 _drop_older_replay_buffers(path.parent, int(self.num_timesteps))
             return path
 
@@ -520,10 +520,15 @@ def save_replay_buffer(buffer, path: Path) -> None:
 
 
 def _drop_older_replay_buffers(ckpt_dir: Path, steps: int) -> None:
-    """Delete the replay buffers of the checkpoints older than `steps` (only the newest one is resumed from)."""
+    """Delete the replay buffers of the checkpoints older than the two newest, `steps` (just completed) and
+    the complete one before it. A resume reads the newest checkpoint's only, but when that checkpoint is
+    broken the user falls back to the previous one (docs/train.md), which DQN can resume only with its
+    buffer; keeping every one filled the disk (up to 1.85 GB each)."""
+    earlier = [n for n in _checkpoint_steps(ckpt_dir.parent) if n < steps]
+    keep_from = earlier[-1] if earlier else steps
     for path in ckpt_dir.glob("replay_buffer_*_steps.pkl"):
         n = _steps_in_name(path)
-        if n is not None and n < steps:
+        if n is not None and n < keep_from:
             path.unlink(missing_ok=True)
 
 
@@ -669,21 +674,22 @@ def _bad_checkpoint(run_dir: Path, steps: int, path: Path, problem: str, how: st
                                 f"{how}")
     ckpt_dir = run_dir / CHECKPOINT_DIR
     earlier = [n for n in _checkpoint_steps(run_dir) if n < steps]
-    buffers = {_steps_in_name(p) for p in ckpt_dir.glob("replay_buffer_*_steps.pkl")}
-    dqn = bool(buffers) or path.name.startswith("replay_buffer_")
-    if dqn:  # a DQN checkpoint resumes only with its replay buffer, which only the newest one keeps
-        earlier = [n for n in earlier if n in buffers]
+    dqn = path.name.startswith("replay_buffer_") or any(ckpt_dir.glob("replay_buffer_*_steps.pkl"))
     names = [f"model_{steps}_steps.zip", f"state_{steps}.json", f"session_{steps}.pkl",
              f"replay_buffer_{steps}_steps.pkl"]
     files = [str(ckpt_dir / name) for name in names[:2]] + \
         [str(ckpt_dir / name) for name in names[2:] if (ckpt_dir / name).exists()]
     pair = f"{', '.join(files[:-1])} and {files[-1]}"
-    if earlier:
-        how = (f"to resume from the previous checkpoint (model_{earlier[-1]}_steps.zip, {earlier[-1]} steps), "
+    previous = earlier[-1] if earlier else None
+    if previous is not None and dqn and not (ckpt_dir / f"replay_buffer_{previous}_steps.pkl").exists():
+        # the one a resume would take once this one is moved away: DQN resumes only with its replay buffer,
+        # which a checkpoint older than the newest two (or one of a run saved before they kept two) lacks
+        how = (f"the previous checkpoint (model_{previous}_steps.zip, {previous} steps) has no replay buffer to "
+               "resume from (a DQN run keeps the newest two checkpoints' only): restore the file, or train again "
+               "into another --out")
+    elif previous is not None:
+        how = (f"to resume from the previous checkpoint (model_{previous}_steps.zip, {previous} steps), "
                f"move or delete {pair} and run the same command again")
-    elif dqn:
-        how = ("there is no earlier checkpoint with its replay buffer (a DQN run keeps the newest checkpoint's "
-               "only): restore the file, or train again into another --out")
     else:
         how = "there is no earlier checkpoint: restore the file, or train again into another --out"
     return TrainConfigError(f"cannot resume: checkpoint file {path} {problem}. Nothing was changed in {run_dir}; "
@@ -800,7 +806,7 @@ def _read_replay_buffer(run_dir: Path, ckpt: tuple[Path, dict], cfg: TrainConfig
     replay_path = run_dir / CHECKPOINT_DIR / f"replay_buffer_{steps}_steps.pkl"
     if not replay_path.exists():
         raise _bad_checkpoint(run_dir, steps, replay_path, "is missing (DQN goes on learning from the replay buffer "
-                              "of the checkpoint it resumes from; memgym train keeps the newest checkpoint's only)")
+                              "of the checkpoint it resumes from; memgym train keeps the newest two checkpoints' only)")
     from stable_baselines3.common.buffers import ReplayBuffer
 
     try:

@@ -46,17 +46,18 @@ DQN = {"algo": "dqn", "hyperparams": {"learning_starts": 32, "buffer_size": 5000
                                                              "baselines": []}}
 
 
-def test_dqn_keeps_only_the_newest_replay_buffer_with_its_filled_rows_and_resumes_exactly(tmp_path):
+def test_dqn_keeps_the_newest_two_replay_buffers_with_their_filled_rows_and_resumes_exactly(tmp_path):
     """Every DQN checkpoint pickled SB3's whole preallocated replay buffer (1.85 GB with the default
-    buffer_size) and every one was kept. Now only the newest checkpoint keeps one, holding the filled rows
-    only; loaded (by memgym or SB3's load_replay_buffer) it is the whole buffer again, and a stopped and
+    buffer_size) and every one was kept. Now only the newest two checkpoints keep one (the second for a
+    fall-back from a broken newest one), holding the filled rows only; loaded (by memgym or SB3's load_replay_buffer) it is the whole buffer again, and a stopped and
     resumed run is still the uninterrupted one, exactly."""
     from stable_baselines3 import DQN as SB3DQN
 
     cfg = tiny(tmp_path, **DQN)
     whole = T.train(cfg, seed=0, out_dir=tmp_path / "whole", test_eval=False)
     ckpts = whole.run_dir / "checkpoints"
-    assert sorted(p.name for p in ckpts.glob("replay_buffer_*")) == ["replay_buffer_128_steps.pkl"]
+    assert sorted(p.name for p in ckpts.glob("replay_buffer_*")) == ["replay_buffer_128_steps.pkl",
+                                                                     "replay_buffer_96_steps.pkl"]
     assert T._checkpoint_steps(whole.run_dir) == [32, 64, 96, 128]
 
     model = SB3DQN.load(ckpts / "model_128_steps.zip")
@@ -73,11 +74,13 @@ def test_dqn_keeps_only_the_newest_replay_buffer_with_its_filled_rows_and_resume
     out = tmp_path / "sliced"
     first = T.train(cfg, seed=0, out_dir=out, stop_after=64, test_eval=False)
     assert first.stop_reason == "stop_after" and first.timesteps == 64
-    assert sorted(p.name for p in (out / "checkpoints").glob("replay_buffer_*")) == ["replay_buffer_64_steps.pkl"]
+    assert sorted(p.name for p in (out / "checkpoints").glob("replay_buffer_*")) == ["replay_buffer_32_steps.pkl",
+                                                                                     "replay_buffer_64_steps.pkl"]
     last = T.train(None, out_dir=out, resume=True, test_eval=False)
     assert last.finished and last.timesteps == 128
     assert _same_model(last.model_path, whole.model_path) and _results(out) == _results(whole.run_dir)
-    assert sorted(p.name for p in (out / "checkpoints").glob("replay_buffer_*")) == ["replay_buffer_128_steps.pkl"]
+    assert sorted(p.name for p in (out / "checkpoints").glob("replay_buffer_*")) == ["replay_buffer_128_steps.pkl",
+                                                                                     "replay_buffer_96_steps.pkl"]
 
 
 def test_dqn_resume_checks_the_replay_buffer_before_changing_anything(tmp_path):
@@ -90,13 +93,65 @@ def test_dqn_resume_checks_the_replay_buffer_before_changing_anything(tmp_path):
     before = _snapshot(out)
     with pytest.raises(TrainConfigError, match="cannot be read") as err:
         T.train(None, out_dir=out, resume=True, total_steps=192, test_eval=False)
-    assert f"checkpoint file {replay} cannot be read" in str(err.value) and "no earlier checkpoint" in str(err.value)
+    assert f"checkpoint file {replay} cannot be read" in str(err.value)
+    assert "to resume from the previous checkpoint (model_32_steps.zip, 32 steps)" in str(err.value)
     assert _snapshot(out) == before
     replay.unlink()
     before = _snapshot(out)
     with pytest.raises(TrainConfigError, match=f"checkpoint file {replay} is missing"):
         T.train(None, out_dir=out, resume=True, total_steps=192, test_eval=False)
     assert _snapshot(out) == before
+
+
+def _move_checkpoint(run: Path, steps: int, to: Path) -> None:
+    """What the resume error says to do with a broken checkpoint: move its files out of checkpoints/."""
+    to.mkdir(exist_ok=True)
+    for name in (f"model_{steps}_steps.zip", f"state_{steps}.json", f"session_{steps}.pkl",
+                 f"replay_buffer_{steps}_steps.pkl"):
+        if (run / "checkpoints" / name).exists():
+            shutil.move(run / "checkpoints" / name, to / name)
+
+
+def test_dqn_run_falls_back_to_the_previous_checkpoint_when_the_newest_is_broken(tmp_path):
+    """A DQN run kept the replay buffer of its newest checkpoint only: with that checkpoint broken, the
+    error said there was no earlier checkpoint to resume from, and the run was lost. The newest two keep
+    one now: the error names the previous checkpoint, and moving the broken one away resumes from it (at a
+    rollout's end: the uninterrupted run, exactly). One older than those two still has none, and says so."""
+    cfg = tiny(tmp_path, **DQN)
+    whole = T.train(cfg, seed=0, out_dir=tmp_path / "whole", test_eval=False).run_dir
+    run = tmp_path / "run"
+    assert T.train(cfg, seed=0, out_dir=run, stop_after=96, test_eval=False).timesteps == 96
+    assert T._checkpoint_steps(run) == [32, 64, 96]
+    assert sorted(p.name for p in (run / "checkpoints").glob("replay_buffer_*")) == \
+        ["replay_buffer_64_steps.pkl", "replay_buffer_96_steps.pkl"]
+
+    newest = run / "checkpoints" / "model_96_steps.zip"
+    newest.write_bytes(newest.read_bytes()[:1000])  # truncated, as by a full disk
+    before = _snapshot(run)
+    with pytest.raises(TrainConfigError, match="cannot be loaded") as err:
+        T.train(None, out_dir=run, resume=True, test_eval=False)
+    msg = str(err.value)
+    assert "to resume from the previous checkpoint (model_64_steps.zip, 64 steps), move or delete" in msg, msg
+    assert str(run / "checkpoints" / "replay_buffer_96_steps.pkl") in msg and "no earlier" not in msg, msg
+    assert _snapshot(run) == before
+
+    # the previous one broken too: the one before it (32 steps) is older than the newest two, bufferless
+    older = tmp_path / "older"
+    shutil.copytree(run, older)
+    _move_checkpoint(older, 96, tmp_path / "aside_older")
+    (older / "checkpoints" / "state_64.json").write_text("{not json")
+    with pytest.raises(TrainConfigError, match="state_64.json is not readable JSON") as err:
+        T.train(None, out_dir=older, resume=True, test_eval=False)
+    msg = str(err.value)
+    assert "the previous checkpoint (model_32_steps.zip, 32 steps) has no replay buffer" in msg, msg
+    assert "move or delete" not in msg and "restore the file" in msg, msg
+
+    _move_checkpoint(run, 96, tmp_path / "aside")  # as the error says; then the same command again
+    again = T.train(None, out_dir=run, resume=True, test_eval=False)
+    assert again.finished and again.timesteps == 128
+    assert _same_model(again.model_path, whole / "model.zip") and _results(run) == _results(whole)
+    assert sorted(p.name for p in (run / "checkpoints").glob("replay_buffer_*")) == \
+        ["replay_buffer_128_steps.pkl", "replay_buffer_96_steps.pkl"]
 
 
 # ------------------------------------------------------------------------ recipes SB3 refuses while training
