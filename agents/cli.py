@@ -68,6 +68,20 @@ def _int_at_least(low: int, what: str = "", high: int | None = None):
     return parse
 
 
+def _seconds(text: str) -> float:
+    """argparse type of ``--episode-timeout``: a finite number of seconds > 0 (argparse names the option)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+_seconds.__name__ = "number of seconds"  # (argparse shows it in "invalid ... value" messages)
 _positive_int = _int_at_least(1, "positive int")
 # evaluation seeds per family: a bound that a run can reach (a huge number overflowed range() deep in
 # the run, with a traceback)
@@ -130,6 +144,10 @@ def _add_bench(sub: Any) -> None:
                    help=f"number of evaluation seeds per family (default: the suite's; at most {MAX_SEEDS:,})")
     p.add_argument("--workers", type=_positive_int, default=cores,
                    help=f"worker processes, >= 1 (default: the number of CPU cores, {cores} here)")
+    p.add_argument("--episode-timeout", type=_seconds, metavar="SECONDS",
+                   help="an episode that runs longer fails its agent: its worker process is stopped and replaced, "
+                   "and with a timeout the episodes run in worker processes even with --workers 1 (default: no "
+                   "limit)")
     p.add_argument("--out", help="output folder (default: bench_out/<suite>, or bench_out/ablation for --ablate "
                    "without --agents)")
     p.add_argument("--ablate", action="store_true",
@@ -155,7 +173,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
                                   seeds=args.seeds, workers=args.workers, out_dir=out_dir, ablate=args.ablate,
                                   difficulties=_csv(args.difficulties, "--difficulties"),
                                   overrides=_overrides(args.set, bench.LABEL_FIELDS),
-                                  progress=not args.no_progress, plot=not args.no_plot)
+                                  progress=not args.no_progress, plot=not args.no_plot,
+                                  episode_timeout=args.episode_timeout)
     except report.OutputDirError as exc:  # checked before the first episode: nothing was run
         raise CliError(f"--out {exc.path}: {exc.reason}") from exc
     except report.OutputWriteError as exc:  # after the run: the message says where the results were saved
