@@ -704,16 +704,19 @@ def _pool_context():
 
 
 def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str = "bench",
-              failures: list | None = None, *, episode_timeout: float | None = None) -> tuple[list, list]:
+              failures: list | None = None, *, episode_timeout: float | None = None,
+              rows: list | None = None, timings: list | None = None) -> tuple[list, list]:
     """Play every task; returns (rows, timings). A task whose episode raised adds what failed to
     ``failures`` (when given; else the first failure is raised as an :class:`EpisodeError`).
 
-    ``episode_timeout``: see ``_run_in_pool``; with one set, the episodes are
+    ``rows`` / ``timings``: lists to add the finished episodes to as they come in (so that a caller still
+    has them after a Ctrl-C). ``episode_timeout``: see ``_run_in_pool``; with one set, the episodes are
     played in worker processes even with one worker, as no episode can be stopped safely in this
     process (an agent stuck in native code ignores any signal handler or exception sent to it)."""
     total = sum(len(t[-1]) for t in tasks)
     bar = _progress(total, desc, progress)
-    rows, timings = [], []
+    rows = [] if rows is None else rows
+    timings = [] if timings is None else timings
 
     def take(result) -> None:
         chunk, failed = result
@@ -841,6 +844,23 @@ class _Started(NamedTuple):
     only, so that the main process times each episode and knows which one ran too long."""
 
     seed: int
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT (a Ctrl-C is dropped, not held back) and restore its handler after; a no-op outside the
+    main thread, where Python handles no signal (Ctrl-C interrupts the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler if old is None else old)  # (None: set outside Python)
 
 
 def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | None = None,
@@ -1103,6 +1123,79 @@ def check_episode_timeout(value: Any) -> float | None:
     return float(value)
 
 
+def _failed_agents(failures: list[dict]) -> tuple[list[str], list[dict]]:
+    """The agents that failed, in order, and the first failure of each (by family, difficulty, seed)."""
+    failures = sorted(failures, key=lambda f: (f["agent"], f["family"], f["difficulty"], f["seed"] or 0))
+    failed = list(dict.fromkeys(f["agent"] for f in failures))
+    return failed, [next(f for f in failures if f["agent"] == a) for a in failed]
+
+
+def _numbered(rows: list[dict]) -> list[dict]:
+    """``rows`` sorted by (agent, family, difficulty, seed) and numbered: the ``episode`` field."""
+    rows = sorted(rows, key=_sort_key)
+    for i, r in enumerate(rows):
+        r["episode"] = i
+    return rows
+
+
+class BenchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped ``run_bench`` while it played the episodes. ``payload`` holds the episodes finished
+    by then (``partial_payload``: the content of results.partial.json); ``path`` is where it was written
+    (None without an ``out_dir``, or when the write failed: ``write_error`` says why). A KeyboardInterrupt,
+    so that code catching Ctrl-C still does."""
+
+    def __init__(self, payload: dict, path: Path | None, write_error: str | None = None) -> None:
+        self.payload, self.path, self.write_error = payload, path, write_error
+        n = len(payload["episodes"])
+        played = f"{n} finished episode{'' if n == 1 else 's'}"
+        if path is not None:
+            msg = (f"the {played} were written to {path} (an incomplete run: no results.json or leaderboard was "
+                   "written)")
+        elif write_error is not None:
+            msg = f"the {played} could not be written: {write_error}"
+        else:
+            msg = f"the {played} are in this exception's payload"
+        super().__init__(msg)
+
+
+def partial_payload(head: dict, rows: list[dict], failures: list[dict]) -> dict:
+    """The content of results.partial.json: the run's settings (``head``, as in results.json), the finished
+    episodes (rows of the results.json schema; a failed agent's left out, as there), ``"incomplete":
+    true`` and what the run did not finish: ``unfinished`` (agent, family, difficulty and the seeds not
+    played, per task), ``unfinished_agents`` and ``failed`` (each failed agent's first failure). No
+    ``summary``: statistics of part of a run would read as the run's (``memgym plot`` refuses the file)."""
+    failed, first = _failed_agents(failures)
+    rows = _numbered([r for r in rows if r["agent"] not in failed])
+    played = {(r["agent"], r["family"], r["difficulty"], r["seed"]) for r in rows}
+    unfinished = []
+    for a in head["agents"]:
+        if a in failed:
+            continue
+        for f in head["families"]:
+            for d in head["difficulties"]:
+                seeds = [s for s in head["seeds"] if (a, f, d, s) not in played]
+                if seeds:
+                    unfinished.append({"agent": a, "family": f, "difficulty": d, "seeds": seeds})
+    return {**head, "incomplete": True, "episodes": rows, "unfinished": unfinished,
+            "unfinished_agents": list(dict.fromkeys(u["agent"] for u in unfinished)), "failed": first}
+
+
+def _write_partial(payload: dict, out_dir: str | os.PathLike | None) -> tuple[Path | None, str | None]:
+    """Write ``payload`` to ``out_dir/results.partial.json`` (replacing an earlier one; nothing else in the
+    folder changes); (its path, None), or (None, why it could not be written). A second Ctrl-C meanwhile
+    is ignored (the run is stopping already, and the write takes moments): it would lose the file, or the
+    line that names it."""
+    from agents import report
+
+    if out_dir is None:
+        return None, None
+    with _sigint_ignored():
+        try:
+            return report.write_partial(payload, out_dir), None
+        except Exception as exc:  # noqa: BLE001 - a full disk, odd data: said in the one line, never a traceback
+            return None, f"cannot write {Path(out_dir) / report.RESULTS_PARTIAL}: {report._reason(exc)}"
+
+
 def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = None,
               families: Sequence[str] | None = None, seeds: int | Sequence[int] | None = None,
               workers: int | None = None, out_dir: str | os.PathLike | None = None, ablate: bool = False, *,
@@ -1122,6 +1215,10 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     its agent as an exception would (``run_tasks``); it is a property of the machine, like ``workers``,
     and is written to timings.json, never to results.json.
     Returns the results payload (the content of results.json).
+
+    Ctrl-C while the episodes are played raises :class:`BenchInterrupted` (a KeyboardInterrupt) after
+    writing the episodes finished so far to ``out_dir/results.partial.json`` (``partial_payload``);
+    results.json and the reports are not written, so an earlier complete run in ``out_dir`` stays as it was.
     """
     from agents import report
 
@@ -1179,37 +1276,35 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     if out_dir is not None:
         report.prepare_out_dir(out_dir, (*report.OUTPUT_FILES, ERRORS_FILE))
     tasks = build_tasks(agents, families, difficulties, seed_list, overrides)
+    head = {"schema": SCHEMA_VERSION, "memgym_version": _version(), "suite": suite.name, "agents": agents,
+            "families": families, "difficulties": difficulties, "seeds": seed_list, "overrides": overrides,
+            "ablate": bool(ablate)}
     t0 = time.perf_counter()
     failures: list[dict] = []
-    rows, timings = run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})",
-                              failures=failures, episode_timeout=episode_timeout)
+    rows: list[dict] = []
+    timings: list[dict] = []
+    try:
+        run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})", failures=failures,
+                  episode_timeout=episode_timeout, rows=rows, timings=timings)
+    except KeyboardInterrupt as exc:  # Ctrl-C: the finished episodes are kept, apart from the results
+        partial = partial_payload(head, rows, failures)
+        path, write_error = _write_partial(partial, out_dir)
+        raise BenchInterrupted(partial, path, write_error) from exc
     elapsed = time.perf_counter() - t0
-    failures.sort(key=lambda f: (f["agent"], f["family"], f["difficulty"], f["seed"] or 0))
-    failed = list(dict.fromkeys(f["agent"] for f in failures))
+    failed, failures = _failed_agents(failures)
     if any(a in REFERENCE_AGENTS for a in failed):  # no normalised score without them: our bug, not the user's
         first = next(f for f in failures if f["agent"] in REFERENCE_AGENTS)
         raise EpisodeError(f"agent {first['agent']!r} on {first['family']}/{first['difficulty']}, seed "
                            f"{first['seed']}: {first['error']}\n{first['traceback']}")
     if failed:  # a failed agent's other episodes would be a partial, misleading row: it is left out whole
         agents = [a for a in agents if a not in failed]
-        rows = [r for r in rows if r["agent"] not in failed]
         timings = [t for t in timings if t["agent"] not in failed]
-        failures = [next(f for f in failures if f["agent"] == a) for a in failed]
-    rows.sort(key=_sort_key)
+    rows = _numbered([r for r in rows if r["agent"] not in failed])
     timings.sort(key=_sort_key)
-    for i, r in enumerate(rows):
-        r["episode"] = i
     summary = summarise(rows)
     payload = {
-        "schema": SCHEMA_VERSION,
-        "memgym_version": _version(),
-        "suite": suite.name,
+        **head,
         "agents": agents,
-        "families": families,
-        "difficulties": difficulties,
-        "seeds": seed_list,
-        "overrides": overrides,
-        "ablate": bool(ablate),
         "summary": summary,
         "ablation": ablation_table(summary) if ablate else None,
         "episodes": rows,

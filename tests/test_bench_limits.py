@@ -1,8 +1,9 @@
-"""Limits of `memgym bench`: an episode that never ends (--episode-timeout). Tiny runs (recall, horizon 30,
-2-3 seeds)."""
+"""Two limits of `memgym bench`: an episode that never ends (--episode-timeout) and Ctrl-C, which kept nothing
+of the finished episodes (results.partial.json). Tiny runs (recall, horizon 30, 2-3 seeds)."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import multiprocessing as mp
@@ -12,7 +13,7 @@ import threading
 
 import pytest
 
-from agents import base, bench
+from agents import base, bench, report
 from agents.baselines import WriteAllAgent
 from agents.cli import main
 
@@ -135,3 +136,129 @@ def test_the_cli_names_the_option_of_a_bad_timeout(text, why, capsys):
         main(["bench", "--episode-timeout", text, *TINY])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"memgym bench: error: argument --episode-timeout: {why}"
+
+
+# --------------------------------------------------------------------------------------------- Ctrl-C
+
+
+class Interrupts(WriteAllAgent):
+    """write_all that is Ctrl-C'd (in the main process: --workers 1) in its episode of seed 10001."""
+
+    name = "interrupts"
+
+    def reset(self, seed):
+        super().reset(seed)
+        self.seed = seed
+
+    def act(self, observation, info):
+        if self.seed == 10_001:
+            raise KeyboardInterrupt
+        return super().act(observation, info)
+
+
+def test_ctrl_c_writes_the_finished_episodes_to_results_partial_json_and_leaves_results_json(tmp_path, registry,
+                                                                                             capsys):
+    """Ctrl-C wrote nothing: an hour of finished episodes was lost. Now they go to results.partial.json (the
+    rows of results.json, marked incomplete, with what was not finished), and the folder's results.json and
+    leaderboard, of an earlier complete run, stay as they were; exit code 130 and one line naming the file.
+    replay reads the partial file, plot refuses it, and the next complete run removes it."""
+    base.register_agent("interrupts")(Interrupts)
+    out = tmp_path / "out"
+    args = ["bench", "--workers", "1", "--out", str(out), *TINY]
+    assert main([*args, "--agents", "write_all"], out=io.StringIO()) == 0
+    before = {name: (out / name).read_bytes() for name in ("results.json", "leaderboard.md", "results.csv")}
+    capsys.readouterr()
+
+    # tasks in order: write_all (2 episodes), interrupts (Ctrl-C in its second episode), random, oracle
+    assert main([*args, "--agents", "write_all,interrupts"], out=io.StringIO()) == 130
+    partial = out / "results.partial.json"
+    assert capsys.readouterr().err == (f"memgym bench: interrupted; the 2 finished episodes were written to {partial} "
+                                       "(an incomplete run: no results.json or leaderboard was written)\n")
+    assert {name: (out / name).read_bytes() for name in before} == before
+    data = json.loads(partial.read_text())
+    complete = json.loads(before["results.json"])
+    drop = ("summary", "ablation", "episodes", "agents")
+    assert {k: v for k, v in data.items() if k not in drop and k not in ("incomplete", "unfinished",
+            "unfinished_agents", "failed")} == {k: v for k, v in complete.items() if k not in drop}
+    assert data["incomplete"] is True and data["failed"] == [] and "summary" not in data
+    assert data["agents"] == ["write_all", "interrupts", "random", "oracle"]
+    # the rows of results.json, numbered within the file
+    written = [{**e, "episode": None} for e in complete["episodes"] if e["agent"] == "write_all"]
+    assert [{**e, "episode": None} for e in data["episodes"]] == written
+    assert [e["episode"] for e in data["episodes"]] == [0, 1]
+    assert data["unfinished"] == [{"agent": a, "family": "recall", "difficulty": "easy", "seeds": [10_000, 10_001]}
+                                  for a in ("interrupts", "random", "oracle")]
+    assert data["unfinished_agents"] == ["interrupts", "random", "oracle"]
+
+    printed = io.StringIO()
+    assert main(["replay", str(partial), "-e", "1"], out=printed) == 0
+    assert printed.getvalue().endswith(f"recorded {data['episodes'][1]['return']:+.4f}: identical\n")
+    assert main(["plot", str(partial), "--out", str(tmp_path / "x.png")]) == 2
+    assert capsys.readouterr().err == (
+        f"memgym plot: error: {partial} holds the finished episodes of an interrupted memgym bench run "
+        "(\"incomplete\": true), without a summary: there is no leaderboard to draw from part of a run; run the "
+        "benchmark to the end for a results.json (memgym replay can replay its episodes)\n")
+    assert not (tmp_path / "x.png").exists() and (out / "leaderboard.md").read_bytes() == before["leaderboard.md"]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "results.partial.json").write_bytes(partial.read_bytes())
+    assert main(["replay", str(alone), "-e", "0"]) == 2
+    assert capsys.readouterr().err == (
+        f"memgym replay: error: results file not found: {alone / 'results.json'} ({alone / 'results.partial.json'} "
+        "holds the finished episodes of an interrupted run: memgym replay reads it when given its path)\n")
+
+    assert main([*args, "--agents", "write_all"], out=io.StringIO()) == 0  # a complete run: the partial file goes
+    assert not partial.exists() and (out / "results.json").read_bytes() == before["results.json"]
+
+
+class _InterruptedBar:
+    """A progress bar whose second update is a Ctrl-C: it arrives in the main process after two tasks."""
+
+    def __init__(self) -> None:
+        self.updates = 0
+
+    def update(self, n: int) -> None:
+        self.updates += 1
+        if self.updates == 2:
+            raise KeyboardInterrupt
+
+    def close(self) -> None:
+        pass
+
+
+def test_ctrl_c_with_worker_processes_keeps_the_tasks_that_came_in(tmp_path, monkeypatch):
+    """With --workers 2 the episodes of the tasks that reached the main process before the Ctrl-C are kept (which
+    ones depends on the workers' pace); every other episode is listed as unfinished, and no worker is left."""
+    monkeypatch.setattr(bench, "_progress", lambda total, desc, enabled: _InterruptedBar())
+    out = tmp_path / "out"
+    with pytest.raises(bench.BenchInterrupted) as err:
+        bench.run_bench("quick", agents=["write_all"], seeds=2, workers=2, out_dir=out, **RUN)
+    assert isinstance(err.value, KeyboardInterrupt) and err.value.path == out / "results.partial.json"
+    assert sorted(p.name for p in out.iterdir()) == ["results.partial.json"]
+    data = json.loads((out / "results.partial.json").read_text())
+    assert json.loads(report.dumps(err.value.payload)) == data  # (the file is the exception's payload)
+    played = [(e["agent"], e["seed"]) for e in data["episodes"]]
+    assert len(played) == 4 and len({a for a, _ in played}) == 2  # two tasks (an agent's 2 seeds each) came in
+    missing = [(u["agent"], s) for u in data["unfinished"] for s in u["seeds"]]
+    assert sorted(played + missing) == sorted((a, s) for a in ("write_all", "random", "oracle") for s in
+                                              (10_000, 10_001))
+    assert mp.active_children() == []
+
+
+def test_a_second_ctrl_c_while_the_partial_file_is_written_loses_neither_it_nor_the_line(tmp_path, monkeypatch):
+    """Ctrl-C pressed twice: the second, while results.partial.json is written, is ignored (the run is stopping
+    already), so that the file is written and BenchInterrupted, which names it, is what the caller gets."""
+    monkeypatch.setattr(bench, "_progress", lambda total, desc, enabled: _InterruptedBar())
+    write = report.write_partial
+
+    def pressed_again(payload, out_dir):
+        os.kill(os.getpid(), signal.SIGINT)  # (delivered at once: to this process, its main thread)
+        return write(payload, out_dir)
+
+    monkeypatch.setattr(report, "write_partial", pressed_again)
+    out = tmp_path / "out"
+    with pytest.raises(bench.BenchInterrupted) as err:
+        bench.run_bench("quick", agents=["write_all"], seeds=1, workers=1, out_dir=out, **RUN)
+    assert err.value.path == out / "results.partial.json" and err.value.path.is_file()
+    assert len(err.value.payload["episodes"]) == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # (restored)
