@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -500,10 +500,14 @@ def _errors_text(failures: list[dict]) -> str:
 ERRORS_FILE = "errors.txt"
 
 
-def _task(args: tuple) -> tuple[list[tuple[dict, dict]], dict | None]:
+def _task(args: tuple, started: Callable[[int], None] | None = None) -> tuple[list[tuple[dict, dict]], dict | None]:
     """Worker entry: one (agent, family, difficulty, overrides) group over a chunk of seeds. Returns the
     episodes played and, when an episode raised, what failed (the group stops there; the run goes on
-    with the other groups, so one failing agent loses no other agent's results)."""
+    with the other groups, so one failing agent loses no other agent's results).
+
+    ``started(seed)`` (with ``--episode-timeout``) is called as each episode after the group's first
+    begins: the main process times every episode, and the first one's clock starts when the group is
+    handed out (building the agent and the env count to it)."""
     import traceback
 
     spec, family, difficulty, overrides, seeds = args
@@ -513,7 +517,9 @@ def _task(args: tuple) -> tuple[list[tuple[dict, dict]], dict | None]:
         agent = make_agent(spec)
         env = _finite_env(make_env(family, difficulty, overrides))
         env_id = env_id_for(family, difficulty)  # (before the first episode: run_bench checked the pair)
-        for seed in seeds:
+        for i, seed in enumerate(seeds):
+            if started is not None and i:
+                started(seed)
             row, timing = run_episode(agent, env, seed)
             key = {"agent": spec, "family": family, "difficulty": difficulty, "seed": int(seed)}
             out.append(({**key, "env_id": env_id, **row}, {**key, **timing}))
@@ -698,12 +704,19 @@ def _pool_context():
 
 
 def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str = "bench",
-              failures: list | None = None) -> tuple[list, list]:
+              failures: list | None = None, *, episode_timeout: float | None = None,
+              rows: list | None = None, timings: list | None = None) -> tuple[list, list]:
     """Play every task; returns (rows, timings). A task whose episode raised adds what failed to
-    ``failures`` (when given; else the first failure is raised as an :class:`EpisodeError`)."""
+    ``failures`` (when given; else the first failure is raised as an :class:`EpisodeError`).
+
+    ``rows`` / ``timings``: lists to add the finished episodes to as they come in (so that a caller still
+    has them after a Ctrl-C). ``episode_timeout``: see ``_run_in_pool``; with one set, the episodes are
+    played in worker processes even with one worker, as no episode can be stopped safely in this
+    process (an agent stuck in native code ignores any signal handler or exception sent to it)."""
     total = sum(len(t[-1]) for t in tasks)
     bar = _progress(total, desc, progress)
-    rows, timings = [], []
+    rows = [] if rows is None else rows
+    timings = [] if timings is None else timings
 
     def take(result) -> None:
         chunk, failed = result
@@ -719,11 +732,11 @@ def run_tasks(tasks: list[tuple], workers: int, progress: bool = True, desc: str
             failures.append(failed)
 
     try:
-        if workers <= 1 or len(tasks) <= 1:
+        if episode_timeout is None and (workers <= 1 or len(tasks) <= 1):
             for t in tasks:
                 take(_task(t))
         else:
-            _run_in_pool(tasks, workers, take)
+            _run_in_pool(tasks, workers, take, episode_timeout)
     finally:
         if bar is not None:
             bar.close()
@@ -826,8 +839,32 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+class _Started(NamedTuple):
+    """A worker's word that the next episode of its task (``seed``) began: sent with an episode timeout
+    only, so that the main process times each episode and knows which one ran too long."""
+
+    seed: int
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT (a Ctrl-C is dropped, not held back) and restore its handler after; a no-op outside the
+    main thread, where Python handles no signal (Ctrl-C interrupts the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler if old is None else old)  # (None: set outside Python)
+
+
 def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | None = None,
-                 registrations: dict[str, bytes] | None = None) -> None:
+                 registrations: dict[str, bytes] | None = None, report_starts: bool = False) -> None:
     """A worker process: play the tasks the main process sends on ``conn`` (``(index, task)``) one at a
     time and answer each with its result; ``None`` or a closed pipe ends it. ``inherited``: the main
     process's ends of the pipes, its own and the other workers', which a forked worker holds copies of;
@@ -835,7 +872,8 @@ def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | Non
     (a worker holding them never saw EOF and outlived the run, holding the caller's stdout open).
     ``registrations``: the main process's agents registered at run time (``_registrations_for_workers``),
     which a spawned worker registers again before its first task; the tasks of one that does not load
-    here fail with the reason."""
+    here fail with the reason. ``report_starts`` (an episode timeout is set): send ``_Started(seed)`` as
+    each episode after a task's first begins."""
     import signal
 
     # Ctrl-C reaches the whole process group: the main process stops the run and terminates the workers;
@@ -850,6 +888,10 @@ def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | Non
         end.close()
     _die_with_parent(parent_pid)
     unloadable = _register_in_worker(registrations or {})
+
+    def started(seed: int) -> None:
+        conn.send(_Started(int(seed)))
+
     while True:
         try:
             job = conn.recv()
@@ -866,8 +908,8 @@ def _worker_loop(conn: Any, inherited: Sequence[Any] = (), parent_pid: int | Non
                                              "(agents.base.register_agent), but its registration could not be "
                                              f"loaded in this worker process, which started afresh (spawn): {why}",
                                        tb))
-            else:
-                result = _task(task)
+            else:  # (without a timeout, the plain call: such a run sends what it always sent)
+                result = _task(task, started=started) if report_starts else _task(task)
         except KeyboardInterrupt:  # (SIGINT is ignored here: the agent raised it) that task fails, as in-process
             import traceback
 
@@ -900,7 +942,17 @@ def _died(task: tuple, exitcodes: Sequence[int | None]) -> dict:
                     "(the process ended without a Python exception)\n")
 
 
-def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
+def _timed_out(task: tuple, seed: int, timeout: float) -> dict:
+    """The failure of a task one of whose episodes (``seed``) ran longer than ``timeout`` seconds."""
+    _, family, difficulty, _, _ = task
+    return {**_failure(task, f"episode seed {seed} on {env_id_for(family, difficulty)} exceeded --episode-timeout "
+                             f"{timeout:g} s (its worker process was stopped; a timed-out episode is not played "
+                             "again)",
+                       "(no traceback: the worker process was stopped while the episode ran)\n"),
+            "seed": seed}
+
+
+def _run_in_pool(tasks: list[tuple], workers: int, take: Callable, episode_timeout: float | None = None) -> None:
     """Play ``tasks`` in ``workers`` processes, handing each result to ``take``.
 
     Each worker owns a pipe and is sent one task at a time, so the main process always knows which
@@ -913,7 +965,12 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
     (``multiprocessing.Pool`` replaced a dead worker but never answered for its task, and telling
     which task a short-lived replacement had held raced with the pool's own reaping of it: the run
     waited forever.) Results arrive in completion order; ``run_bench`` sorts them, so the output does
-    not depend on the number of workers, nor on a worker's death."""
+    not depend on the number of workers, nor on a worker's death.
+
+    ``episode_timeout`` (seconds): each worker's current episode is timed here, in the main process
+    (the workers report when each episode of a task begins, ``_Started``; the first begins when the task
+    is sent). A worker whose episode runs longer is terminated, then killed, and replaced; its task is
+    its agent's failure (``_timed_out``) and is not played again: a hang is no accident of the worker."""
     from multiprocessing.connection import wait
 
     ctx = _pool_context()
@@ -923,12 +980,18 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
     todo = list(range(len(tasks)))[::-1]  # (popped from the end: tasks start in the order given)
     running: dict[Any, tuple[Any, int | None]] = {}  # main end of a worker's pipe -> (its Process, its task)
     deaths: dict[int, list[int | None]] = {}  # task -> exit codes of the workers that died playing it
+    clock: dict[Any, tuple[float, int]] = {}  # with a timeout: a busy worker -> (its episode's deadline, seed)
+
+    def start_clock(conn: Any, seed: int) -> None:
+        if episode_timeout is not None:
+            clock[conn] = (time.monotonic() + episode_timeout, seed)
 
     def start() -> Any:
         here, there = ctx.Pipe(duplex=True)
         # (a forked worker inherits every pipe end open here; a spawned one only what it is given)
         inherited = [here, *running] if ctx.get_start_method() == "fork" else []
-        proc = ctx.Process(target=_worker_loop, args=(there, inherited, os.getpid(), registrations), daemon=True)
+        proc = ctx.Process(target=_worker_loop, args=(there, inherited, os.getpid(), registrations,
+                                                      episode_timeout is not None), daemon=True)
         with _sigint_blocked():  # (the worker inherits the mask: see _worker_loop)
             proc.start()
             there.close()  # (only the worker holds that end now: its death closes the pipe)
@@ -937,6 +1000,7 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
 
     def retire(conn: Any, wait: float = 5.0) -> Any:
         proc, _ = running.pop(conn)
+        clock.pop(conn, None)
         conn.close()
         # a worker that does not end (an agent's library ignoring SIGTERM, or keeping a thread alive at
         # exit) must not hold the run: asked, then terminated, then killed
@@ -961,12 +1025,26 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
                 conn = start()
                 continue
             running[conn] = (running[conn][0], index)
+            start_clock(conn, tasks[index][-1][0])  # (the first episode's clock: building the agent counts to it)
             return
         try:
             conn.send(None)
         except OSError:
             pass
         retire(conn)
+
+    def stop_overdue() -> None:
+        """Terminate (then kill) and replace each worker whose episode is past its deadline; its task fails."""
+        now = time.monotonic()
+        for conn, (deadline, seed) in list(clock.items()):
+            if deadline > now or conn not in running or conn.poll():  # (a word or an answer came in time: read it)
+                continue
+            proc, index = running[conn]
+            proc.terminate()
+            retire(conn, wait=0.5)
+            take(([], _timed_out(tasks[index], seed, episode_timeout)))
+            if todo:
+                give(start())
 
     try:
         for _ in range(min(workers, len(tasks))):
@@ -975,7 +1053,8 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
             give(conn)
         while running:
             sentinels = {proc.sentinel: conn for conn, (proc, _) in running.items()}
-            for conn in dict.fromkeys(sentinels.get(r, r) for r in wait([*running, *sentinels])):
+            left = max(0.0, min(d for d, _ in clock.values()) - time.monotonic()) if clock else None
+            for conn in dict.fromkeys(sentinels.get(r, r) for r in wait([*running, *sentinels], left)):
                 if conn not in running:  # (retired earlier in this round)
                     continue
                 proc, index = running[conn]
@@ -986,8 +1065,12 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
                     result = None
                 except Exception as exc:  # noqa: BLE001 - an answer that does not load here (or cut short by a death)
                     result, unreadable = None, exc
+                if isinstance(result, _Started):  # the next episode of its task began: its clock starts
+                    start_clock(conn, result.seed)
+                    continue
                 if result is not None:
                     running[conn] = (proc, None)
+                    clock.pop(conn, None)
                     take(result)
                     give(conn)
                     continue
@@ -1008,6 +1091,7 @@ def _run_in_pool(tasks: list[tuple], workers: int, take: Callable) -> None:
                         take(([], _died(tasks[index], codes)))
                 if todo:
                     give(start())
+            stop_overdue()
     finally:  # done, or an error in take() / Ctrl-C: no worker outlives the run
         for conn, (proc, _) in list(running.items()):
             proc.terminate()
@@ -1026,11 +1110,97 @@ def build_tasks(agents: Sequence[str], families: Sequence[str], difficulties: Se
     return tasks
 
 
+def check_episode_timeout(value: Any) -> float | None:
+    """``run_bench``'s ``episode_timeout`` as seconds: None (no limit) or a finite number > 0; anything else
+    is a ValueError naming the option, before anything runs."""
+    import numbers
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"episode_timeout (--episode-timeout) must be a finite number of seconds > 0, or None for "
+                         f"no limit; got {value!r}")
+    return float(value)
+
+
+def _failed_agents(failures: list[dict]) -> tuple[list[str], list[dict]]:
+    """The agents that failed, in order, and the first failure of each (by family, difficulty, seed)."""
+    failures = sorted(failures, key=lambda f: (f["agent"], f["family"], f["difficulty"], f["seed"] or 0))
+    failed = list(dict.fromkeys(f["agent"] for f in failures))
+    return failed, [next(f for f in failures if f["agent"] == a) for a in failed]
+
+
+def _numbered(rows: list[dict]) -> list[dict]:
+    """``rows`` sorted by (agent, family, difficulty, seed) and numbered: the ``episode`` field."""
+    rows = sorted(rows, key=_sort_key)
+    for i, r in enumerate(rows):
+        r["episode"] = i
+    return rows
+
+
+class BenchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped ``run_bench`` while it played the episodes. ``payload`` holds the episodes finished
+    by then (``partial_payload``: the content of results.partial.json); ``path`` is where it was written
+    (None without an ``out_dir``, or when the write failed: ``write_error`` says why). A KeyboardInterrupt,
+    so that code catching Ctrl-C still does."""
+
+    def __init__(self, payload: dict, path: Path | None, write_error: str | None = None) -> None:
+        self.payload, self.path, self.write_error = payload, path, write_error
+        n = len(payload["episodes"])
+        played = f"{n} finished episode{'' if n == 1 else 's'}"
+        if path is not None:
+            msg = (f"the {played} were written to {path} (an incomplete run: no results.json or leaderboard was "
+                   "written)")
+        elif write_error is not None:
+            msg = f"the {played} could not be written: {write_error}"
+        else:
+            msg = f"the {played} are in this exception's payload"
+        super().__init__(msg)
+
+
+def partial_payload(head: dict, rows: list[dict], failures: list[dict]) -> dict:
+    """The content of results.partial.json: the run's settings (``head``, as in results.json), the finished
+    episodes (rows of the results.json schema; a failed agent's left out, as there), ``"incomplete":
+    true`` and what the run did not finish: ``unfinished`` (agent, family, difficulty and the seeds not
+    played, per task), ``unfinished_agents`` and ``failed`` (each failed agent's first failure). No
+    ``summary``: statistics of part of a run would read as the run's (``memgym plot`` refuses the file)."""
+    failed, first = _failed_agents(failures)
+    rows = _numbered([r for r in rows if r["agent"] not in failed])
+    played = {(r["agent"], r["family"], r["difficulty"], r["seed"]) for r in rows}
+    unfinished = []
+    for a in head["agents"]:
+        if a in failed:
+            continue
+        for f in head["families"]:
+            for d in head["difficulties"]:
+                seeds = [s for s in head["seeds"] if (a, f, d, s) not in played]
+                if seeds:
+                    unfinished.append({"agent": a, "family": f, "difficulty": d, "seeds": seeds})
+    return {**head, "incomplete": True, "episodes": rows, "unfinished": unfinished,
+            "unfinished_agents": list(dict.fromkeys(u["agent"] for u in unfinished)), "failed": first}
+
+
+def _write_partial(payload: dict, out_dir: str | os.PathLike | None) -> tuple[Path | None, str | None]:
+    """Write ``payload`` to ``out_dir/results.partial.json`` (replacing an earlier one; nothing else in the
+    folder changes); (its path, None), or (None, why it could not be written). A second Ctrl-C meanwhile
+    is ignored (the run is stopping already, and the write takes moments): it would lose the file, or the
+    line that names it."""
+    from agents import report
+
+    if out_dir is None:
+        return None, None
+    with _sigint_ignored():
+        try:
+            return report.write_partial(payload, out_dir), None
+        except Exception as exc:  # noqa: BLE001 - a full disk, odd data: said in the one line, never a traceback
+            return None, f"cannot write {Path(out_dir) / report.RESULTS_PARTIAL}: {report._reason(exc)}"
+
+
 def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = None,
               families: Sequence[str] | None = None, seeds: int | Sequence[int] | None = None,
               workers: int | None = None, out_dir: str | os.PathLike | None = None, ablate: bool = False, *,
               difficulties: Sequence[str] | None = None, overrides: dict | None = None, progress: bool = True,
-              plot: bool = True) -> dict:
+              plot: bool = True, episode_timeout: float | None = None) -> dict:
     """Run a suite and write results.json, results.csv, leaderboard.md, leaderboard.png, timings.json.
 
     ``agents`` defaults to the suite's agents (every baseline); ``random`` and ``oracle`` are always
@@ -1041,7 +1211,14 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     (a training seed below it is refused, see the module docstring; duplicates play once). ``ablate=True`` adds the oracle with each
     operation removed in turn (``oracle[-OP]``) and writes ``ablation.md``; when ``agents`` is not
     given an ablation run plays only random, oracle and the ablated oracles.
+    ``episode_timeout`` (seconds, a finite number > 0; None: no limit): an episode that runs longer fails
+    its agent as an exception would (``run_tasks``); it is a property of the machine, like ``workers``,
+    and is written to timings.json, never to results.json.
     Returns the results payload (the content of results.json).
+
+    Ctrl-C while the episodes are played raises :class:`BenchInterrupted` (a KeyboardInterrupt) after
+    writing the episodes finished so far to ``out_dir/results.partial.json`` (``partial_payload``);
+    results.json and the reports are not written, so an earlier complete run in ``out_dir`` stays as it was.
     """
     from agents import report
 
@@ -1080,6 +1257,7 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     workers = int(workers)
+    episode_timeout = check_episode_timeout(episode_timeout)
 
     for d in difficulties:
         if d == "endless" and overrides.get("horizon") is None:
@@ -1093,48 +1271,47 @@ def run_bench(suite: str | Suite = "default", agents: Sequence[str] | None = Non
     finally:
         for env in envs:
             env.close()
-    if workers > 1 and _pool_context().get_start_method() != "fork":  # (spawned workers get them pickled)
-        _registrations_for_workers(agents)
+    if (workers > 1 or episode_timeout is not None) and _pool_context().get_start_method() != "fork":
+        _registrations_for_workers(agents)  # (spawned workers get them pickled)
     if out_dir is not None:
         report.prepare_out_dir(out_dir, (*report.OUTPUT_FILES, ERRORS_FILE))
     tasks = build_tasks(agents, families, difficulties, seed_list, overrides)
+    head = {"schema": SCHEMA_VERSION, "memgym_version": _version(), "suite": suite.name, "agents": agents,
+            "families": families, "difficulties": difficulties, "seeds": seed_list, "overrides": overrides,
+            "ablate": bool(ablate)}
     t0 = time.perf_counter()
     failures: list[dict] = []
-    rows, timings = run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})",
-                              failures=failures)
+    rows: list[dict] = []
+    timings: list[dict] = []
+    try:
+        run_tasks(tasks, workers, progress=progress, desc=f"memgym bench ({suite.name})", failures=failures,
+                  episode_timeout=episode_timeout, rows=rows, timings=timings)
+    except KeyboardInterrupt as exc:  # Ctrl-C: the finished episodes are kept, apart from the results
+        partial = partial_payload(head, rows, failures)
+        path, write_error = _write_partial(partial, out_dir)
+        raise BenchInterrupted(partial, path, write_error) from exc
     elapsed = time.perf_counter() - t0
-    failures.sort(key=lambda f: (f["agent"], f["family"], f["difficulty"], f["seed"] or 0))
-    failed = list(dict.fromkeys(f["agent"] for f in failures))
+    failed, failures = _failed_agents(failures)
     if any(a in REFERENCE_AGENTS for a in failed):  # no normalised score without them: our bug, not the user's
         first = next(f for f in failures if f["agent"] in REFERENCE_AGENTS)
         raise EpisodeError(f"agent {first['agent']!r} on {first['family']}/{first['difficulty']}, seed "
                            f"{first['seed']}: {first['error']}\n{first['traceback']}")
     if failed:  # a failed agent's other episodes would be a partial, misleading row: it is left out whole
         agents = [a for a in agents if a not in failed]
-        rows = [r for r in rows if r["agent"] not in failed]
         timings = [t for t in timings if t["agent"] not in failed]
-        failures = [next(f for f in failures if f["agent"] == a) for a in failed]
-    rows.sort(key=_sort_key)
+    rows = _numbered([r for r in rows if r["agent"] not in failed])
     timings.sort(key=_sort_key)
-    for i, r in enumerate(rows):
-        r["episode"] = i
     summary = summarise(rows)
     payload = {
-        "schema": SCHEMA_VERSION,
-        "memgym_version": _version(),
-        "suite": suite.name,
+        **head,
         "agents": agents,
-        "families": families,
-        "difficulties": difficulties,
-        "seeds": seed_list,
-        "overrides": overrides,
-        "ablate": bool(ablate),
         "summary": summary,
         "ablation": ablation_table(summary) if ablate else None,
         "episodes": rows,
     }
-    timing_payload = {"workers": workers, "wall_s": elapsed, "episodes": len(rows),
-                      "steps": int(sum(r["events"] for r in rows)), "per_episode": timings}
+    # (the timeout, like the workers, is a setting of the machine: results.json does not depend on it)
+    timing_payload = {"workers": workers, "episode_timeout": episode_timeout, "wall_s": elapsed,
+                      "episodes": len(rows), "steps": int(sum(r["events"] for r in rows)), "per_episode": timings}
     # a write failure (report.OutputWriteError) names the file and where results.json was saved instead
     try:
         written = report.write_all(payload, out_dir, timings=timing_payload, plot=plot) if out_dir is not None else {}

@@ -68,6 +68,20 @@ def _int_at_least(low: int, what: str = "", high: int | None = None):
     return parse
 
 
+def _seconds(text: str) -> float:
+    """argparse type of ``--episode-timeout``: a finite number of seconds > 0 (argparse names the option)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+_seconds.__name__ = "number of seconds"  # (argparse shows it in "invalid ... value" messages)
 _positive_int = _int_at_least(1, "positive int")
 # evaluation seeds per family: a bound that a run can reach (a huge number overflowed range() deep in
 # the run, with a traceback)
@@ -130,8 +144,12 @@ def _add_bench(sub: Any) -> None:
                    help=f"number of evaluation seeds per family (default: the suite's; at most {MAX_SEEDS:,})")
     p.add_argument("--workers", type=_positive_int, default=cores,
                    help=f"worker processes, >= 1 (default: the number of CPU cores, {cores} here)")
+    p.add_argument("--episode-timeout", type=_seconds, metavar="SECONDS",
+                   help="an episode that runs longer fails its agent: its worker process is stopped and replaced, "
+                   "and with a timeout the episodes run in worker processes even with --workers 1 (default: no "
+                   "limit)")
     p.add_argument("--out", help="output folder (default: bench_out/<suite>, or bench_out/ablation for --ablate "
-                   "without --agents)")
+                   "without --agents); Ctrl-C writes the finished episodes to results.partial.json there")
     p.add_argument("--ablate", action="store_true",
                    help="add the oracle with each operation removed (oracle[-WRITE] ... oracle[-FORGET]) and "
                    "print the ablation table; without --agents only random, oracle and the ablated oracles "
@@ -155,7 +173,11 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
                                   seeds=args.seeds, workers=args.workers, out_dir=out_dir, ablate=args.ablate,
                                   difficulties=_csv(args.difficulties, "--difficulties"),
                                   overrides=_overrides(args.set, bench.LABEL_FIELDS),
-                                  progress=not args.no_progress, plot=not args.no_plot)
+                                  progress=not args.no_progress, plot=not args.no_plot,
+                                  episode_timeout=args.episode_timeout)
+    except bench.BenchInterrupted as exc:  # Ctrl-C: one line naming the partial file, the usual exit code
+        print(f"{PROG} bench: interrupted; {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except report.OutputDirError as exc:  # checked before the first episode: nothing was run
         raise CliError(f"--out {exc.path}: {exc.reason}") from exc
     except report.OutputWriteError as exc:  # after the run: the message says where the results were saved
@@ -356,7 +378,8 @@ def _add_replay(sub: Any) -> None:
                                    "env and seed) and print every event, the operation taken, its reward, the "
                                    "grade of each answer and how the store changed; checks the replayed return "
                                    "against the recorded one.")
-    p.add_argument("results", help="path to results.json (or the folder holding it)")
+    p.add_argument("results", help="path to results.json (or the folder holding it), or to the "
+                   "results.partial.json of an interrupted run")
     p.add_argument("--episode", "-e", type=int, required=True, help="episode number (the 'episode' field)")
     p.add_argument("--max-steps", type=_positive_int, help="print only the first N steps, N >= 1")
     p.add_argument("--questions-only", action="store_true", help="print only question steps")
@@ -406,8 +429,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO) -> int:
     from agents.memory_system import MemorySystemError
     from agents.sb3_agent import SB3ModelError
 
-    try:
-        data = report.load_results(args.results)
+    try:  # (an interrupted run's results.partial.json too: its episodes are whole ones)
+        data = report.load_results(args.results, partial=True)
     except report.ResultsFileError as exc:
         raise CliError(str(exc)) from exc
     index = {r["episode"]: i for i, r in enumerate(data["episodes"])}
@@ -598,6 +621,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 #: Exit code when the reader of stdout went away (``memgym info | head -2``): 128 + SIGPIPE, as a shell
 #: reports for a program that SIGPIPE ended.
 EXIT_BROKEN_PIPE = 141
+#: Exit code after Ctrl-C: 128 + SIGINT, as a shell reports for a program that SIGINT ended.
+EXIT_INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
@@ -643,7 +668,7 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
         return 2
     except KeyboardInterrupt:
         print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,9 +22,12 @@ CSV = "results.csv"
 LEADERBOARD_MD = "leaderboard.md"
 LEADERBOARD_PNG = "leaderboard.png"
 ABLATION_MD = "ablation.md"
-#: Every file ``write_all`` may write; a run removes those an earlier run left in the folder and it does not
-#: write itself (an old ablation.md or leaderboard.png next to new results would contradict them).
-OUTPUT_FILES = (RESULTS, CSV, LEADERBOARD_MD, TIMINGS, ABLATION_MD, LEADERBOARD_PNG)
+#: The finished episodes of a run stopped by Ctrl-C (``write_partial``), written instead of every file above.
+RESULTS_PARTIAL = "results.partial.json"
+#: Every file a run may write; a finished run removes those an earlier run left in the folder and it does
+#: not write itself (an old ablation.md or leaderboard.png, or an interrupted run's results.partial.json,
+#: next to new results would contradict them).
+OUTPUT_FILES = (RESULTS, CSV, LEADERBOARD_MD, TIMINGS, ABLATION_MD, LEADERBOARD_PNG, RESULTS_PARTIAL)
 
 CSV_FIELDS = (
     "episode", "agent", "family", "difficulty", "env_id", "seed", "return", "events", "questions",
@@ -194,25 +197,53 @@ class _Schema:
             self.number_or_null(f"{where}.per_task[{_shown(task)}]", v)
 
 
-def load_results(path: str | os.PathLike) -> dict:
+def write_partial(payload: dict, out_dir: str | os.PathLike) -> Path:
+    """Write an interrupted run's finished episodes (``agents.bench.partial_payload``) to
+    ``out_dir/results.partial.json``, under a temporary name first and then renamed over an earlier one:
+    the file is whole or absent. Nothing else in the folder is touched, so that an earlier complete
+    run's results.json and leaderboard stay as they were."""
+    out = Path(out_dir)
+    target, tmp = out / RESULTS_PARTIAL, out / f".{RESULTS_PARTIAL}.memgym-{os.getpid()}.tmp"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(dumps(payload))
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)  # (gone after the rename)
+    return target
+
+
+def load_results(path: str | os.PathLike, *, partial: bool = False) -> dict:
     """Read a results.json (a file or the folder holding it) with a clear error if it is not one.
 
     Every field that ``memgym replay`` and ``memgym plot`` read is checked, with its type, before anything
     is replayed or written: a ResultsFileError names the file, the field (``episodes[3].seed``) and what
     it must be. ``summary.agents`` and ``summary.tasks`` must not be empty (the tables and the figure
-    are drawn from them)."""
+    are drawn from them). An interrupted run's results.partial.json (``"incomplete": true``, no summary)
+    is accepted only with ``partial=True`` (replay: its episodes are whole episodes), and refused with a
+    ResultsFileError saying so otherwise (plot: there is no summary to draw)."""
     p = Path(path)
     if p.is_dir():
         p = p / RESULTS
     if not p.exists():
-        raise ResultsFileError(f"results file not found: {p}")
+        hint = ""
+        if p.name == RESULTS and (p.parent / RESULTS_PARTIAL).is_file():
+            hint = (f" ({p.parent / RESULTS_PARTIAL} holds the finished episodes of an interrupted run: memgym "
+                    "replay reads it when given its path)")
+        raise ResultsFileError(f"results file not found: {p}{hint}")
     try:
         data = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ResultsFileError(f"{p} is not valid JSON ({exc})") from exc
     except OSError as exc:
         raise ResultsFileError(f"cannot read {p}: {exc.strerror or exc}") from exc
-    missing = [k for k in ("schema", "episodes", "summary") if not isinstance(data, dict) or k not in data]
+    incomplete = isinstance(data, dict) and data.get("incomplete") is True
+    if incomplete and not partial:
+        raise ResultsFileError(f"{p} holds the finished episodes of an interrupted memgym bench run (\"incomplete\": "
+                               "true), without a summary: there is no leaderboard to draw from part of a run; run "
+                               "the benchmark to the end for a results.json (memgym replay can replay its episodes)")
+    needed = ("schema", "episodes") if incomplete else ("schema", "episodes", "summary")
+    missing = [k for k in needed if not isinstance(data, dict) or k not in data]
     if missing:
         raise ResultsFileError(f"{p} is not a memgym results.json: missing field(s) {missing}")
     if not isinstance(data["episodes"], list):
@@ -239,6 +270,15 @@ def load_results(path: str | os.PathLike) -> dict:
             check.text(f"episodes[{i}].{k}", row[k])
         if not _is_number(row["return"]) or not math.isfinite(row["return"]):
             check.fail(f"episodes[{i}].return", "a finite number", row["return"])
+    if not incomplete:
+        _check_summary(check, data)
+    _check_run(p, check, data)
+    return data
+
+
+def _check_summary(check: _Schema, data: dict) -> None:
+    """``load_results``: the summary of a complete run, which the tables and the figure are drawn from."""
+    p = check.path
     summary = data["summary"]
     gone = [k for k in ("agents", "tasks") if not isinstance(summary, dict) or k not in summary]
     if gone:
@@ -260,7 +300,10 @@ def load_results(path: str | os.PathLike) -> dict:
         for task, group in check.obj(f"{where}.tasks", entry["tasks"]).items():
             check.group(f"{where}.tasks[{_shown(task)}]", group)
         check.normalised(f"{where}.normalised", entry["normalised"])
-    # the header of leaderboard.md and the figure's title
+
+
+def _check_run(p: Path, check: _Schema, data: dict) -> None:
+    """``load_results``: the run's settings (the header of leaderboard.md, the figure's title, replay's world)."""
     gone = [k for k in ("suite", "families", "difficulties", "seeds") if k not in data]
     if gone:
         raise ResultsFileError(f"{p} is not a memgym results.json: missing field(s) {gone}")
@@ -275,7 +318,6 @@ def load_results(path: str | os.PathLike) -> dict:
     if data.get("ablation") is not None:
         for op, entry in check.obj("ablation", data["ablation"]).items():
             check.normalised(f"ablation[{_shown(op)}]", entry)
-    return data
 
 
 # ---------------------------------------------------------------------------------------------
