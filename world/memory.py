@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from itertools import islice
+from operator import attrgetter
 from typing import Any, ClassVar
 
 import networkx as nx
@@ -564,6 +565,71 @@ def _check_step(step: object, name: str = "step") -> int:
     return int(step)
 
 
+# The store's configuration checks: the constructor runs them, and so does assigning the attribute
+# later (MemoryStore's properties), so that a running store never holds a value its constructor, and
+# so ``load`` (which rebuilds the store through it), would refuse. Each returns the value to keep.
+def _check_forget_threshold(value: object) -> float:
+    return _finite("forget_threshold", value)
+
+
+def _check_decay(value: object) -> float:
+    if not _is_number(value) or not 0.0 < value < 1.0:  # (NaN fails the range test)
+        raise ValueError(f"decay must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
+def _check_ppr_alpha(value: object) -> object:
+    if not _is_number(value) or not 0.0 < value < 1.0:
+        raise ValueError(f"ppr_alpha must be a number in (0, 1), got {value!r}")
+    return value
+
+
+def _check_ppr_tol(value: object) -> object:
+    if not _is_finite_number(value) or not 0.0 < value:
+        raise ValueError(f"ppr_tol must be a finite number > 0, got {value!r}")
+    return value
+
+
+def _check_embed_window(value: object) -> object:
+    if value is not None:
+        _int_at_least("embed_window (None: the whole namespace)", value, 1)
+    return value
+
+
+def _check_ppr_fallback(value: object) -> object:
+    if value not in ("solve", "raise"):
+        raise ValueError(f"ppr_fallback must be 'solve' or 'raise', got {value!r}")
+    return value
+
+
+def _check_namespace_name(value: object, name: str = "namespace") -> str:
+    if not isinstance(value, str) or not value or value == ALL_NAMESPACES:
+        raise ValueError(f"{name} must be a non-empty string other than '*', got {value!r}")
+    return value
+
+
+def _count_check(name: str) -> Callable[[object], object]:
+    """The check of a count ``name`` (an int >= 1), returning the value as given."""
+
+    def check(value: object) -> object:
+        _int_at_least(name, value, 1)
+        return value
+
+    return check
+
+
+def _config_property(name: str, check: Callable[[object], object], doc: str) -> property:
+    """A store configuration attribute ``name`` kept in ``_<name>``: a read is a C-level attribute fetch
+    (operator.attrgetter; the store's own hot paths read ``_<name>`` directly), an assignment keeps
+    ``check(value)``, the constructor's check (ValueError naming the attribute; nothing changes then)."""
+    private = "_" + name
+
+    def fset(self: MemoryStore, value: object) -> None:
+        setattr(self, private, check(value))
+
+    return property(attrgetter(private), fset, doc=doc)
+
+
 def _check_cues(cues: object) -> list[str] | None:
     """A write's or query's ``cues`` as a list, or None; ValueError naming ``cues`` unless None or an
     iterable of strings. A string would be iterated letter by letter (no cue node: PPR silently off), a
@@ -689,6 +755,12 @@ def _check_tier(tier: str, confidence: float) -> None:
         )
 
 
+#: the store's attributes that are checked properties over ``_<name>`` (a pickle of an earlier release
+#: holds them as plain attributes: ``MemoryStore.__setstate__``)
+_CONFIG_NAMES = ("current_step", "forget_threshold", "decay", "actr_k", "max_cues", "ppr_alpha", "ppr_max_iter",
+                 "ppr_tol", "ppr_fallback", "embed_window", "default_namespace")
+
+
 # --------------------------------------------------------------------------- store
 class MemoryStore:
     """Unified episodic + semantic store with HippoRAG-style retrieval and ACT-R forgetting.
@@ -716,27 +788,24 @@ class MemoryStore:
         ppr_fallback: str = "solve",
         embed_window: int | None = 512,
     ) -> None:
-        # every numeric parameter checked before anything is built (NaN / inf rejected by name)
-        forget_threshold = _finite("forget_threshold", forget_threshold)
-        if not _is_number(decay) or not 0.0 < decay < 1.0:
-            raise ValueError(f"decay must be a number in (0, 1), got {decay!r}")
+        # every parameter checked before anything is built (NaN / inf rejected by name), by the checks
+        # that assigning the attribute later runs too (the properties below)
+        forget_threshold = _check_forget_threshold(forget_threshold)
+        decay = _check_decay(decay)
         _int_at_least("actr_k", actr_k, 1)
         _int_at_least("max_cues", max_cues, 1)
-        if not _is_number(ppr_alpha) or not 0.0 < ppr_alpha < 1.0:
-            raise ValueError(f"ppr_alpha must be a number in (0, 1), got {ppr_alpha!r}")
+        _check_ppr_alpha(ppr_alpha)
         _int_at_least("ppr_max_iter", ppr_max_iter, 1)
-        if not _is_finite_number(ppr_tol) or not 0.0 < ppr_tol:
-            raise ValueError(f"ppr_tol must be a finite number > 0, got {ppr_tol!r}")
-        if embed_window is not None:
-            _int_at_least("embed_window (None: the whole namespace)", embed_window, 1)
-        if ppr_fallback not in ("solve", "raise"):
-            raise ValueError(f"ppr_fallback must be 'solve' or 'raise', got {ppr_fallback!r}")
-        if not isinstance(namespace, str) or not namespace or namespace == ALL_NAMESPACES:
-            raise ValueError(f"namespace must be a non-empty string other than '*', got {namespace!r}")
+        _check_ppr_tol(ppr_tol)
+        _check_embed_window(embed_window)
+        _check_ppr_fallback(ppr_fallback)
+        _check_namespace_name(namespace)
         self.embedder = embedder if embedder is not None else CachedEmbedder(HashingEmbedder(256))
-        self.forget_threshold = float(forget_threshold)
-        self.decay = float(decay)
-        self.actr_k = actr_k
+        # the configuration, read on hot paths through these private attributes (the public names are
+        # properties whose setters check a value as the constructor does: see _CONFIG_DOC)
+        self._forget_threshold = forget_threshold
+        self._decay = decay
+        self._actr_k = actr_k
         if dedup is True:
             self.dedup_config: DedupConfig | None = DedupConfig()
         elif dedup is False or dedup is None:
@@ -749,14 +818,14 @@ class MemoryStore:
             raise ValueError(f"importance_scorer must have a score(text, query=None) method (world.importance.Scorer), "
                              f"got {type(importance_scorer).__name__}")
         self.importance_scorer: Scorer = importance_scorer if importance_scorer is not None else ImportanceScorer()
-        self.default_namespace = namespace
-        self.max_cues = max_cues
-        self.ppr_alpha = ppr_alpha
-        self.ppr_max_iter = ppr_max_iter
-        self.ppr_tol = ppr_tol
-        self.ppr_fallback = ppr_fallback
-        self.embed_window = embed_window
-        self.current_step = 0
+        self._default_namespace = namespace
+        self._max_cues = max_cues
+        self._ppr_alpha = ppr_alpha
+        self._ppr_max_iter = ppr_max_iter
+        self._ppr_tol = ppr_tol
+        self._ppr_fallback = ppr_fallback
+        self._embed_window = embed_window
+        self._current_step = 0
         self._episodic: dict[str, EpisodicMemory] = {}
         self._semantic: dict[str, SemanticMemory] = {}
         self._records: dict[str, Record] = {}
@@ -783,14 +852,83 @@ class MemoryStore:
     # ------------------------------------------------------------------ clock and basics
     def tick(self, step: int) -> None:
         """Move the clock to ``step`` (an int, never backwards: ACT-R lags are measured from it)."""
-        if type(step) is int and -_STEP_MAX <= self.current_step <= step <= _STEP_MAX:  # (every world step: one test)
-            self.current_step = step
+        if type(step) is int and -_STEP_MAX <= self._current_step <= step <= _STEP_MAX:  # (every world step: one test)
+            self._current_step = step
             return
-        step = _check_step(step)
-        if step < self.current_step:
-            raise ValueError(f"step must be >= the current step {self.current_step} (the clock never goes back), "
+        self._move_clock(step, "step")
+
+    def _move_clock(self, step: object, name: str) -> None:
+        """``tick``'s checks, naming ``name``: an int of at most 2**53 in size, never below the clock."""
+        step = _check_step(step, name)
+        if step < self._current_step:
+            raise ValueError(f"{name} must be >= the current step {self._current_step} (the clock never goes back), "
                              f"got {step!r}")
-        self.current_step = step
+        self._current_step = step
+
+    @property
+    def current_step(self) -> int:
+        """The clock (seed 001's attribute). Setting it is ``tick``: an int, never backwards (a ValueError
+        naming ``current_step`` otherwise; the clock stays). Unchecked, "abc" or a step back was taken,
+        saved, and broke the store later (a loaded "abc" failed the next tick)."""
+        return self._current_step
+
+    @current_step.setter
+    def current_step(self, step: int) -> None:
+        self._move_clock(step, "current_step")
+
+    # Configuration (seed 001's forget_threshold and the constructor's other arguments): each is checked
+    # when assigned as the constructor checks it. Unchecked, a NaN threshold silently turned every sweep
+    # off, and save() wrote a value that load() (rebuilding the store through the constructor) refused,
+    # leaving the data recoverable only by editing the file.
+    forget_threshold = _config_property(
+        "forget_threshold", _check_forget_threshold,
+        "Sweeps drop a memory whose B + importance is below it: a finite number (seed 001's attribute).")
+    decay = _config_property("decay", _check_decay, "ACT-R decay d: a number in (0, 1), kept as a float.")
+    max_cues = _config_property("max_cues", _count_check("max_cues"),
+                                "Cues extracted per write and query: an int >= 1.")
+    ppr_alpha = _config_property("ppr_alpha", _check_ppr_alpha, "PageRank damping: a number in (0, 1).")
+    ppr_max_iter = _config_property("ppr_max_iter", _count_check("ppr_max_iter"),
+                                    "PageRank power iterations at most: an int >= 1.")
+    ppr_tol = _config_property("ppr_tol", _check_ppr_tol, "PageRank tolerance: a finite number > 0.")
+    ppr_fallback = _config_property("ppr_fallback", _check_ppr_fallback,
+                                    "What a PageRank that does not converge does: 'solve' or 'raise'.")
+    default_namespace = _config_property(
+        "default_namespace", lambda v: _check_namespace_name(v, "default_namespace"),
+        "The namespace of methods called with namespace=None: a non-empty string other than '*'.")
+
+    @property
+    def actr_k(self) -> int:
+        """Presentation times kept exact per memory (Petrov's hybrid folds older ones). Fixed once a
+        namespace exists: its ACT-R arrays hold actr_k times per memory (see ``_fixed_once_built``)."""
+        return self._actr_k
+
+    @actr_k.setter
+    def actr_k(self, value: int) -> None:
+        _int_at_least("actr_k", value, 1)
+        self._fixed_once_built("actr_k", value, self._actr_k)
+        self._actr_k = value
+
+    @property
+    def embed_window(self) -> int | None:
+        """Writes the embedding dedup rule looks back over (None: the whole namespace). Fixed once a
+        namespace exists: its dedup window is sized by it (see ``_fixed_once_built``)."""
+        return self._embed_window
+
+    @embed_window.setter
+    def embed_window(self, value: int | None) -> None:
+        _check_embed_window(value)
+        self._fixed_once_built("embed_window", value, self._embed_window)
+        self._embed_window = value
+
+    def _fixed_once_built(self, name: str, value: object, current: object) -> None:
+        """ValueError unless ``value`` equals ``current`` or the store has no namespace yet. A namespace
+        sizes its arrays (actr_k) and its window of recent writes (embed_window) when it is created: a
+        change afterwards reached only namespaces created later, and a saved-and-reloaded copy (which
+        builds every namespace with the new value) then ranked and deduplicated otherwise."""
+        if self._spaces and value != current:
+            raise ValueError(f"{name} cannot change once the store holds a namespace (it sizes each namespace's "
+                             f"state when the namespace is created): it is {current!r}, got {value!r}; pass "
+                             f"{name}= to MemoryStore")
 
     @property
     def episodic(self) -> Mapping[str, EpisodicMemory]:
@@ -817,7 +955,7 @@ class MemoryStore:
             n = int(space.a_n[slot])
             recent = [float(t) for t in space.a_recent[slot] if math.isfinite(t)]
             out[mid] = ActRRecord(
-                created_step=int(space.a_created[slot]), decay_rate=self.decay, k=self.actr_k, n=n, recent=recent
+                created_step=int(space.a_created[slot]), decay_rate=self._decay, k=self._actr_k, n=n, recent=recent
             )
         return out
 
@@ -840,7 +978,7 @@ class MemoryStore:
 
     def _ns(self, namespace: str | None) -> str:
         if namespace is None:
-            return self.default_namespace
+            return self._default_namespace
         if not isinstance(namespace, str) or not namespace or namespace == ALL_NAMESPACES:
             raise ValueError(f"namespace must be a non-empty string other than '*', got {namespace!r}")
         return namespace
@@ -850,7 +988,7 @@ class MemoryStore:
         if space is None and create:
             if self._dim is None:
                 self._dim = int(self.embed("dimension probe").shape[0])
-            space = _Space(name, self._dim, self.actr_k, self.embed_window, self._dedup_window())
+            space = _Space(name, self._dim, self._actr_k, self._embed_window, self._dedup_window())
             self._spaces[name] = space
         return space
 
@@ -968,7 +1106,7 @@ class MemoryStore:
         to the unit vector ``vec``, most similar first, ties in write order): what
         ``np.argsort(-similarities(vec)[1], kind="stable")[:limit]`` gives, without the float64 copy
         (float32 -> float64 is exact and monotone, so the stable order is the same)."""
-        space = self._space(self.default_namespace)
+        space = self._space(self._default_namespace)
         if space is None or not space.order:
             return [], []
         id_list, slots = space.view()
@@ -1002,7 +1140,7 @@ class MemoryStore:
         does not depend on the other rows of its batch (tests/test_actr.py checks row by row), the ACT-R
         arrays change only with the space's version (writes, removals) or a bump (which drops the
         cache), and the cache holds numbers only, no text."""
-        key = (self.current_step, space.version, self.decay)
+        key = (self._current_step, space.version, self._decay)
         cached = space.acts
         batch = None
         if cached is not None and len(cached) == 5:  # (a space pickled before held (key, by_slot))
@@ -1016,8 +1154,8 @@ class MemoryStore:
         if batch is None:
             # (take for the 2-d rows: the same rows as fancy indexing, about a microsecond less)
             batch = BaseLevelBatch(space.a_created[live], space.a_n[live], space.a_recent.take(live, axis=0),
-                                   d=self.decay, assume_no_nan=True)  # (the store pads with -inf)
-        vals = batch.at(float(self.current_step))
+                                   d=self._decay, assume_no_nan=True)  # (the store pads with -inf)
+        vals = batch.at(float(self._current_step))
         vals.setflags(write=False)  # (handed to every reader of this step)
         cached = space.acts = (key, vals, live, batch, None)
         return vals if slots is live else self._activations_by_slot(space, cached)[slots]
@@ -1050,7 +1188,7 @@ class MemoryStore:
         if type(n) is not int and (isinstance(n, bool | np.bool_) or not isinstance(n, int | np.integer)):
             raise ValueError(f"n must be an int (how many ids; none for n <= 0), got {n!r}")
         # (the default namespace without two method calls: the env reads it twice per step)
-        space = self._spaces.get(self.default_namespace if namespace is None else self._ns(namespace))
+        space = self._spaces.get(self._default_namespace if namespace is None else self._ns(namespace))
         if space is None or n <= 0:
             return []
         if not active_only:
@@ -1322,7 +1460,7 @@ class MemoryStore:
             if dup is not None:
                 return self._report_duplicate(self._records[dup[0]], dup[1], content)
         mid = self._next_id(kind)
-        cue_list = cues if cues is not None else extract_cues(content, self.max_cues)
+        cue_list = cues if cues is not None else extract_cues(content, self._max_cues)
         if semantic:
             rec: Record = SemanticMemory(mid, content, derived, step, cues=cue_list, importance=imp, key=key, tier=tier,
                                          confidence=float(confidence), source=source, evidence=evidence_list,
@@ -1343,6 +1481,9 @@ class MemoryStore:
     def __setstate__(self, state: dict) -> None:
         # (a store pickled before an attribute existed gets its empty default)
         state.setdefault("_merged", {})
+        for name in _CONFIG_NAMES:  # (pickled before they became checked properties: plain attributes)
+            if name in state:
+                state["_" + name] = state.pop(name)
         self.__dict__.update(state)
         # a record's pickle leaves out its row (_Record.__getstate__): bind the records to their rows again
         records = self._records
@@ -1394,7 +1535,7 @@ class MemoryStore:
             space.a_created[slot] = actr[0]
             space.a_n[slot] = actr[1]
             space.a_recent[slot] = -np.inf
-            recent = actr[2][-self.actr_k:]
+            recent = actr[2][-self._actr_k:]
             space.a_recent[slot, : len(recent)] = recent
         space.slot_id[slot] = mid
         space.order[mid] = slot
@@ -1565,7 +1706,7 @@ class MemoryStore:
                 continue
             ids, slots = space.view()
             act = self._activation_rows(space, slots) + space.importance[slots]
-            for j in (act < self.forget_threshold).nonzero()[0]:
+            for j in (act < self._forget_threshold).nonzero()[0]:
                 dropped.append(ids[j])
         for mid in dropped:
             self._remove(mid)
@@ -1604,7 +1745,7 @@ class MemoryStore:
         alpha_sim = _finite("alpha_sim", alpha_sim)
         alpha_actr = _finite("alpha_actr", alpha_actr)
         cues = _check_cues(cues)  # (the write's check, before anything is bumped)
-        space = self._spaces.get(self.default_namespace if namespace is None else self._ns(namespace))
+        space = self._spaces.get(self._default_namespace if namespace is None else self._ns(namespace))
         if space is None or not space.order or top_k == 0:
             return []
         ids, slots = space.view()
@@ -1628,12 +1769,12 @@ class MemoryStore:
                 alpha_ppr: float, alpha_sim: float, alpha_actr: float) -> np.ndarray:
         qvec = self.embed(query_text)
         sims = _matvec(space.emb[: space.hi], qvec).take(slots).astype(np.float64)
-        query_cues = cues if cues else extract_cues(query_text, self.max_cues)
+        query_cues = cues if cues else extract_cues(query_text, self._max_cues)
         graph = space.graph
         seeds = graph.present([_CUE + c for c in query_cues])  # (_cue_node's names)
         if seeds and alpha_ppr != 0.0:
             x, pos, method = graph.ppr(
-                seeds, alpha=self.ppr_alpha, max_iter=self.ppr_max_iter, tol=self.ppr_tol, fallback=self.ppr_fallback
+                seeds, alpha=self._ppr_alpha, max_iter=self._ppr_max_iter, tol=self._ppr_tol, fallback=self._ppr_fallback
             )
             self.counters["ppr_" + method] += 1
             self.last_ppr_method = method
@@ -1653,7 +1794,7 @@ class MemoryStore:
         at current_step (none before the memory's creation), importance +0.02 up to 1.0 for an episode, applications +1 for a semantic
         memory (one call for a query's records: row by row, a fancy-indexed batch costs more)."""
         space.acts = None  # (the rows' activations change)
-        t = float(self.current_step)
+        t = float(self._current_step)
         a_n, a_recent, a_created, importance = space.a_n, space.a_recent, space.a_created, space.importance
         for slot, rec in zip(slots, recs):
             # A memory written ahead of the clock (a write at step 5, no tick: README's example) is not
@@ -2155,21 +2296,21 @@ class MemoryStore:
         }
         cfg = self.dedup_config
         meta = {
-            "clock": self.current_step,
+            "clock": self._current_step,
             "counters": dict(self._counters),
             "stats_counters": dict(self.counters),
             "config": {
-                "forget_threshold": self.forget_threshold,
-                "decay": self.decay,
-                "actr_k": self.actr_k,
+                "forget_threshold": self._forget_threshold,
+                "decay": self._decay,
+                "actr_k": self._actr_k,
                 "dedup": asdict(cfg) if cfg is not None else None,
-                "namespace": self.default_namespace,
-                "max_cues": self.max_cues,
-                "ppr_alpha": self.ppr_alpha,
-                "ppr_max_iter": self.ppr_max_iter,
-                "ppr_tol": self.ppr_tol,
-                "ppr_fallback": self.ppr_fallback,
-                "embed_window": self.embed_window,
+                "namespace": self._default_namespace,
+                "max_cues": self._max_cues,
+                "ppr_alpha": self._ppr_alpha,
+                "ppr_max_iter": self._ppr_max_iter,
+                "ppr_tol": self._ppr_tol,
+                "ppr_fallback": self._ppr_fallback,
+                "embed_window": self._embed_window,
             },
             "embedder": getattr(self.embedder, "name", type(self.embedder).__name__),
             "dim": dim,
@@ -2264,7 +2405,10 @@ class MemoryStore:
                 isinstance(m, str) and isinstance(t, list) and all(isinstance(x, str) for x in t)
                 for m, t in merged.items()):
             raise ValueError("meta.merged must map memory ids to lists of texts")
-        store.current_step = meta["clock"]
+        # the clock as tick() takes one (an int of at most 2**53 in size): unchecked, a file's "abc" loaded
+        # and failed the next tick. Not compared with 0: a file of a release whose clock could be set
+        # back keeps its (negative) clock, which ACT-R reads like any other (lags are floored at 1)
+        store._current_step = _check_step(meta["clock"], "meta.clock")
         store._counters = {k: int(v) for k, v in meta["counters"].items()}
         store.counters.update(meta.get("stats_counters", {}))
         if dim:
@@ -2283,7 +2427,7 @@ class MemoryStore:
         # the next export all walk the spaces in this order, which the records' order need not give
         # (the first record of a namespace may be gone while a later namespace's is still there)
         for name, lay in layout.items():
-            space = _Space(name, dim, store.actr_k, store.embed_window, store._dedup_window())
+            space = _Space(name, dim, store._actr_k, store._embed_window, store._dedup_window())
             while space.capacity < lay["capacity"]:
                 space._grow()
             store._spaces[name] = space
@@ -2305,7 +2449,7 @@ class MemoryStore:
                 raise ValueError(f"record {mid!r} has no embedding row")
             space = store._spaces.get(rec.namespace)
             if space is None:  # (a state without a layout: rows are allocated afresh)
-                space = _Space(rec.namespace, dim, store.actr_k, store.embed_window, store._dedup_window())
+                space = _Space(rec.namespace, dim, store._actr_k, store._embed_window, store._dedup_window())
                 store._spaces[rec.namespace] = space
             a = actr[mid]
             lay = layout.get(rec.namespace)
@@ -2358,7 +2502,7 @@ class MemoryStore:
         g = nx.DiGraph()
         for name, space in self._spaces.items():
             sg = space.graph
-            rename = (lambda n: n) if name == self.default_namespace else (
+            rename = (lambda n: n) if name == self._default_namespace else (
                 lambda n, _p=f"{_CUE}{name}::": _p + n[len(_CUE):] if n.startswith(_CUE) else n)
             for node in sorted(sg.nodes()):
                 g.add_node(rename(node), kind=sg.kind(node), namespace=name)
@@ -2399,7 +2543,7 @@ class MemoryStore:
         }
 
     def __repr__(self) -> str:
-        return f"MemoryStore(episodic={len(self._episodic)}, semantic={len(self._semantic)}, step={self.current_step})"
+        return f"MemoryStore(episodic={len(self._episodic)}, semantic={len(self._semantic)}, step={self._current_step})"
 
 
 # --------------------------------------------------------------------------- namespaced view

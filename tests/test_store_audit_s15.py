@@ -1,0 +1,155 @@
+"""The findings of audit a1 of session 15 on the memory store (docs/store.md), one section each; the
+tests of a finding failed on the code before its fix, except those that pin what must not change."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import pytest
+
+from world import persistence
+from world.embedding import CachedEmbedder, HashingEmbedder
+from world.memory import MemoryStore
+from world.persistence import StoreFileError, load_store
+
+NAN, INF = math.nan, math.inf
+
+
+def _store(**kw) -> MemoryStore:
+    return MemoryStore(CachedEmbedder(HashingEmbedder(64)), **kw)
+
+
+def _snapshot(store: MemoryStore) -> str:
+    """Everything the store holds (records, edges, ACT-R rows, layout, counters, config, embeddings)."""
+    state = store._export_state()
+    state["embeddings"] = state["embeddings"].tobytes()
+    return repr(state)
+
+
+def _filled() -> MemoryStore:
+    s = _store()
+    s.write_episode(1, "Alice likes tea", key="alice/drink")
+    s.write_episode(2, "Bob likes coffee")
+    s.tick(5)
+    return s
+
+
+def _old_file(store: MemoryStore, path, patch):
+    """``store`` saved with its exported state changed by ``patch(state)`` (valid checksums), as an
+    earlier release (or its unchecked attributes) wrote it."""
+    state = store._export_state()
+    patch(state)
+    persistence._write_sqlite(path, persistence._rows(state))
+    return path
+
+
+# --------------------------------------------------------------------------- 1. configuration
+@pytest.mark.parametrize("name, value", [
+    ("forget_threshold", NAN), ("forget_threshold", INF), ("forget_threshold", "-5"),
+    ("decay", 0.0), ("decay", 1.0), ("decay", NAN),
+    ("ppr_alpha", 1.0), ("ppr_alpha", 0.0), ("ppr_alpha", NAN),
+    ("ppr_tol", 0.0), ("ppr_tol", INF), ("ppr_tol", NAN),
+    ("max_cues", 0), ("max_cues", 2.5), ("max_cues", True),
+    ("ppr_max_iter", 0), ("ppr_max_iter", 3.0),
+    ("ppr_fallback", "retry"),
+    ("embed_window", 0), ("embed_window", 1.5),
+    ("actr_k", 0),
+    ("default_namespace", "*"), ("default_namespace", ""), ("default_namespace", 7),
+])
+def test_assigning_a_config_attribute_runs_the_constructors_check(tmp_path, name, value):
+    """Seed 001's ``store.forget_threshold = x`` (and the other constructor arguments) took any value:
+    a NaN threshold silently turned every sweep off, and save() wrote what load() (which rebuilds
+    the store through the constructor) then refused, so the saved data could not be loaded."""
+    s = _filled()
+    before, kept = _snapshot(s), getattr(s, name)
+    with pytest.raises(ValueError, match=name):
+        setattr(s, name, value)
+    assert getattr(s, name) == kept and _snapshot(s) == before
+    loaded = load_store(s.save(tmp_path / "s.db"))
+    assert _snapshot(loaded) == before
+
+
+def test_config_attributes_assigned_good_values_are_used_and_saved(tmp_path):
+    s = _filled()
+    s.forget_threshold = -1  # an int, kept as a float as the constructor keeps it
+    s.decay, s.ppr_alpha, s.ppr_tol, s.max_cues = 0.3, 0.5, 1e-5, 3
+    s.ppr_max_iter, s.ppr_fallback = 50, "raise"
+    s.default_namespace = "other"
+    assert type(s.forget_threshold) is float and s.forget_threshold == -1.0
+    s.write_episode(6, "Carol met Dan and Eve in Lyon")  # in namespace "other", 3 cues at most
+    assert s.get("ep_000003").namespace == "other" and s.get("ep_000003").cues == ["carol", "dan", "eve"]
+    loaded = load_store(s.save(tmp_path / "s.db"))
+    for name in ("forget_threshold", "decay", "ppr_alpha", "ppr_tol", "max_cues", "ppr_max_iter", "ppr_fallback",
+                 "default_namespace"):
+        assert getattr(loaded, name) == getattr(s, name), name
+    assert _snapshot(loaded) == _snapshot(s)
+    s.tick(10**6)
+    loaded.tick(10**6)
+    # B + importance at lag ~1e6 with d = 0.3: about -3.6, above the default threshold (-5), below -1
+    assert s.sweep_decayed() == loaded.sweep_decayed() == ["ep_000001", "ep_000002", "ep_000003"]
+
+
+@pytest.mark.parametrize("step", [4, -10, "abc", 7.5, True, NAN, 2**60])
+def test_setting_current_step_is_tick(step):
+    """``store.current_step = x`` (seed 001's attribute) went back in time silently and took "abc",
+    which save / load kept and the next tick failed on (TypeError)."""
+    s = _filled()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="current_step"):
+        s.current_step = step
+    assert s.current_step == 5 and _snapshot(s) == before
+    s.current_step = 9
+    assert s.current_step == 9
+    s.tick(9)
+    with pytest.raises(ValueError, match="^step must be >= the current step 9"):
+        s.tick(8)
+
+
+@pytest.mark.parametrize("clock", ["abc", 7.5, None, 2**60])
+def test_a_file_whose_clock_is_no_step_is_refused(tmp_path, clock):
+    path = _old_file(_filled(), tmp_path / "s.db", lambda state: state["meta"].__setitem__("clock", clock))
+    with pytest.raises(StoreFileError, match="meta.clock must be an int"):
+        load_store(path)
+
+
+def test_a_file_with_a_clock_set_back_still_loads(tmp_path):
+    """An earlier release let ``current_step = -10`` through and saved it: such a file loads with its
+    clock (ACT-R reads it as any other; lags are floored at 1), and the clock moves on from there."""
+    s = _filled()
+    path = _old_file(s, tmp_path / "s.db", lambda state: state["meta"].__setitem__("clock", -10))
+    loaded = load_store(path)
+    assert loaded.current_step == -10 and len(loaded) == 2
+    loaded.tick(3)
+    assert loaded.current_step == 3
+
+
+@pytest.mark.parametrize("name, value", [("actr_k", 4), ("embed_window", 5), ("embed_window", None)])
+def test_actr_k_and_embed_window_are_fixed_once_a_namespace_exists(tmp_path, name, value):
+    """Both size a namespace's state when it is created: a change reached only namespaces created
+    later, and a reloaded copy (every namespace built with the new value) ranked otherwise."""
+    empty = _store()
+    setattr(empty, name, value)  # no namespace yet: taken
+    assert getattr(empty, name) == value
+    s = _filled()
+    before, kept = _snapshot(s), getattr(s, name)
+    with pytest.raises(ValueError, match=f"{name} cannot change once the store holds a namespace"):
+        setattr(s, name, value)
+    setattr(s, name, kept)  # the same value: nothing to change
+    assert getattr(s, name) == kept and _snapshot(s) == before
+
+
+def test_a_store_pickled_with_plain_config_attributes_still_loads():
+    """A pickle of an earlier release holds the attributes as plain ones (no leading underscore)."""
+    s = _filled()
+    state = dict(s.__dict__)
+    for name in ("current_step", "forget_threshold", "decay", "actr_k", "max_cues", "ppr_alpha", "ppr_max_iter",
+                 "ppr_tol", "ppr_fallback", "embed_window", "default_namespace"):
+        state[name] = state.pop("_" + name)
+    old = MemoryStore.__new__(MemoryStore)
+    old.__setstate__(state)
+    assert old.current_step == 5 and old.forget_threshold == -5.0 and old.default_namespace == "default"
+    assert "current_step" not in old.__dict__
+    assert [r.memory_id for r in old.query("tea", bump=False)] == [r.memory_id for r in s.query("tea", bump=False)]
+    again = pickle.loads(pickle.dumps(s))
+    assert again.current_step == 5 and _snapshot(again) == _snapshot(s)
