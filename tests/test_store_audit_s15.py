@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import math
 import pickle
+import unicodedata
 
 import pytest
 
 from world import persistence
+from world.cues import extract_cues
+from world.dedup import fingerprint, normalize, signature
 from world.embedding import CachedEmbedder, HashingEmbedder
 from world.memory import MemoryStore
 from world.persistence import StoreFileError, load_store
@@ -153,3 +156,77 @@ def test_a_store_pickled_with_plain_config_attributes_still_loads():
     assert [r.memory_id for r in old.query("tea", bump=False)] == [r.memory_id for r in s.query("tea", bump=False)]
     again = pickle.loads(pickle.dumps(s))
     assert again.current_step == 5 and _snapshot(again) == _snapshot(s)
+
+
+# --------------------------------------------------------------------------- 2. Unicode NFC
+NFC = "Zoë wohnt in Köln"
+NFD = unicodedata.normalize("NFD", NFC)
+
+
+def test_nfd_text_has_the_fingerprint_cues_and_signature_of_its_nfc_form():
+    assert NFD != NFC
+    assert fingerprint(NFD) == fingerprint(NFC) and normalize(NFD) == normalize(NFC) == "zoë wohnt in köln"
+    assert extract_cues(NFD) == extract_cues(NFC) == ["zoë", "wohnt", "köln"]
+    assert signature(NFD) == signature(NFC)
+    # a text with letters of a script written without spaces too
+    mixed = "Zoë wohnt in 東京"
+    assert extract_cues(unicodedata.normalize("NFD", mixed)) == extract_cues(mixed)
+    assert fingerprint("Alice likes tea") == fingerprint("alice  likes TEA")  # plain ASCII as before
+
+
+def test_the_same_text_in_nfd_is_a_duplicate_under_its_key_unkeyed_and_in_supersede():
+    """Under its key it was written as a new version (the history showed two identical texts)."""
+    s = _store()
+    a = s.write_episode(1, NFC, key="zoe/home")
+    assert s.write_episode(2, NFD, key="zoe/home") is a and s.last_write.status == "duplicate"
+    assert len(s.versions("zoe/home")) == 1
+    b = s.write_episode(3, "Max wohnt in Bonn")
+    assert s.write_episode(4, unicodedata.normalize("NFD", "Max wohnt in Bonn")) is b
+    assert s.last_write.rule == "fingerprint"
+    assert s.supersede(a.memory_id, NFD, 5) is a and s.last_write.status == "duplicate"
+
+
+def test_a_query_in_nfd_reaches_the_cues_of_an_nfc_text_and_back():
+    """An NFD query reached no cue node: PageRank was off and the best score fell from 2.03 to 0.26."""
+    for text, query in ((NFC, NFD), (NFD, NFC)):
+        s = _store()
+        s.write_episode(1, text)
+        s.write_episode(2, "Max wohnt in Bonn")
+        got = s.query_scored(query, bump=False)
+        assert s.last_ppr_method == "power"
+        assert got == s.query_scored(NFC, bump=False)
+        assert s.get("ep_000001").cues == ["zoë", "wohnt", "köln"]
+
+
+def test_a_callers_cues_are_kept_in_nfc():
+    s = _store()
+    rec = s.write_episode(1, "Zoë was here", cues=[unicodedata.normalize("NFD", "Zoë"), "Zoë", "here"])
+    assert rec.cues == ["Zoë", "here"]  # the two forms of one cue are one cue; case kept as given
+    assert s.query_scored("x", cues=[unicodedata.normalize("NFD", "Zoë")], bump=False)[0][0] is rec
+    assert s.last_ppr_method == "power"
+
+
+def test_a_file_of_an_earlier_release_with_nfd_text_and_cues_is_migrated(tmp_path):
+    """That release kept an NFD text's cues in NFD (and fingerprinted it so): on load the cues are put
+    in NFC (the fingerprint is recomputed from the content), so NFC and NFD queries and writes meet it."""
+    s = _store()
+    s.write_episode(1, NFD, key="zoe/home")
+    s.write_episode(2, "Max wohnt in Bonn", cues=[unicodedata.normalize("NFD", "Bäume"), "Bonn"])
+    fresh = _snapshot(s)
+
+    def patch(state):
+        for rec in state["records"]:
+            rec["cues"] = [unicodedata.normalize("NFD", c) for c in rec["cues"]]
+
+    old_path = _old_file(s, tmp_path / "old.db", patch)
+    loaded = load_store(old_path)
+    assert loaded.get("ep_000001").cues == ["zoë", "wohnt", "köln"]
+    assert loaded.get("ep_000002").cues == ["Bäume", "Bonn"]
+    assert _snapshot(loaded) == fresh  # as this release writes it
+    assert loaded.query_scored(NFC, bump=False) == s.query_scored(NFC, bump=False)
+    assert loaded.last_ppr_method == "power"
+    assert loaded.write_episode(3, NFC, key="zoe/home").memory_id == "ep_000001"
+    assert loaded.last_write.status == "duplicate"
+    # and the migrated store saves what it loads
+    again = load_store(loaded.save(tmp_path / "new.db"))
+    assert _snapshot(again) == _snapshot(loaded)

@@ -34,7 +34,7 @@ import networkx as nx
 import numpy as np
 
 from world.actr import ActRRecord, BaseLevelBatch
-from world.cues import colon_rule, cue_name_ok, extract_cues
+from world.cues import colon_rule, cue_name_ok, extract_cues, nfc_cues
 from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature, words
 from world.embedding import (
     CachedEmbedder,
@@ -652,6 +652,8 @@ def _check_cues(cues: object) -> list[str] | None:
                 # gives such a cue: it reads "a::b" in a text as "a:b")
                 raise ValueError(f"cues: a cue must not contain '::' nor begin with ':' (it would share its "
                                  f"store.graph node name with another namespace's cue), got {c!r}")
+    if not joined.isascii():  # in NFC, as extracted cues are (an NFD cue met no query's cue)
+        out = nfc_cues(out)
     return out
 
 
@@ -674,11 +676,15 @@ def _legacy_record(d: dict[str, Any]) -> None:
     Its cues could hold "::" ("std::vector", extracted, or a caller's "alice::tea") or begin with
     ":": they are rewritten by today's rule (_check_cues, extract_cues: a run of colons is one, a
     leading ':' goes; a cue left empty or repeated is dropped), before the graph is built, so that
-    queries reach them (the query's cue is "std:vector" now) and store.graph keeps namespaces apart."""
+    queries reach them (the query's cue is "std:vector" now) and store.graph keeps namespaces apart.
+    Cues are put in Unicode NFC, as extraction and writes now give them (the content's fingerprint is
+    recomputed on load anyway, by ``signature``)."""
     cues = d.get("cues")
     if cues and ":" in "".join(cues) and not all(cue_name_ok(c) for c in cues):
         fixed = (colon_rule(c) for c in cues)
-        d["cues"] = list(dict.fromkeys(c for c in fixed if c))
+        d["cues"] = cues = list(dict.fromkeys(c for c in fixed if c))
+    if cues:  # in NFC (releases before session 15 kept an NFD text's cues in NFD: no query reached them)
+        d["cues"] = nfc_cues(cues)
     source = d.get("source")
     if source is not None and not isinstance(source, str):
         d["source"] = _legacy_source(source)
