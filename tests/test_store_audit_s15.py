@@ -7,6 +7,7 @@ import math
 import pickle
 import unicodedata
 
+import numpy as np
 import pytest
 
 from world import persistence
@@ -230,3 +231,44 @@ def test_a_file_of_an_earlier_release_with_nfd_text_and_cues_is_migrated(tmp_pat
     # and the migrated store saves what it loads
     again = load_store(loaded.save(tmp_path / "new.db"))
     assert _snapshot(again) == _snapshot(loaded)
+
+
+# --------------------------------------------------------------------------- 3. query weights
+def _three() -> MemoryStore:
+    s = _store()
+    for i, text in enumerate(("Alice likes tea", "Bob likes coffee", "Carol rides bikes"), start=1):
+        s.write_episode(i, text)
+    return s
+
+
+@pytest.mark.parametrize("weights", [{"alpha_ppr": 1e308}, {"alpha_sim": 1e308, "alpha_ppr": 1e308},
+                                     {"alpha_actr": -1e308, "alpha_ppr": 1e308}])
+def test_weights_that_overflow_the_scores_are_refused_before_bumping(weights):
+    """alpha_ppr=1e308 passes the finite-weight check, overflows the best match's sum to inf, and its
+    tier factor (0 * inf) made it NaN: ranked last, silently."""
+    s = _three()
+    before = _snapshot(s)
+    name = next(iter(weights))
+    with pytest.raises(ValueError, match=f"query weights .*{name}=.*overflow the scores"):
+        s.query_scored("Alice tea", **weights)
+    assert _snapshot(s) == before  # nothing bumped
+    got = s.query_scored("Alice tea", alpha_ppr=1e307, bump=False)  # large, but finite sums: ranked
+    assert [m.memory_id for m, _ in got] == ["ep_000001", "ep_000002", "ep_000003"]
+    assert all(math.isfinite(sc) for _, sc in got)
+
+
+@pytest.mark.parametrize("confidence", [0.0, 0.3, 0.79])
+def test_the_tier_rule_is_unchanged_for_an_inference(confidence):
+    """Applied to inferences only now, with the same arithmetic: an inference scores exactly
+    s - (1 - c) * |s|, where s is the score of the same memory as a fact."""
+    fact, inference = _store(), _store()
+    for s, tier, conf in ((fact, "fact", 1.0), (inference, "inference", confidence)):
+        s.write_episode(1, "Alice likes tea", tier=tier, confidence=conf)
+        s.write_episode(2, "Bob likes coffee")
+        s.tick(40)
+    for query in ("Alice tea", "Bob", "nothing here"):
+        sf = dict((m.memory_id, sc) for m, sc in fact.query_scored(query, bump=False))
+        si = dict((m.memory_id, sc) for m, sc in inference.query_scored(query, bump=False))
+        expect = np.float64(sf["ep_000001"])
+        assert si["ep_000001"] == float(expect - (1.0 - confidence) * abs(expect))
+        assert si["ep_000002"] == sf["ep_000002"]

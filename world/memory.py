@@ -451,6 +451,7 @@ _MATVEC_BLOCK = 1024
 _NEG_INF = -math.inf
 _FLOAT32 = np.dtype(np.float32)  # (a native float32 array's dtype is this instance: an identity test)
 _max_reduce = np.maximum.reduce
+_min_reduce = np.minimum.reduce
 
 
 def _matvec(mat: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -1782,18 +1783,30 @@ class MemoryStore:
             x, pos, method = graph.ppr(
                 seeds, alpha=self._ppr_alpha, max_iter=self._ppr_max_iter, tol=self._ppr_tol, fallback=self._ppr_fallback
             )
-            self.counters["ppr_" + method] += 1
-            self.last_ppr_method = method
             ppr_term = alpha_ppr * x.take(pos.take(space.gnode.take(slots))) * 10.0
         else:
-            self.last_ppr_method = None
+            method = None
             ppr_term = np.zeros(len(slots))  # alpha_ppr * 0.0 * 10.0, exactly: +0.0 for a finite alpha_ppr >= +0.0
             if math.copysign(1.0, alpha_ppr) < 0.0:  # (-0.0 for a negative one)
                 ppr_term = alpha_ppr * ppr_term * 10.0
         act = self._activation_rows(space, slots)
         score = alpha_sim * sims + ppr_term + alpha_actr * act * 0.1 + 0.1 * space.importance.take(slots)
         conf = space.conf_w.take(slots)
-        return score - (1.0 - conf) * np.abs(score)
+        low = (conf < 1.0).nonzero()[0]
+        if len(low):  # the tier rule, on inferences only: a fact's score is its sum (0 * inf was NaN)
+            s = score.take(low)
+            score[low] = s - (1.0 - conf.take(low)) * np.abs(s)
+        # Every term is finite and bounded but for the weights (any finite number) and importance: a
+        # weight near float's limit overflows the sum (alpha_ppr=1e308 scored the best match NaN, ranked
+        # last). Such scores rank nothing (infinities tie), so the query is refused, before any bump.
+        if not math.isfinite(_max_reduce(score)) or not math.isfinite(_min_reduce(score)):
+            raise ValueError(f"query weights alpha_ppr={alpha_ppr!r}, alpha_sim={alpha_sim!r}, alpha_actr="
+                             f"{alpha_actr!r} overflow the scores past float's range (inf or NaN): use weights "
+                             f"of a sane size (the default ones are below 1)")
+        if method is not None:  # (counted once the query is answered: a refused one changes nothing)
+            self.counters["ppr_" + method] += 1
+        self.last_ppr_method = method
+        return score
 
     def _bump(self, space: _Space, slots: list[int], recs: list[Record]) -> None:
         """Record a retrieval of each record ``recs[i]`` at its row ``slots[i]``: an ACT-R presentation
