@@ -3,6 +3,7 @@ tests of a finding failed on the code before its fix, except those that pin what
 
 from __future__ import annotations
 
+import copy
 import math
 import pickle
 import unicodedata
@@ -14,7 +15,7 @@ from world import persistence
 from world.cues import extract_cues
 from world.dedup import fingerprint, normalize, signature
 from world.embedding import CachedEmbedder, HashingEmbedder
-from world.memory import MemoryStore
+from world.memory import EpisodicMemory, MemoryStore, SemanticMemory
 from world.persistence import StoreFileError, load_store
 
 NAN, INF = math.nan, math.inf
@@ -272,3 +273,35 @@ def test_the_tier_rule_is_unchanged_for_an_inference(confidence):
         expect = np.float64(sf["ep_000001"])
         assert si["ep_000001"] == float(expect - (1.0 - confidence) * abs(expect))
         assert si["ep_000002"] == sf["ep_000002"]
+
+
+# --------------------------------------------------------------------------- 4. records
+def test_a_record_has_seed_001s_embedding_read_only():
+    s = _store()
+    rec = s.write_episode(1, "Alice likes tea")
+    emb = rec.embedding
+    assert emb.dtype == np.float32 and np.array_equal(emb, s.embed("Alice likes tea"))
+    emb[:] = 0  # a copy: the store's row is untouched
+    assert np.array_equal(rec.embedding, s.embed("Alice likes tea"))
+    with pytest.raises(AttributeError):
+        rec.embedding = [0.0] * 64
+    sem = s.write_semantic(2, "Alice drinks tea daily", [rec.memory_id])
+    assert np.array_equal(sem.embedding, s.embed("Alice drinks tea daily"))
+    assert copy.copy(rec).embedding is None  # detached
+    s.forget(rec.memory_id)
+    assert rec.embedding is None
+    assert "embedding" not in rec.__dict__ and "embedding" not in EpisodicMemory.__dataclass_fields__
+
+
+def test_seed_001s_positional_record_order_is_refused_not_misassigned():
+    """Seed 001's order is (memory_id, step, content, cues, importance, embedding, links): here links
+    took the sixth place and key the seventh, so the seed's call gave links=None, key=['ep_y']."""
+    with pytest.raises(TypeError, match="positional argument"):
+        EpisodicMemory("ep_x", 1, "text", ["text"], 0.5, None, ["ep_y"])
+    with pytest.raises(TypeError, match="positional argument"):
+        SemanticMemory("sem_x", "rule", ["ep_x"], 1, 0, ["cue"])
+    # the seed's leading fields keep their places; the rest are named
+    rec = EpisodicMemory("ep_x", 1, "text", ["text"], 0.5, links=["ep_y"], key="k")
+    assert (rec.importance, rec.links, rec.key, rec.written_at) == (0.5, ["ep_y"], "k", 1)
+    sem = SemanticMemory("sem_x", "rule", ["ep_x"], 1, 2, cues=["cue"])
+    assert (sem.applications, sem.cues) == (2, ["cue"])

@@ -24,7 +24,7 @@ import math
 import types
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from enum import Enum
 from itertools import islice
 from operator import attrgetter
@@ -133,6 +133,17 @@ class _Record:
 
     __slots__ = ()
 
+    @property
+    def embedding(self) -> np.ndarray | None:
+        """The memory's unit embedding (seed 001's ``EpisodicMemory.embedding``, a list there): a float32
+        copy of its row of the store's matrix (the matrix is the store's, and a row is recycled once the
+        memory leaves), None for a record in no store. Read-only: the store embeds the content."""
+        home = self.__dict__.get("_home")
+        if home is None:
+            return None
+        space, slot = home
+        return space.emb[slot].copy()
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__
         if "_home" in state:
@@ -143,11 +154,18 @@ class _Record:
 
 @dataclass
 class EpisodicMemory(_Record):
+    """An episode. Seed 001's fields keep their places (``memory_id, step, content, cues, importance``);
+    the seed's sixth, ``embedding``, is the read-only property of :class:`_Record` (the store keeps the
+    vector in its matrix), so the fields after ``importance`` are keyword-only: a record built in the
+    seed's positional order (``..., importance, embedding, links``) is a TypeError instead of a record
+    with ``links=None`` and the seed's links as its ``key``."""
+
     memory_id: str
     step: int
     content: str
     cues: list[str] = field(default_factory=list)
     importance: float = 0.5
+    _: KW_ONLY
     links: list[str] = field(default_factory=list)
     key: str | None = None
     tier: str = "fact"
@@ -175,11 +193,16 @@ class EpisodicMemory(_Record):
 
 @dataclass
 class SemanticMemory(_Record):
+    """A semantic memory (a rule and the memories it rests on). Seed 001's fields keep their places
+    (``memory_id, rule, derived_from, created_step, applications``); the fields added after them are
+    keyword-only, as :class:`EpisodicMemory`'s are."""
+
     memory_id: str
     rule: str
     derived_from: list[str]
     created_step: int
     applications: int = 0
+    _: KW_ONLY
     cues: list[str] = field(default_factory=list)
     importance: float = 0.6
     links: list[str] = field(default_factory=list)
