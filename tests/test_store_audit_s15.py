@@ -17,6 +17,7 @@ from world.dedup import fingerprint, normalize, signature
 from world.embedding import CachedEmbedder, HashingEmbedder
 from world.memory import EpisodicMemory, MemoryStore, SemanticMemory
 from world.persistence import StoreFileError, load_store
+from world.summary import RollingSummary
 
 NAN, INF = math.nan, math.inf
 
@@ -305,3 +306,41 @@ def test_seed_001s_positional_record_order_is_refused_not_misassigned():
     assert (rec.importance, rec.links, rec.key, rec.written_at) == (0.5, ["ep_y"], "k", 1)
     sem = SemanticMemory("sem_x", "rule", ["ep_x"], 1, 2, cues=["cue"])
     assert (sem.applications, sem.cues) == (2, ["cue"])
+
+
+# --------------------------------------------------------------------------- 5. subject with a slash
+@pytest.mark.parametrize("subject", ["alice", "alice/", "alice//", "Alice/"])
+def test_a_subject_given_as_its_key_prefix_with_the_slash_is_the_same_subject(subject):
+    """erase(subject="alice/") (the prefix as the keys are written) matched no key: it returned an
+    empty report, and the record stayed."""
+    s = _store()
+    s.write_episode(1, "The code is 4417", key="alice/locker")
+    s.write_episode(2, "Drinks coffee", key="user:42/pref/drink")
+    s.write_episode(3, "The old code was 1234", key="alice/old")
+    s.forget("ep_000003")  # a version that already left: its key's history still names it
+    report = s.erase(subject=subject)
+    assert report.removed_ids == ["ep_000001"] and report.gone == ["ep_000003"]
+    assert report.target["subject"] == subject.rstrip("/")
+    assert len(s) == 1 and s.erase(subject="user:42/").removed_ids == ["ep_000002"]
+
+
+@pytest.mark.parametrize("subject", ["/", "//", " /"])
+def test_a_subject_of_slashes_only_is_refused(subject):
+    s = _filled()
+    before = _snapshot(s)
+    with pytest.raises(ValueError, match="erase: subject must name a subject"):
+        s.erase(subject=subject)
+    assert _snapshot(s) == before
+
+
+def test_a_subject_with_the_slash_reaches_the_rolling_summary_too():
+    """The summary matches turns by the report's subject: it gets the subject as the store matched it."""
+    s = _store()
+    rs = RollingSummary(s, "default", max_turns=2, keep_recent=1)
+    rs.add_turn("The locker code is 4711.", step=0, key="zed/locker")
+    for i, text in enumerate(["Gina rows on the river.", "Frank teaches pottery.", "Hugo plays the oboe."], 1):
+        rs.add_turn(text, step=i)
+    assert "4711" in rs.text
+    s.forget(rs.folded[0].memory_id)  # the turn's memory left the store; the summary keeps its words
+    s.erase(subject="zed/")
+    assert "4711" not in rs.text and "Gina" in rs.text

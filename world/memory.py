@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import types
+import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import KW_ONLY, asdict, dataclass, field
@@ -769,6 +770,27 @@ def _check_unicode(name: str, value: str) -> None:
     except UnicodeEncodeError as exc:
         raise ValueError(f"{name} must be valid Unicode text: it holds a lone surrogate {value[exc.start]!r} at "
                          f"position {exc.start} (half of a UTF-16 pair), which has no UTF-8 form") from None
+
+
+def _subject_name(subject: str) -> str:
+    """An erasure's ``subject`` as it is matched: trailing slashes removed, since the key prefix as keys
+    are written ("alice/", "user:42/") names the same subject as "alice" (it matched no key, the keys
+    being "alice/..." and not "alice//...", and the erasure silently removed nothing), and in Unicode NFC
+    when it is not plain ASCII, as cues and words are. ValueError for a subject of slashes only."""
+    name = subject.rstrip("/")
+    if not name.strip():
+        raise ValueError(f"erase: subject must name a subject (a key prefix such as 'alice' or 'alice/', or "
+                         f"words), got {subject!r}")
+    return name if name.isascii() else unicodedata.normalize("NFC", name)
+
+
+def _key_of_subject(key: str, subject: str) -> bool:
+    """``key`` is the subject's (lower-cased ``subject``): the subject itself or under it, "<subject>/...",
+    in any letter case, compared in NFC (the subject is: ``_subject_name``)."""
+    k = key.lower()
+    if not k.isascii():
+        k = unicodedata.normalize("NFC", k)
+    return k == subject or k.startswith(subject + "/")
 
 
 def _check_tier(tier: str, confidence: float) -> None:
@@ -1998,11 +2020,11 @@ class MemoryStore:
         self._erase_hooks.append(fn)
 
     def _subject_match(self, rec: Record, subject: str) -> bool:
+        """``rec`` is about ``subject`` (as ``_subject_name`` gives it): its key is the subject or one of
+        the subject's keys, a cue of it is the subject, or its text mentions the subject as words."""
         s = subject.lower()
-        if rec.key is not None:
-            k = rec.key.lower()
-            if k == s or k.startswith(s + "/"):
-                return True
+        if rec.key is not None and _key_of_subject(rec.key, s):
+            return True
         # a caller's cues are kept as given ("Alice"), extracted ones lower-cased: compare folded
         if s in rec.cues or any(c.lower() == s for c in rec.cues):
             return True
@@ -2040,6 +2062,8 @@ class MemoryStore:
                 raise ValueError(f"erase: {name} must be a non-empty string, got {value!r}")
             if value is not None and not value.isascii():
                 _check_unicode(f"erase: {name}", value)
+        if subject is not None:
+            subject = _subject_name(subject)  # ("alice/" is "alice"; the report's target holds this form)
         if namespace == ALL_NAMESPACES:
             spaces = list(self._spaces.values())
         else:
@@ -2098,8 +2122,7 @@ class MemoryStore:
                         add_chain(self._records[m])
                 s = subject.lower()
                 for k in list(space.gone):
-                    kl = k.lower()
-                    if kl == s or kl.startswith(s + "/"):
+                    if _key_of_subject(k, s):
                         add_gone(space, k)
         direct = set(targets)
         records = self._records
