@@ -243,6 +243,7 @@ def _three() -> MemoryStore:
     return s
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # (numpy's, before the refusal)
 @pytest.mark.parametrize("weights", [{"alpha_ppr": 1e308}, {"alpha_sim": 1e308, "alpha_ppr": 1e308},
                                      {"alpha_actr": -1e308, "alpha_ppr": 1e308}])
 def test_weights_that_overflow_the_scores_are_refused_before_bumping(weights):
