@@ -7,6 +7,8 @@ have been collected; at most `max_cues` cues. Change from the seed: a possessive
 removed, so "Alice's" and "Alice" give the same cue "alice"; a run of colons inside a token is read
 as one ("std::vector" -> "std:vector"), so no cue holds "::" (the store's graph view uses it to put
 a namespace in a cue node's name, and refuses caller cues holding it: docs/store.md, Namespaces).
+A text that is not plain ASCII is put in Unicode NFC first (as words and fingerprints are), so the
+same words typed in NFD give the same cues.
 
 Scripts written without spaces between words (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar:
 :data:`NO_SPACE_RANGES`) have no whitespace to split on: a run of their letters inside a token gives
@@ -24,7 +26,7 @@ import re
 import unicodedata
 
 __all__ = ["extract_cues", "STOP_WORDS", "is_entity_like", "NO_SPACE_RANGES", "is_no_space_letter",
-           "cue_name_ok", "colon_rule", "cue_of_token", "cues_of_tokens"]
+           "cue_name_ok", "colon_rule", "cue_of_token", "cues_of_tokens", "nfc_cues"]
 
 STOP_WORDS = frozenset(
     "the a an and or but of in on at to for with by is are was were be been being this that these "
@@ -149,8 +151,12 @@ def extract_cues(text: str, max_cues: int = 8) -> list[str]:
         raise ValueError(f"max_cues must be an integer >= 1, got {max_cues!r}")
     if "::" in text:  # (colons at a token's ends are stripped anyway; inside it, one stands for a run)
         text = _COLONS.sub(":", text)
-    if not text.isascii() and any(is_no_space_letter(c) for c in text):
-        return _extract_cues_mixed(text, max_cues)
+    if not text.isascii():
+        # NFC, as words, fingerprints and the embedder read text: "Zoë" typed in NFD ("e" + a combining
+        # diaeresis) gives the cue a query typed in NFC reaches (it reached no cue node: PPR was off)
+        text = unicodedata.normalize("NFC", text)
+        if any(is_no_space_letter(c) for c in text):
+            return _extract_cues_mixed(text, max_cues)
     cues: list[str] = []
     seen: set[str] = set()
     half = max_cues // 2
@@ -170,6 +176,16 @@ def extract_cues(text: str, max_cues: int = 8) -> list[str]:
             if len(cues) >= max_cues:
                 break
     return cues
+
+
+def nfc_cues(cues: list[str]) -> list[str]:
+    """``cues`` in Unicode NFC, as :func:`extract_cues` gives them (a caller's cues and those of a file of
+    an earlier release, which kept NFD cues): the list itself when nothing changes (plain ASCII: one
+    test), else the normalised cues with a repeat dropped (two forms of one cue are one cue)."""
+    if "".join(cues).isascii():
+        return cues
+    out = [unicodedata.normalize("NFC", c) for c in cues]
+    return cues if out == cues else list(dict.fromkeys(out))
 
 
 def cue_of_token(raw: str) -> tuple[str | None, bool]:

@@ -2,7 +2,7 @@
 
 A new text is a duplicate of a stored one when (first rule that fires wins):
 
-1. fingerprint: sha256 of the normalised text (lower case, whitespace collapsed) is equal;
+1. fingerprint: sha256 of the normalised text (NFC, lower case, whitespace collapsed) is equal;
 2. containment: one text's word sequence occurs inside the other's (seed: raw substring);
 3. strong prefix: the first half of the new text equals the first half of the old (len > 10);
 4. Jaccard: word-set Jaccard >= 0.72;
@@ -96,6 +96,12 @@ def raw_words(text: str) -> list[str]:
 
 
 def normalize(text: str) -> str:
+    """``text`` lower-cased with white space collapsed, in Unicode NFC when it is not plain ASCII: the
+    same text typed in NFD (macOS, some input methods: "e" + a combining diaeresis) has the same
+    fingerprint, as it has the same words (a keyed fact repeated in NFD was stored as a new version).
+    Plain-ASCII text is its own NFC form: it pays for one ``isascii`` test."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", text)
     return " ".join(text.lower().split())
 
 

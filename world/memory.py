@@ -22,18 +22,20 @@ from __future__ import annotations
 
 import math
 import types
+import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from enum import Enum
 from itertools import islice
+from operator import attrgetter
 from typing import Any, ClassVar
 
 import networkx as nx
 import numpy as np
 
 from world.actr import ActRRecord, BaseLevelBatch
-from world.cues import colon_rule, cue_name_ok, extract_cues
+from world.cues import colon_rule, cue_name_ok, extract_cues, nfc_cues
 from world.dedup import DedupConfig, TextSignature, duplicate_rule, embedding_duplicate, signature, words
 from world.embedding import (
     CachedEmbedder,
@@ -132,6 +134,17 @@ class _Record:
 
     __slots__ = ()
 
+    @property
+    def embedding(self) -> np.ndarray | None:
+        """The memory's unit embedding (seed 001's ``EpisodicMemory.embedding``, a list there): a float32
+        copy of its row of the store's matrix (the matrix is the store's, and a row is recycled once the
+        memory leaves), None for a record in no store. Read-only: the store embeds the content."""
+        home = self.__dict__.get("_home")
+        if home is None:
+            return None
+        space, slot = home
+        return space.emb[slot].copy()
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__
         if "_home" in state:
@@ -142,11 +155,18 @@ class _Record:
 
 @dataclass
 class EpisodicMemory(_Record):
+    """An episode. Seed 001's fields keep their places (``memory_id, step, content, cues, importance``);
+    the seed's sixth, ``embedding``, is the read-only property of :class:`_Record` (the store keeps the
+    vector in its matrix), so the fields after ``importance`` are keyword-only: a record built in the
+    seed's positional order (``..., importance, embedding, links``) is a TypeError instead of a record
+    with ``links=None`` and the seed's links as its ``key``."""
+
     memory_id: str
     step: int
     content: str
     cues: list[str] = field(default_factory=list)
     importance: float = 0.5
+    _: KW_ONLY
     links: list[str] = field(default_factory=list)
     key: str | None = None
     tier: str = "fact"
@@ -174,11 +194,16 @@ class EpisodicMemory(_Record):
 
 @dataclass
 class SemanticMemory(_Record):
+    """A semantic memory (a rule and the memories it rests on). Seed 001's fields keep their places
+    (``memory_id, rule, derived_from, created_step, applications``); the fields added after them are
+    keyword-only, as :class:`EpisodicMemory`'s are."""
+
     memory_id: str
     rule: str
     derived_from: list[str]
     created_step: int
     applications: int = 0
+    _: KW_ONLY
     cues: list[str] = field(default_factory=list)
     importance: float = 0.6
     links: list[str] = field(default_factory=list)
@@ -450,6 +475,7 @@ _MATVEC_BLOCK = 1024
 _NEG_INF = -math.inf
 _FLOAT32 = np.dtype(np.float32)  # (a native float32 array's dtype is this instance: an identity test)
 _max_reduce = np.maximum.reduce
+_min_reduce = np.minimum.reduce
 
 
 def _matvec(mat: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -564,6 +590,71 @@ def _check_step(step: object, name: str = "step") -> int:
     return int(step)
 
 
+# The store's configuration checks: the constructor runs them, and so does assigning the attribute
+# later (MemoryStore's properties), so that a running store never holds a value its constructor, and
+# so ``load`` (which rebuilds the store through it), would refuse. Each returns the value to keep.
+def _check_forget_threshold(value: object) -> float:
+    return _finite("forget_threshold", value)
+
+
+def _check_decay(value: object) -> float:
+    if not _is_number(value) or not 0.0 < value < 1.0:  # (NaN fails the range test)
+        raise ValueError(f"decay must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
+def _check_ppr_alpha(value: object) -> object:
+    if not _is_number(value) or not 0.0 < value < 1.0:
+        raise ValueError(f"ppr_alpha must be a number in (0, 1), got {value!r}")
+    return value
+
+
+def _check_ppr_tol(value: object) -> object:
+    if not _is_finite_number(value) or not 0.0 < value:
+        raise ValueError(f"ppr_tol must be a finite number > 0, got {value!r}")
+    return value
+
+
+def _check_embed_window(value: object) -> object:
+    if value is not None:
+        _int_at_least("embed_window (None: the whole namespace)", value, 1)
+    return value
+
+
+def _check_ppr_fallback(value: object) -> object:
+    if value not in ("solve", "raise"):
+        raise ValueError(f"ppr_fallback must be 'solve' or 'raise', got {value!r}")
+    return value
+
+
+def _check_namespace_name(value: object, name: str = "namespace") -> str:
+    if not isinstance(value, str) or not value or value == ALL_NAMESPACES:
+        raise ValueError(f"{name} must be a non-empty string other than '*', got {value!r}")
+    return value
+
+
+def _count_check(name: str) -> Callable[[object], object]:
+    """The check of a count ``name`` (an int >= 1), returning the value as given."""
+
+    def check(value: object) -> object:
+        _int_at_least(name, value, 1)
+        return value
+
+    return check
+
+
+def _config_property(name: str, check: Callable[[object], object], doc: str) -> property:
+    """A store configuration attribute ``name`` kept in ``_<name>``: a read is a C-level attribute fetch
+    (operator.attrgetter; the store's own hot paths read ``_<name>`` directly), an assignment keeps
+    ``check(value)``, the constructor's check (ValueError naming the attribute; nothing changes then)."""
+    private = "_" + name
+
+    def fset(self: MemoryStore, value: object) -> None:
+        setattr(self, private, check(value))
+
+    return property(attrgetter(private), fset, doc=doc)
+
+
 def _check_cues(cues: object) -> list[str] | None:
     """A write's or query's ``cues`` as a list, or None; ValueError naming ``cues`` unless None or an
     iterable of strings. A string would be iterated letter by letter (no cue node: PPR silently off), a
@@ -586,6 +677,8 @@ def _check_cues(cues: object) -> list[str] | None:
                 # gives such a cue: it reads "a::b" in a text as "a:b")
                 raise ValueError(f"cues: a cue must not contain '::' nor begin with ':' (it would share its "
                                  f"store.graph node name with another namespace's cue), got {c!r}")
+    if not joined.isascii():  # in NFC, as extracted cues are (an NFD cue met no query's cue)
+        out = nfc_cues(out)
     return out
 
 
@@ -608,11 +701,15 @@ def _legacy_record(d: dict[str, Any]) -> None:
     Its cues could hold "::" ("std::vector", extracted, or a caller's "alice::tea") or begin with
     ":": they are rewritten by today's rule (_check_cues, extract_cues: a run of colons is one, a
     leading ':' goes; a cue left empty or repeated is dropped), before the graph is built, so that
-    queries reach them (the query's cue is "std:vector" now) and store.graph keeps namespaces apart."""
+    queries reach them (the query's cue is "std:vector" now) and store.graph keeps namespaces apart.
+    Cues are put in Unicode NFC, as extraction and writes now give them (the content's fingerprint is
+    recomputed on load anyway, by ``signature``)."""
     cues = d.get("cues")
     if cues and ":" in "".join(cues) and not all(cue_name_ok(c) for c in cues):
         fixed = (colon_rule(c) for c in cues)
-        d["cues"] = list(dict.fromkeys(c for c in fixed if c))
+        d["cues"] = cues = list(dict.fromkeys(c for c in fixed if c))
+    if cues:  # in NFC (releases before session 15 kept an NFD text's cues in NFD: no query reached them)
+        d["cues"] = nfc_cues(cues)
     source = d.get("source")
     if source is not None and not isinstance(source, str):
         d["source"] = _legacy_source(source)
@@ -675,6 +772,27 @@ def _check_unicode(name: str, value: str) -> None:
                          f"position {exc.start} (half of a UTF-16 pair), which has no UTF-8 form") from None
 
 
+def _subject_name(subject: str) -> str:
+    """An erasure's ``subject`` as it is matched: trailing slashes removed, since the key prefix as keys
+    are written ("alice/", "user:42/") names the same subject as "alice" (it matched no key, the keys
+    being "alice/..." and not "alice//...", and the erasure silently removed nothing), and in Unicode NFC
+    when it is not plain ASCII, as cues and words are. ValueError for a subject of slashes only."""
+    name = subject.rstrip("/")
+    if not name.strip():
+        raise ValueError(f"erase: subject must name a subject (a key prefix such as 'alice' or 'alice/', or "
+                         f"words), got {subject!r}")
+    return name if name.isascii() else unicodedata.normalize("NFC", name)
+
+
+def _key_of_subject(key: str, subject: str) -> bool:
+    """``key`` is the subject's (lower-cased ``subject``): the subject itself or under it, "<subject>/...",
+    in any letter case, compared in NFC (the subject is: ``_subject_name``)."""
+    k = key.lower()
+    if not k.isascii():
+        k = unicodedata.normalize("NFC", k)
+    return k == subject or k.startswith(subject + "/")
+
+
 def _check_tier(tier: str, confidence: float) -> None:
     if type(confidence) is float and 0.0 <= confidence <= 1.0 and (tier == "fact" or tier == "preference"):
         return  # (the usual write: one test; an inference's cap is checked below)
@@ -687,6 +805,12 @@ def _check_tier(tier: str, confidence: float) -> None:
         raise ValueError(
             f"confidence: an 'inference' must have confidence < {INFERENCE_MAX_CONFIDENCE}, got {confidence!r}"
         )
+
+
+#: the store's attributes that are checked properties over ``_<name>`` (a pickle of an earlier release
+#: holds them as plain attributes: ``MemoryStore.__setstate__``)
+_CONFIG_NAMES = ("current_step", "forget_threshold", "decay", "actr_k", "max_cues", "ppr_alpha", "ppr_max_iter",
+                 "ppr_tol", "ppr_fallback", "embed_window", "default_namespace")
 
 
 # --------------------------------------------------------------------------- store
@@ -716,27 +840,24 @@ class MemoryStore:
         ppr_fallback: str = "solve",
         embed_window: int | None = 512,
     ) -> None:
-        # every numeric parameter checked before anything is built (NaN / inf rejected by name)
-        forget_threshold = _finite("forget_threshold", forget_threshold)
-        if not _is_number(decay) or not 0.0 < decay < 1.0:
-            raise ValueError(f"decay must be a number in (0, 1), got {decay!r}")
+        # every parameter checked before anything is built (NaN / inf rejected by name), by the checks
+        # that assigning the attribute later runs too (the properties below)
+        forget_threshold = _check_forget_threshold(forget_threshold)
+        decay = _check_decay(decay)
         _int_at_least("actr_k", actr_k, 1)
         _int_at_least("max_cues", max_cues, 1)
-        if not _is_number(ppr_alpha) or not 0.0 < ppr_alpha < 1.0:
-            raise ValueError(f"ppr_alpha must be a number in (0, 1), got {ppr_alpha!r}")
+        _check_ppr_alpha(ppr_alpha)
         _int_at_least("ppr_max_iter", ppr_max_iter, 1)
-        if not _is_finite_number(ppr_tol) or not 0.0 < ppr_tol:
-            raise ValueError(f"ppr_tol must be a finite number > 0, got {ppr_tol!r}")
-        if embed_window is not None:
-            _int_at_least("embed_window (None: the whole namespace)", embed_window, 1)
-        if ppr_fallback not in ("solve", "raise"):
-            raise ValueError(f"ppr_fallback must be 'solve' or 'raise', got {ppr_fallback!r}")
-        if not isinstance(namespace, str) or not namespace or namespace == ALL_NAMESPACES:
-            raise ValueError(f"namespace must be a non-empty string other than '*', got {namespace!r}")
+        _check_ppr_tol(ppr_tol)
+        _check_embed_window(embed_window)
+        _check_ppr_fallback(ppr_fallback)
+        _check_namespace_name(namespace)
         self.embedder = embedder if embedder is not None else CachedEmbedder(HashingEmbedder(256))
-        self.forget_threshold = float(forget_threshold)
-        self.decay = float(decay)
-        self.actr_k = actr_k
+        # the configuration, read on hot paths through these private attributes (the public names are
+        # properties whose setters check a value as the constructor does: see _CONFIG_DOC)
+        self._forget_threshold = forget_threshold
+        self._decay = decay
+        self._actr_k = actr_k
         if dedup is True:
             self.dedup_config: DedupConfig | None = DedupConfig()
         elif dedup is False or dedup is None:
@@ -749,14 +870,14 @@ class MemoryStore:
             raise ValueError(f"importance_scorer must have a score(text, query=None) method (world.importance.Scorer), "
                              f"got {type(importance_scorer).__name__}")
         self.importance_scorer: Scorer = importance_scorer if importance_scorer is not None else ImportanceScorer()
-        self.default_namespace = namespace
-        self.max_cues = max_cues
-        self.ppr_alpha = ppr_alpha
-        self.ppr_max_iter = ppr_max_iter
-        self.ppr_tol = ppr_tol
-        self.ppr_fallback = ppr_fallback
-        self.embed_window = embed_window
-        self.current_step = 0
+        self._default_namespace = namespace
+        self._max_cues = max_cues
+        self._ppr_alpha = ppr_alpha
+        self._ppr_max_iter = ppr_max_iter
+        self._ppr_tol = ppr_tol
+        self._ppr_fallback = ppr_fallback
+        self._embed_window = embed_window
+        self._current_step = 0
         self._episodic: dict[str, EpisodicMemory] = {}
         self._semantic: dict[str, SemanticMemory] = {}
         self._records: dict[str, Record] = {}
@@ -783,14 +904,83 @@ class MemoryStore:
     # ------------------------------------------------------------------ clock and basics
     def tick(self, step: int) -> None:
         """Move the clock to ``step`` (an int, never backwards: ACT-R lags are measured from it)."""
-        if type(step) is int and -_STEP_MAX <= self.current_step <= step <= _STEP_MAX:  # (every world step: one test)
-            self.current_step = step
+        if type(step) is int and -_STEP_MAX <= self._current_step <= step <= _STEP_MAX:  # (every world step: one test)
+            self._current_step = step
             return
-        step = _check_step(step)
-        if step < self.current_step:
-            raise ValueError(f"step must be >= the current step {self.current_step} (the clock never goes back), "
+        self._move_clock(step, "step")
+
+    def _move_clock(self, step: object, name: str) -> None:
+        """``tick``'s checks, naming ``name``: an int of at most 2**53 in size, never below the clock."""
+        step = _check_step(step, name)
+        if step < self._current_step:
+            raise ValueError(f"{name} must be >= the current step {self._current_step} (the clock never goes back), "
                              f"got {step!r}")
-        self.current_step = step
+        self._current_step = step
+
+    @property
+    def current_step(self) -> int:
+        """The clock (seed 001's attribute). Setting it is ``tick``: an int, never backwards (a ValueError
+        naming ``current_step`` otherwise; the clock stays). Unchecked, "abc" or a step back was taken,
+        saved, and broke the store later (a loaded "abc" failed the next tick)."""
+        return self._current_step
+
+    @current_step.setter
+    def current_step(self, step: int) -> None:
+        self._move_clock(step, "current_step")
+
+    # Configuration (seed 001's forget_threshold and the constructor's other arguments): each is checked
+    # when assigned as the constructor checks it. Unchecked, a NaN threshold silently turned every sweep
+    # off, and save() wrote a value that load() (rebuilding the store through the constructor) refused,
+    # leaving the data recoverable only by editing the file.
+    forget_threshold = _config_property(
+        "forget_threshold", _check_forget_threshold,
+        "Sweeps drop a memory whose B + importance is below it: a finite number (seed 001's attribute).")
+    decay = _config_property("decay", _check_decay, "ACT-R decay d: a number in (0, 1), kept as a float.")
+    max_cues = _config_property("max_cues", _count_check("max_cues"),
+                                "Cues extracted per write and query: an int >= 1.")
+    ppr_alpha = _config_property("ppr_alpha", _check_ppr_alpha, "PageRank damping: a number in (0, 1).")
+    ppr_max_iter = _config_property("ppr_max_iter", _count_check("ppr_max_iter"),
+                                    "PageRank power iterations at most: an int >= 1.")
+    ppr_tol = _config_property("ppr_tol", _check_ppr_tol, "PageRank tolerance: a finite number > 0.")
+    ppr_fallback = _config_property("ppr_fallback", _check_ppr_fallback,
+                                    "What a PageRank that does not converge does: 'solve' or 'raise'.")
+    default_namespace = _config_property(
+        "default_namespace", lambda v: _check_namespace_name(v, "default_namespace"),
+        "The namespace of methods called with namespace=None: a non-empty string other than '*'.")
+
+    @property
+    def actr_k(self) -> int:
+        """Presentation times kept exact per memory (Petrov's hybrid folds older ones). Fixed once a
+        namespace exists: its ACT-R arrays hold actr_k times per memory (see ``_fixed_once_built``)."""
+        return self._actr_k
+
+    @actr_k.setter
+    def actr_k(self, value: int) -> None:
+        _int_at_least("actr_k", value, 1)
+        self._fixed_once_built("actr_k", value, self._actr_k)
+        self._actr_k = value
+
+    @property
+    def embed_window(self) -> int | None:
+        """Writes the embedding dedup rule looks back over (None: the whole namespace). Fixed once a
+        namespace exists: its dedup window is sized by it (see ``_fixed_once_built``)."""
+        return self._embed_window
+
+    @embed_window.setter
+    def embed_window(self, value: int | None) -> None:
+        _check_embed_window(value)
+        self._fixed_once_built("embed_window", value, self._embed_window)
+        self._embed_window = value
+
+    def _fixed_once_built(self, name: str, value: object, current: object) -> None:
+        """ValueError unless ``value`` equals ``current`` or the store has no namespace yet. A namespace
+        sizes its arrays (actr_k) and its window of recent writes (embed_window) when it is created: a
+        change afterwards reached only namespaces created later, and a saved-and-reloaded copy (which
+        builds every namespace with the new value) then ranked and deduplicated otherwise."""
+        if self._spaces and value != current:
+            raise ValueError(f"{name} cannot change once the store holds a namespace (it sizes each namespace's "
+                             f"state when the namespace is created): it is {current!r}, got {value!r}; pass "
+                             f"{name}= to MemoryStore")
 
     @property
     def episodic(self) -> Mapping[str, EpisodicMemory]:
@@ -817,7 +1007,7 @@ class MemoryStore:
             n = int(space.a_n[slot])
             recent = [float(t) for t in space.a_recent[slot] if math.isfinite(t)]
             out[mid] = ActRRecord(
-                created_step=int(space.a_created[slot]), decay_rate=self.decay, k=self.actr_k, n=n, recent=recent
+                created_step=int(space.a_created[slot]), decay_rate=self._decay, k=self._actr_k, n=n, recent=recent
             )
         return out
 
@@ -840,7 +1030,7 @@ class MemoryStore:
 
     def _ns(self, namespace: str | None) -> str:
         if namespace is None:
-            return self.default_namespace
+            return self._default_namespace
         if not isinstance(namespace, str) or not namespace or namespace == ALL_NAMESPACES:
             raise ValueError(f"namespace must be a non-empty string other than '*', got {namespace!r}")
         return namespace
@@ -850,7 +1040,7 @@ class MemoryStore:
         if space is None and create:
             if self._dim is None:
                 self._dim = int(self.embed("dimension probe").shape[0])
-            space = _Space(name, self._dim, self.actr_k, self.embed_window, self._dedup_window())
+            space = _Space(name, self._dim, self._actr_k, self._embed_window, self._dedup_window())
             self._spaces[name] = space
         return space
 
@@ -968,7 +1158,7 @@ class MemoryStore:
         to the unit vector ``vec``, most similar first, ties in write order): what
         ``np.argsort(-similarities(vec)[1], kind="stable")[:limit]`` gives, without the float64 copy
         (float32 -> float64 is exact and monotone, so the stable order is the same)."""
-        space = self._space(self.default_namespace)
+        space = self._space(self._default_namespace)
         if space is None or not space.order:
             return [], []
         id_list, slots = space.view()
@@ -1002,7 +1192,7 @@ class MemoryStore:
         does not depend on the other rows of its batch (tests/test_actr.py checks row by row), the ACT-R
         arrays change only with the space's version (writes, removals) or a bump (which drops the
         cache), and the cache holds numbers only, no text."""
-        key = (self.current_step, space.version, self.decay)
+        key = (self._current_step, space.version, self._decay)
         cached = space.acts
         batch = None
         if cached is not None and len(cached) == 5:  # (a space pickled before held (key, by_slot))
@@ -1016,8 +1206,8 @@ class MemoryStore:
         if batch is None:
             # (take for the 2-d rows: the same rows as fancy indexing, about a microsecond less)
             batch = BaseLevelBatch(space.a_created[live], space.a_n[live], space.a_recent.take(live, axis=0),
-                                   d=self.decay, assume_no_nan=True)  # (the store pads with -inf)
-        vals = batch.at(float(self.current_step))
+                                   d=self._decay, assume_no_nan=True)  # (the store pads with -inf)
+        vals = batch.at(float(self._current_step))
         vals.setflags(write=False)  # (handed to every reader of this step)
         cached = space.acts = (key, vals, live, batch, None)
         return vals if slots is live else self._activations_by_slot(space, cached)[slots]
@@ -1050,7 +1240,7 @@ class MemoryStore:
         if type(n) is not int and (isinstance(n, bool | np.bool_) or not isinstance(n, int | np.integer)):
             raise ValueError(f"n must be an int (how many ids; none for n <= 0), got {n!r}")
         # (the default namespace without two method calls: the env reads it twice per step)
-        space = self._spaces.get(self.default_namespace if namespace is None else self._ns(namespace))
+        space = self._spaces.get(self._default_namespace if namespace is None else self._ns(namespace))
         if space is None or n <= 0:
             return []
         if not active_only:
@@ -1322,7 +1512,7 @@ class MemoryStore:
             if dup is not None:
                 return self._report_duplicate(self._records[dup[0]], dup[1], content)
         mid = self._next_id(kind)
-        cue_list = cues if cues is not None else extract_cues(content, self.max_cues)
+        cue_list = cues if cues is not None else extract_cues(content, self._max_cues)
         if semantic:
             rec: Record = SemanticMemory(mid, content, derived, step, cues=cue_list, importance=imp, key=key, tier=tier,
                                          confidence=float(confidence), source=source, evidence=evidence_list,
@@ -1343,6 +1533,9 @@ class MemoryStore:
     def __setstate__(self, state: dict) -> None:
         # (a store pickled before an attribute existed gets its empty default)
         state.setdefault("_merged", {})
+        for name in _CONFIG_NAMES:  # (pickled before they became checked properties: plain attributes)
+            if name in state:
+                state["_" + name] = state.pop(name)
         self.__dict__.update(state)
         # a record's pickle leaves out its row (_Record.__getstate__): bind the records to their rows again
         records = self._records
@@ -1394,7 +1587,7 @@ class MemoryStore:
             space.a_created[slot] = actr[0]
             space.a_n[slot] = actr[1]
             space.a_recent[slot] = -np.inf
-            recent = actr[2][-self.actr_k:]
+            recent = actr[2][-self._actr_k:]
             space.a_recent[slot, : len(recent)] = recent
         space.slot_id[slot] = mid
         space.order[mid] = slot
@@ -1565,7 +1758,7 @@ class MemoryStore:
                 continue
             ids, slots = space.view()
             act = self._activation_rows(space, slots) + space.importance[slots]
-            for j in (act < self.forget_threshold).nonzero()[0]:
+            for j in (act < self._forget_threshold).nonzero()[0]:
                 dropped.append(ids[j])
         for mid in dropped:
             self._remove(mid)
@@ -1604,7 +1797,7 @@ class MemoryStore:
         alpha_sim = _finite("alpha_sim", alpha_sim)
         alpha_actr = _finite("alpha_actr", alpha_actr)
         cues = _check_cues(cues)  # (the write's check, before anything is bumped)
-        space = self._spaces.get(self.default_namespace if namespace is None else self._ns(namespace))
+        space = self._spaces.get(self._default_namespace if namespace is None else self._ns(namespace))
         if space is None or not space.order or top_k == 0:
             return []
         ids, slots = space.view()
@@ -1628,32 +1821,44 @@ class MemoryStore:
                 alpha_ppr: float, alpha_sim: float, alpha_actr: float) -> np.ndarray:
         qvec = self.embed(query_text)
         sims = _matvec(space.emb[: space.hi], qvec).take(slots).astype(np.float64)
-        query_cues = cues if cues else extract_cues(query_text, self.max_cues)
+        query_cues = cues if cues else extract_cues(query_text, self._max_cues)
         graph = space.graph
         seeds = graph.present([_CUE + c for c in query_cues])  # (_cue_node's names)
         if seeds and alpha_ppr != 0.0:
             x, pos, method = graph.ppr(
-                seeds, alpha=self.ppr_alpha, max_iter=self.ppr_max_iter, tol=self.ppr_tol, fallback=self.ppr_fallback
+                seeds, alpha=self._ppr_alpha, max_iter=self._ppr_max_iter, tol=self._ppr_tol, fallback=self._ppr_fallback
             )
-            self.counters["ppr_" + method] += 1
-            self.last_ppr_method = method
             ppr_term = alpha_ppr * x.take(pos.take(space.gnode.take(slots))) * 10.0
         else:
-            self.last_ppr_method = None
+            method = None
             ppr_term = np.zeros(len(slots))  # alpha_ppr * 0.0 * 10.0, exactly: +0.0 for a finite alpha_ppr >= +0.0
             if math.copysign(1.0, alpha_ppr) < 0.0:  # (-0.0 for a negative one)
                 ppr_term = alpha_ppr * ppr_term * 10.0
         act = self._activation_rows(space, slots)
         score = alpha_sim * sims + ppr_term + alpha_actr * act * 0.1 + 0.1 * space.importance.take(slots)
         conf = space.conf_w.take(slots)
-        return score - (1.0 - conf) * np.abs(score)
+        low = (conf < 1.0).nonzero()[0]
+        if len(low):  # the tier rule, on inferences only: a fact's score is its sum (0 * inf was NaN)
+            s = score.take(low)
+            score[low] = s - (1.0 - conf.take(low)) * np.abs(s)
+        # Every term is finite and bounded but for the weights (any finite number) and importance: a
+        # weight near float's limit overflows the sum (alpha_ppr=1e308 scored the best match NaN, ranked
+        # last). Such scores rank nothing (infinities tie), so the query is refused, before any bump.
+        if not math.isfinite(_max_reduce(score)) or not math.isfinite(_min_reduce(score)):
+            raise ValueError(f"query weights alpha_ppr={alpha_ppr!r}, alpha_sim={alpha_sim!r}, alpha_actr="
+                             f"{alpha_actr!r} overflow the scores past float's range (inf or NaN): use weights "
+                             f"of a sane size (the default ones are below 1)")
+        if method is not None:  # (counted once the query is answered: a refused one changes nothing)
+            self.counters["ppr_" + method] += 1
+        self.last_ppr_method = method
+        return score
 
     def _bump(self, space: _Space, slots: list[int], recs: list[Record]) -> None:
         """Record a retrieval of each record ``recs[i]`` at its row ``slots[i]``: an ACT-R presentation
         at current_step (none before the memory's creation), importance +0.02 up to 1.0 for an episode, applications +1 for a semantic
         memory (one call for a query's records: row by row, a fancy-indexed batch costs more)."""
         space.acts = None  # (the rows' activations change)
-        t = float(self.current_step)
+        t = float(self._current_step)
         a_n, a_recent, a_created, importance = space.a_n, space.a_recent, space.a_created, space.importance
         for slot, rec in zip(slots, recs):
             # A memory written ahead of the clock (a write at step 5, no tick: README's example) is not
@@ -1815,11 +2020,11 @@ class MemoryStore:
         self._erase_hooks.append(fn)
 
     def _subject_match(self, rec: Record, subject: str) -> bool:
+        """``rec`` is about ``subject`` (as ``_subject_name`` gives it): its key is the subject or one of
+        the subject's keys, a cue of it is the subject, or its text mentions the subject as words."""
         s = subject.lower()
-        if rec.key is not None:
-            k = rec.key.lower()
-            if k == s or k.startswith(s + "/"):
-                return True
+        if rec.key is not None and _key_of_subject(rec.key, s):
+            return True
         # a caller's cues are kept as given ("Alice"), extracted ones lower-cased: compare folded
         if s in rec.cues or any(c.lower() == s for c in rec.cues):
             return True
@@ -1857,6 +2062,8 @@ class MemoryStore:
                 raise ValueError(f"erase: {name} must be a non-empty string, got {value!r}")
             if value is not None and not value.isascii():
                 _check_unicode(f"erase: {name}", value)
+        if subject is not None:
+            subject = _subject_name(subject)  # ("alice/" is "alice"; the report's target holds this form)
         if namespace == ALL_NAMESPACES:
             spaces = list(self._spaces.values())
         else:
@@ -1915,8 +2122,7 @@ class MemoryStore:
                         add_chain(self._records[m])
                 s = subject.lower()
                 for k in list(space.gone):
-                    kl = k.lower()
-                    if kl == s or kl.startswith(s + "/"):
+                    if _key_of_subject(k, s):
                         add_gone(space, k)
         direct = set(targets)
         records = self._records
@@ -2155,21 +2361,21 @@ class MemoryStore:
         }
         cfg = self.dedup_config
         meta = {
-            "clock": self.current_step,
+            "clock": self._current_step,
             "counters": dict(self._counters),
             "stats_counters": dict(self.counters),
             "config": {
-                "forget_threshold": self.forget_threshold,
-                "decay": self.decay,
-                "actr_k": self.actr_k,
+                "forget_threshold": self._forget_threshold,
+                "decay": self._decay,
+                "actr_k": self._actr_k,
                 "dedup": asdict(cfg) if cfg is not None else None,
-                "namespace": self.default_namespace,
-                "max_cues": self.max_cues,
-                "ppr_alpha": self.ppr_alpha,
-                "ppr_max_iter": self.ppr_max_iter,
-                "ppr_tol": self.ppr_tol,
-                "ppr_fallback": self.ppr_fallback,
-                "embed_window": self.embed_window,
+                "namespace": self._default_namespace,
+                "max_cues": self._max_cues,
+                "ppr_alpha": self._ppr_alpha,
+                "ppr_max_iter": self._ppr_max_iter,
+                "ppr_tol": self._ppr_tol,
+                "ppr_fallback": self._ppr_fallback,
+                "embed_window": self._embed_window,
             },
             "embedder": getattr(self.embedder, "name", type(self.embedder).__name__),
             "dim": dim,
@@ -2264,7 +2470,10 @@ class MemoryStore:
                 isinstance(m, str) and isinstance(t, list) and all(isinstance(x, str) for x in t)
                 for m, t in merged.items()):
             raise ValueError("meta.merged must map memory ids to lists of texts")
-        store.current_step = meta["clock"]
+        # the clock as tick() takes one (an int of at most 2**53 in size): unchecked, a file's "abc" loaded
+        # and failed the next tick. Not compared with 0: a file of a release whose clock could be set
+        # back keeps its (negative) clock, which ACT-R reads like any other (lags are floored at 1)
+        store._current_step = _check_step(meta["clock"], "meta.clock")
         store._counters = {k: int(v) for k, v in meta["counters"].items()}
         store.counters.update(meta.get("stats_counters", {}))
         if dim:
@@ -2283,7 +2492,7 @@ class MemoryStore:
         # the next export all walk the spaces in this order, which the records' order need not give
         # (the first record of a namespace may be gone while a later namespace's is still there)
         for name, lay in layout.items():
-            space = _Space(name, dim, store.actr_k, store.embed_window, store._dedup_window())
+            space = _Space(name, dim, store._actr_k, store._embed_window, store._dedup_window())
             while space.capacity < lay["capacity"]:
                 space._grow()
             store._spaces[name] = space
@@ -2305,7 +2514,7 @@ class MemoryStore:
                 raise ValueError(f"record {mid!r} has no embedding row")
             space = store._spaces.get(rec.namespace)
             if space is None:  # (a state without a layout: rows are allocated afresh)
-                space = _Space(rec.namespace, dim, store.actr_k, store.embed_window, store._dedup_window())
+                space = _Space(rec.namespace, dim, store._actr_k, store._embed_window, store._dedup_window())
                 store._spaces[rec.namespace] = space
             a = actr[mid]
             lay = layout.get(rec.namespace)
@@ -2358,7 +2567,7 @@ class MemoryStore:
         g = nx.DiGraph()
         for name, space in self._spaces.items():
             sg = space.graph
-            rename = (lambda n: n) if name == self.default_namespace else (
+            rename = (lambda n: n) if name == self._default_namespace else (
                 lambda n, _p=f"{_CUE}{name}::": _p + n[len(_CUE):] if n.startswith(_CUE) else n)
             for node in sorted(sg.nodes()):
                 g.add_node(rename(node), kind=sg.kind(node), namespace=name)
@@ -2399,7 +2608,7 @@ class MemoryStore:
         }
 
     def __repr__(self) -> str:
-        return f"MemoryStore(episodic={len(self._episodic)}, semantic={len(self._semantic)}, step={self.current_step})"
+        return f"MemoryStore(episodic={len(self._episodic)}, semantic={len(self._semantic)}, step={self._current_step})"
 
 
 # --------------------------------------------------------------------------- namespaced view
