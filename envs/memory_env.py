@@ -221,6 +221,12 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
        ends. The last step's `info["metrics"]` holds the world's episode metrics (accuracy, per-verdict
        counts, live memories, operations used; the per-question rates are None without questions).
 
+    For shorter episodes override `horizon=N`. `gym.make(id, max_episode_steps=N)` adds Gymnasium's
+    `TimeLimit`, which this env cannot see: it cuts the world after N steps from outside (below a
+    fixed horizon: no end-of-episode checks, the clock stops at N / horizon; the first reset warns).
+    The registered ids put `envs.wrappers.FinalMetrics` over it, so that the last step's
+    `info["metrics"]` are there however the episode ends (for Life-Endless, a time limit is its end).
+
     ## Arguments
 
     ```python
