@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import WrapperSpec
 
 from envs.memory_env import AgentView, MemoryEnv, resolve_config
 
@@ -23,6 +24,7 @@ __all__ = ["MemoryEnv", "AgentView", "resolve_config", "env_id", "parse_env_id",
            "id_table", "write_id_table", "register_envs", "ENTRY_POINT"]
 
 ENTRY_POINT = "envs.memory_env:MemoryEnv"
+FINAL_METRICS = "envs.wrappers:FinalMetrics"
 _NAMESPACE = "MemGym"
 _VERSION = "v0"
 _ENV_DIFFICULTIES = ("easy", "medium", "hard")
@@ -86,6 +88,9 @@ def register_envs() -> list[str]:
                 kwargs={"preset": f"{family}-{difficulty}", "registered_as": f"{family}-{difficulty}"},
                 nondeterministic=False,
                 disable_env_checker=False,
+                # over gym.make's TimeLimit (max_episode_steps), which the env cannot see: the last
+                # step's info gets the world's metrics however the episode ends (envs.wrappers)
+                additional_wrappers=(WrapperSpec(name="FinalMetrics", entry_point=FINAL_METRICS, kwargs={}),),
             )
         ids.append(id_)
     return ids

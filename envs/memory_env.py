@@ -14,7 +14,7 @@ from gymnasium import spaces
 from envs import features as F
 from world import Op, World, WorldConfig
 from world.config import ConfigError
-from world.sim import Outcome
+from world.sim import Outcome, _check_reader
 
 N_OPS = len(Op)
 _OPS: tuple[Op, ...] = tuple(sorted(Op, key=int))
@@ -221,6 +221,12 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
        ends. The last step's `info["metrics"]` holds the world's episode metrics (accuracy, per-verdict
        counts, live memories, operations used; the per-question rates are None without questions).
 
+    For shorter episodes override `horizon=N`. `gym.make(id, max_episode_steps=N)` adds Gymnasium's
+    `TimeLimit`, which this env cannot see: it cuts the world after N steps from outside (below a
+    fixed horizon: no end-of-episode checks, the clock stops at N / horizon; the first reset warns).
+    The registered ids put `envs.wrappers.FinalMetrics` over it, so that the last step's
+    `info["metrics"]` are there however the episode ends (for Life-Endless, a time limit is its end).
+
     ## Arguments
 
     ```python
@@ -237,6 +243,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     | `config`      | `WorldConfig`, dict, YAML path, str    | `"life-easy"`    | the world: a config, its fields, a YAML file or `"family-difficulty"` |
     | `render_mode` | `None`, `"ansi"`, `"rgb_array"`, `"human"` | `None`      | `human` prints the ansi frame |
     | `preset`      | `"family-difficulty"` or `None`        | the id's         | set by registration (with `registered_as`, the same value): `config` fields go over it; a `config` or `preset` of another world is refused |
+    | `reader`      | a `world.grading.Reader` instance or `None` | `DefaultReader()` | keyword only: grades the questions (an LLM reader, say); every world the env builds (reset options, `set_state` of another config) gets the current world's reader; not a Reader instance: `TypeError` naming `reader`; it is pickled with the env (one that does not pickle: `TypeError` naming its class at `pickle.dumps`) |
     | `**overrides` | WorldConfig fields                    |                  | e.g. `horizon=200`, `capacity=64`, `n_candidates=12`, `n_recent=3`, `embedder="minilm"` (validated) |
 
     `reset(options={"family": ..., "difficulty": ...})` switches the world to another preset
@@ -257,7 +264,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     _mask_cache: dict | None = None  # (class default: envs pickled before the cache existed load with None)
 
     def __init__(self, config: Any = None, render_mode: str | None = None, preset: str | None = None,
-                 registered_as: str | None = None, **overrides: Any) -> None:
+                 registered_as: str | None = None, *, reader: Any = None, **overrides: Any) -> None:
         if registered_as is not None and preset != registered_as:
             # gym.make(id, preset=...) would run another world under the id's name
             raise ConfigError(f"preset={preset!r}: this env id stands for {registered_as!r}; the preset names the "
@@ -268,12 +275,14 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
                 f"render_mode={render_mode!r} is not supported; allowed: None, "
                 + ", ".join(repr(m) for m in self.metadata["render_modes"])
             )
+        if reader is not None:
+            _check_reader(reader)  # (TypeError naming `reader`, before anything is built)
         self.render_mode = render_mode
         self.config = resolve_config(config, preset, **overrides)
         # (a family / difficulty given here equals the config's, or resolve_config refused it: it names
         # the world, so a reset(options=...) switch must not carry it over to the next preset)
         self._overrides = {k: v for k, v in overrides.items() if k not in ("family", "difficulty")}
-        self.world = World(self.config, seed=0)  # reset() reseeds it from np_random
+        self.world = World(self.config, seed=0, reader=reader)  # reset() reseeds it from np_random
         self._setup_spaces()
         # per-step state
         self._ids: list[str] = []
@@ -325,7 +334,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         super().reset(seed=seed)
         if cfg is not None:
             self.config = cfg
-            self.world = World(cfg, seed=0)
+            self.world = self._new_world(cfg)
             self._setup_spaces()  # (the same spaces: _options_config checked; n_recent may differ)
         world_seed = int(self.np_random.integers(0, 2**63 - 1))
         self.world.reset(world_seed)
@@ -517,7 +526,7 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             if not isinstance(cfg, WorldConfig):
                 raise ValueError(f"set_state: state['world']['config'] must be a WorldConfig, got {type(cfg).__name__}")
             self._check_spaces(cfg, "set_state: the snapshot's config")
-            world = World(cfg, seed=0)
+            world = self._new_world(cfg)
         else:
             # restored into a shallow copy first (World.set_state replaces attributes, never mutates the
             # ones it replaces), so that a snapshot whose parts disagree changes nothing here
@@ -548,6 +557,13 @@ class MemoryEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._observe()
 
     # ------------------------------------------------------------------ internals
+    def _new_world(self, cfg: WorldConfig) -> World:
+        """A world of ``cfg`` for a config switch (reset options, a snapshot of another config). It gets
+        the current world's reader (the env's ``reader=``, or one a user set on ``env.unwrapped.world``):
+        an evaluation with an LLM reader would otherwise go on with ``DefaultReader`` after the switch,
+        graded by another reader without a word."""
+        return World(cfg, seed=0, reader=self.world.reader)
+
     def _options_config(self, options: Any) -> WorldConfig | None:
         """The config that reset ``options`` ask for (None: the current one). Raises before anything
         changes: unknown keys, bad names, or a switch that would change the spaces."""

@@ -7,7 +7,9 @@
   ``{"action_mask": ..., "observations": <the original observation>}``; ``layout="flat"`` adds
   ``action_mask`` next to the original keys, the flat Dict SB3's ``MultiInputPolicy`` takes;
 - :class:`TextInterface`: observation is the event and the candidates as text, the action a command
-  string such as ``"WRITE"`` or ``"LINK 3"``, for LLM agents and external memory systems.
+  string such as ``"WRITE"`` or ``"LINK 3"``, for LLM agents and external memory systems;
+- :class:`FinalMetrics`: the world's metrics in the last step's info also when a time limit below it
+  (``gym.make(id, max_episode_steps=N)``) ends the episode; every registered id has it.
 """
 
 from __future__ import annotations
@@ -299,3 +301,70 @@ class TextInterface(gym.Wrapper, gym.utils.RecordConstructorArgs):
             return self.frame(), reward, terminated, truncated, info
         _, reward, terminated, truncated, info = self.env.step(act)
         return self.frame(), reward, terminated, truncated, info
+
+
+def _time_limit_below(env: gym.Env) -> int | None:
+    """``max_episode_steps`` of the nearest ``gymnasium.wrappers.TimeLimit`` in ``env``'s stack, if any.
+    (Its own attribute: ``env.spec`` would deep-copy the spec, a custom reader in its kwargs included.)"""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            n = getattr(env, "_max_episode_steps", None)
+            return n if isinstance(n, int) else None
+        env = env.env
+    return None
+
+
+class FinalMetrics(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Puts the world's metrics (``World.metrics()``) into ``info["metrics"]`` on the last step of an
+    episode that a wrapper below ended without them: Gymnasium's ``TimeLimit``, which
+    ``gym.make(id, max_episode_steps=N)`` adds under the registered wrappers. The env never sees
+    that limit (``gym.make`` gives the unwrapped env a spec without it), so its world goes on as if
+    the episode went on: for ``MemGym/Life-Endless-v0`` the limit is the episode's only end, and
+    without this wrapper its last info had no metrics at all.
+
+    Every registered id has it (``gym.make`` puts it over the ``TimeLimit``); put it over a limit of
+    your own: ``FinalMetrics(TimeLimit(env, N))``. An episode the world ended (its horizon) already
+    has its metrics and passes through unchanged.
+
+    A limit below a fixed horizon cuts that world from outside: the metrics are those of the events
+    played, the world's end-of-episode checks (an erasure request whose question the cut left
+    unasked) do not run and the observation's clock stops at ``N / horizon``. The first reset warns
+    once and names the override that plays an ``N``-event world instead, ``horizon=N``.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        self._base = _memory_env(env)
+        self._warned = False
+
+    def reset(self, **kwargs):
+        out = self.env.reset(**kwargs)
+        if not self._warned:
+            self._warn_if_cut()
+        return out
+
+    def _warn_if_cut(self) -> None:
+        """Warn (once per wrapper) when a time limit below ends the world before its horizon."""
+        n = _time_limit_below(self.env)
+        horizon = self._base.config.horizon
+        if n is None or horizon is None or n >= horizon:
+            return
+        self._warned = True
+        from world.config import _SPECS
+
+        low = _SPECS["horizon"].lo
+        instead = (f"gym.make(id, horizon={n}) plays a {n}-event world instead (the last step's info then has its "
+                   f"metrics, the clock reaches 1)" if n >= low else
+                   f"a horizon is at least {low}: gym.make(id, horizon={low}) is the shortest whole world")
+        gym.logger.warn(
+            f"max_episode_steps={n} (a TimeLimit) ends this {horizon}-event world after {n} events from outside: "
+            f"the env does not see the limit, so the last step's info['metrics'] (added by FinalMetrics) count the "
+            f"events played, the world's end-of-episode checks do not run and the observation's clock stops at "
+            f"{n / horizon:.2f}; {instead}")
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if (terminated or truncated) and "metrics" not in info:
+            info["metrics"] = self._base.world.metrics()  # (a new dict on each call)
+        return obs, reward, terminated, truncated, info

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import pickle
 import reprlib
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -233,6 +234,40 @@ def _embedder_to_pickle(emb):
 
 def _embedder_from_pickle(obj):
     return shared_embedder(*obj.key) if isinstance(obj, _SharedEmbedderRef) else obj
+
+
+def _same(obj):
+    """Unpickles a :class:`_ReaderInState` as the reader it stood for."""
+    return obj
+
+
+class _ReaderInState:
+    """Stands for the world's reader in the state ``World.__getstate__`` hands out. Copies pass it on
+    (``copy.copy`` as it is, ``copy.deepcopy`` with a deep copy of the reader: the env's ``set_state``
+    copies its world, and a reader need not pickle for that); a pickle first checks that the reader
+    pickles, so that one holding a client, a lock or a lambda fails naming the reader: pickle's own
+    error names only the object deep inside it that failed, not what to do about it."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self, reader):
+        self.reader = reader
+
+    def __deepcopy__(self, memo):
+        return _ReaderInState(copy.deepcopy(self.reader, memo))
+
+    def __reduce_ex__(self, protocol):
+        reader = self.reader
+        if type(reader) is not DefaultReader:  # (known to pickle: spared the trial)
+            try:
+                pickle.dumps(reader, protocol)
+            except Exception as exc:
+                raise TypeError(
+                    f"cannot pickle the world: its reader, a {type(reader).__name__}, does not pickle ({exc}); "
+                    f"give the reader __getstate__ / __setstate__ that leave out what cannot be pickled (a client, "
+                    f"a lock) and rebuild it on load, or build the env / World again where it is needed "
+                    f"(reader=...)") from exc
+        return _same, (reader,)  # (the outer pickler stores the reader itself: one copy, shared references kept)
 
 
 class _StoreEmbedder:
@@ -1078,11 +1113,16 @@ class World:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_embedder"] = _embedder_to_pickle(self._embedder)  # not the process-wide cache
+        if "reader" in state:
+            state["reader"] = _ReaderInState(state["reader"])  # (a reader that does not pickle: named)
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._embedder = _embedder_from_pickle(self._embedder)
+        reader = self.__dict__.get("reader")
+        if isinstance(reader, _ReaderInState):  # (copy.copy and deepcopy hand the stand-in back)
+            self.reader = reader.reader
 
 
 def _check_seed(seed) -> int | None:
