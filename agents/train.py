@@ -28,6 +28,7 @@ import argparse
 import copy
 import csv
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -56,7 +57,7 @@ from agents.train_config import (
     rollout_refusal,
 )
 
-__all__ = ["train", "add_arguments", "run", "TrainResult", "train_seed", "SeedSchedule", "load_model"]
+__all__ = ["train", "add_arguments", "run", "TrainResult", "train_seed", "schedule_seed", "SeedSchedule", "load_model"]
 
 CHECKPOINT_DIR = "checkpoints"
 EVAL_CSV_FIELDS = ("timesteps", "wall_time_s", "mean_return", "std_return", "mean_accuracy", "mean_length",
@@ -68,14 +69,66 @@ RUN_SEED_LIMIT = 2**32
 
 
 # ----------------------------------------------------------------------------------------- seeds
-def train_seed(run_seed: int, worker: int, episode: int, n_envs: int) -> int:
-    """World seed of training episode `episode` in worker `worker`: a fixed schedule in [0, 9_000).
+#: run seeds 0 .. ROTATION_SEEDS - 1 keep the rotation schedule they were trained with (the README's runs:
+#: seeds 0-2); there are only TRAIN_SEED_LIMIT / 1000 such rotations, so every other seed gets a permutation
+ROTATION_SEEDS = TRAIN_SEED_LIMIT // 1_000
+#: seeds.json's `train.schedule`: 2 is `schedule_seed`; a run folder without it was started when every seed
+#: rotated (seed s + 9 walked seed s's worlds), and a resume of such a run keeps that schedule
+SCHEDULE_VERSION = 2
+_PREFIX_RADIX = 54  # 2**32 <= 9_000 * 8_998 * 54: three leading worlds can spell every run seed
 
-    Worker `w` of `n` walks the seeds `base + w, base + w + n, base + w + 2n, ...` (mod 9_000), with
-    `base = 1_000 * run_seed`, so episodes never repeat within 9,000 episodes and never touch the
-    validation seeds [9_000, 10_000) or the benchmark's test seeds (>= 10_000).
-    """
-    return (1_000 * run_seed + worker + episode * n_envs) % TRAIN_SEED_LIMIT
+
+def _mix32(x: int) -> int:
+    """MurmurHash3's 32-bit finaliser: a bijection of [0, 2**32) (each xor-shift and each multiplication by an
+    odd constant is invertible), so distinct seeds stay distinct while neighbouring seeds land far apart."""
+    x ^= x >> 16
+    x = (x * 0x85EBCA6B) & 0xFFFFFFFF
+    x ^= x >> 13
+    x = (x * 0xC2B2AE35) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+
+@functools.lru_cache(maxsize=8)
+def _permutation(run_seed: int) -> tuple[int, ...]:
+    """The training pool [0, 9_000) in run `run_seed`'s order (seeds >= ROTATION_SEEDS).
+
+    The first three worlds spell `_mix32(run_seed)` in the mixed radix (9_000, 8_998, 54), so two run
+    seeds never share their first three episodes, and the second world is never the first plus one, so no
+    permutation is one of the rotations of seeds 0..8. The rest is shuffled by NumPy's legacy `RandomState`,
+    whose stream NumPy keeps stable across versions (a run must replay the same worlds on a resume)."""
+    n = TRAIN_SEED_LIMIT
+    h = _mix32(run_seed)
+    d0, d1, d2 = h % n, (h // n) % (n - 2), h // (n * (n - 2))
+    rng = np.random.RandomState(run_seed)
+    first = d0
+    second = [x for x in range(n) if x not in (first, (first + 1) % n)][d1]
+    rest = [x for x in range(n) if x not in (first, second)]
+    # (d2 < 54 picks the third world among all the others: index d2 + 54 * u, read back as index mod 54)
+    third = rest[d2 + _PREFIX_RADIX * int(rng.randint(0, (n - 2) // _PREFIX_RADIX))]
+    tail = [x for x in rest if x != third]
+    return (first, second, third, *(tail[i] for i in rng.permutation(len(tail))))
+
+
+def schedule_seed(run_seed: int, position: int, legacy: bool = False) -> int:
+    """World seed at `position` (0, 1, ...) of run `run_seed`'s training schedule, in [0, 9_000).
+
+    Every run walks the whole pool before it repeats a world (position mod 9_000), never touching the
+    validation seeds [9_000, 10_000) or the benchmark's test seeds (>= 10_000). Seeds 0..8 rotate the pool
+    from `1_000 * run_seed`, as they always did; every other seed has its own permutation (`_permutation`),
+    different from every other seed's within its first three episodes. `legacy`: the rotation for every
+    seed (seed s + 9 then walks seed s's worlds), for resuming a run started before the permutations."""
+    if isinstance(run_seed, bool) or not isinstance(run_seed, int | np.integer) or not 0 <= run_seed < RUN_SEED_LIMIT:
+        raise ValueError(f"run_seed must be an integer in [0, {RUN_SEED_LIMIT - 1}], got {run_seed!r}")
+    if legacy or run_seed < ROTATION_SEEDS:
+        return (1_000 * int(run_seed) + position) % TRAIN_SEED_LIMIT
+    return _permutation(int(run_seed))[position % TRAIN_SEED_LIMIT]
+
+
+def train_seed(run_seed: int, worker: int, episode: int, n_envs: int, legacy: bool = False) -> int:
+    """World seed of training episode `episode` in worker `worker` of `n_envs`: position `worker + episode *
+    n_envs` of the run's schedule (`schedule_seed`), so the workers interleave and no world repeats within
+    9,000 episodes of the run."""
+    return schedule_seed(run_seed, worker + episode * n_envs, legacy)
 
 
 class SeedSchedule(gym.Wrapper):
@@ -197,13 +250,14 @@ class _SeedList:
 
 
 class _TrainSeeds:
-    """Picklable `seed_for` of worker `worker` following `train_seed`."""
+    """Picklable `seed_for` of worker `worker` following `train_seed` (`legacy`: the rotation of a run started
+    before the permutations, see `schedule_seed`)."""
 
-    def __init__(self, run_seed: int, worker: int, n_envs: int):
-        self.run_seed, self.worker, self.n_envs = run_seed, worker, n_envs
+    def __init__(self, run_seed: int, worker: int, n_envs: int, legacy: bool = False):
+        self.run_seed, self.worker, self.n_envs, self.legacy = run_seed, worker, n_envs, legacy
 
     def __call__(self, episode: int) -> int:
-        return train_seed(self.run_seed, self.worker, episode, self.n_envs)
+        return train_seed(self.run_seed, self.worker, episode, self.n_envs, self.legacy)
 
 
 # ----------------------------------------------------------------------------------------- envs
@@ -1092,9 +1146,9 @@ def check_agents(cfg: TrainConfig, *, baselines: bool = True, pretrain: bool = T
 # ----------------------------------------------------------------------------------------- warm start
 def demo_seeds(run_seed: int, episodes: int, round_: int = 0) -> list[int]:
     """Training-pool seeds of the warm start's demonstrations (`pretrain:`; one block per improvement round):
-    blocks the workers reach last."""
+    from the middle of the run's own schedule (`schedule_seed`), the part its workers reach last."""
     start = TRAIN_SEED_LIMIT // 2 + round_ * episodes
-    return [(1_000 * run_seed + start + j) % TRAIN_SEED_LIMIT for j in range(episodes)]
+    return [schedule_seed(run_seed, start + j) for j in range(episodes)]
 
 
 def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
@@ -1655,6 +1709,30 @@ def require_train_extra() -> None:
                                f"{', '.join(missing)}; install torch first: the README's install section)")
 
 
+def _legacy_schedule(run_dir: Path, run_seed: int) -> bool:
+    """Whether the run in `run_dir` walks the rotation schedule of before SCHEDULE_VERSION 2 (its seeds.json
+    has no `train.schedule`): a resume must replay the worlds the run was trained on. Seeds below
+    ROTATION_SEEDS have one schedule either way; for the others a seeds.json that cannot tell is an error
+    naming it, before anything is changed."""
+    if run_seed < ROTATION_SEEDS:
+        return False
+    path = run_dir / "seeds.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        doc, why = None, f"not readable JSON ({err})"
+    else:
+        why = "expected {\"train\": {...}, ...} as memgym train writes it"
+    train = doc.get("train") if isinstance(doc, dict) else None
+    version = train.get("schedule", 1) if isinstance(train, dict) else None
+    if version not in (1, SCHEDULE_VERSION):
+        if isinstance(train, dict):
+            why = f"key 'train.schedule' must be {SCHEDULE_VERSION} (or absent: a run of before it), got {version!r}"
+        raise TrainConfigError(f"cannot resume: {path}: {why}; it says which training-seed schedule run seed "
+                               f"{run_seed} was trained on: restore it, or train again into another --out")
+    return version == 1
+
+
 def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick: Any, cfg: TrainConfig, *,
                           config_path: str | Path | None, seed: int | None, quick: bool, n_envs: int | None,
                           total_steps: int | None, extended: bool = False) -> None:
@@ -1768,6 +1846,7 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
         raise TrainConfigError(f"--stop-after must be an integer >= 1 (the step count at which this session stops), "
                                f"got {stop_after!r}")
     require_train_extra()
+    legacy_schedule = False
     if resume:
         if out_dir is not None:
             run_dir, out_label, where = Path(out_dir), f"--out {out_dir}", ""
@@ -1802,6 +1881,7 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
                               quick=quick, n_envs=n_envs, total_steps=total_steps, extended=extended)
         seed = run_seed
         # everything --resume reads is checked before anything in the run folder changes
+        legacy_schedule = _legacy_schedule(run_dir, run_seed)
         ckpt = latest_checkpoint(run_dir)
         if ckpt is None:
             raise TrainConfigError(f"cannot resume: no checkpoint in {run_dir / CHECKPOINT_DIR} (the run stopped "
@@ -1904,8 +1984,10 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
                  "starting again")
         (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
         seeds_doc = {
-            "train": {"rule": "seed(worker w, episode j) = (1000 * run_seed + w + j * n_envs) mod 9000",
-                      "run_seed": seed, "n_envs": cfg.n_envs, "pool": [0, TRAIN_SEED_LIMIT],
+            "train": {"rule": "seed(worker w, episode j) = schedule(run_seed)[(w + j * n_envs) mod 9000]: the pool "
+                              "from 1000 * run_seed on for run seeds 0..8, its own permutation of the pool for any "
+                              "other (agents.train.schedule_seed)",
+                      "schedule": SCHEDULE_VERSION, "run_seed": seed, "n_envs": cfg.n_envs, "pool": [0, TRAIN_SEED_LIMIT],
                       "first": [[train_seed(seed, w, j, cfg.n_envs) for j in range(5)] for w in range(cfg.n_envs)]},
             "validation": cfg.eval.seeds,
             "test": test_seeds,
@@ -1921,11 +2003,14 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
         start_steps = int(ckpt[1]["timesteps"])
         started = [int(x) for x in ckpt[1]["episodes_started"]]
         _say(f"resuming {run_dir} from {ckpt[0].name} ({start_steps} steps)")
+        if legacy_schedule:
+            _say(f"{run_dir} was started before run seeds from {ROTATION_SEEDS} on had their own training-seed "
+                 f"schedule: it goes on with the one it was trained with (the worlds of seed {seed % ROTATION_SEEDS})")
 
     # -- envs
     use_subproc = cfg.n_envs > 1
     factories = [
-        _EnvFactory(cfg, _TrainSeeds(seed, w, cfg.n_envs), start_episode=started[w], ignore_sigint=use_subproc,
+        _EnvFactory(cfg, _TrainSeeds(seed, w, cfg.n_envs, legacy_schedule), start_episode=started[w], ignore_sigint=use_subproc,
                     shaping=cfg.shaping != "none", shaping_gamma=shaping_gamma(cfg))
         for w in range(cfg.n_envs)
     ]
