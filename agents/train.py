@@ -1442,12 +1442,65 @@ def summary_table(summary: dict[str, dict]) -> str:
 
 def run_labels(run_dirs: Sequence[Path], seeds: Sequence[int]) -> list[str]:
     """One distinct label per run: `learned s<seed>` when the training seeds are distinct, else the run
-    folder's name (its path when names collide too; a numbered suffix for a folder given twice)."""
+    folder's name, else its path (the headline plays each folder once: `distinct_runs`), else its resolved
+    path."""
     for candidates in ([f"learned s{s}" for s in seeds], [f"learned {Path(r).name}" for r in run_dirs],
                        [f"learned {r}" for r in run_dirs]):
         if len(set(candidates)) == len(candidates):
             return candidates
-    return [f"learned {r} #{i + 1}" for i, r in enumerate(run_dirs)]
+    return [f"learned {Path(r).resolve()}" for r in run_dirs]
+
+
+def distinct_runs(run_dirs: Sequence[Path]) -> list[Path]:
+    """The run folders, each once (the first spelling kept, in order): a folder given twice (`runs/a runs/a`,
+    `runs/a ./runs/a/`, a link to it) would count one model as two training seeds in the pooled row and
+    narrow its CI, as `memgym bench` plays a name given twice once. A note names what was dropped."""
+    seen: dict[Path, Path] = {}
+    for run in run_dirs:
+        first = seen.setdefault(run.resolve(), run)
+        if first is not run:
+            _say(f"--headline: {run} is the run folder {first} again: played once")
+    return list(seen.values())
+
+
+#: recipe keys that do not change the trained policy: a difference there does not make two runs two recipes
+_SAME_RECIPE_IGNORES = ("seed", "name", "versions", "progress_bar", "extended", "device", "checkpoint_freq")
+
+
+def _recipe_differences(configs: Sequence[dict]) -> list[str]:
+    """Dotted keys in which the runs' resolved recipes (`config.yaml`) differ, but those that do not change the
+    policy (`_SAME_RECIPE_IGNORES`, `eval.baselines`, `eval.test_episodes`: what is played after training)."""
+    def policy_part(cfg: dict) -> dict:
+        cfg = {k: v for k, v in cfg.items() if k not in _SAME_RECIPE_IGNORES}
+        if isinstance(cfg.get("eval"), dict):
+            cfg["eval"] = {k: v for k, v in cfg["eval"].items() if k not in ("baselines", "test_episodes")}
+        return cfg
+
+    keys: dict[str, None] = {}
+    for other in configs[1:]:
+        keys.update(dict.fromkeys(_differing_keys(policy_part(configs[0]), policy_part(other))))
+    return sorted(keys)
+
+
+def _env_label(env_id: str, overrides: dict | None) -> str:
+    return env_id + (f" with {overrides}" if overrides else "")
+
+
+def _headline_env(run_dirs: Sequence[Path], metas: Sequence[dict], env: str | None) -> tuple[str, dict, bool]:
+    """The env the headline tests on and the runs' overrides it applies (before `--set`), and whether the
+    runs were trained on different envs. Without `env` that is the runs' env, and runs of different envs
+    (`model.json`'s env id or overrides) are refused, naming each run's: the first run's env was taken
+    and every run tested and pooled on it. With `env` every run is tested on it, with the overrides all
+    runs were trained with."""
+    trained = [(m["env"]["id"], dict(m["env"].get("overrides") or {})) for m in metas]
+    mixed = any(t != trained[0] for t in trained[1:])
+    if mixed and env is None:
+        each = "; ".join(f"{run} on {_env_label(*t)}" for run, t in zip(run_dirs, trained))
+        raise TrainConfigError(f"--headline: the runs were trained on different envs ({each}); a table tests "
+                               "every run on one env and pools them: give --env ID to test each run on it (with "
+                               "the overrides all runs were trained with, and --set), or compare runs of one env")
+    shared = {k: v for k, v in trained[0][1].items() if all(k in o and o[k] == v for _, o in trained[1:])}
+    return env or trained[0][0], shared, mixed
 
 
 def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, overrides: dict | None = None,
@@ -1459,8 +1512,10 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     with `overrides` (e.g. `{"horizon": 800}`) through `agents.bench.evaluate`. The normalised score
     (0 = random, 1 = oracle, per-episode returns against the mean random and oracle returns) gets a
     95% bootstrap CI; the learned policy is reported per run (`run_labels`: by seed, or by folder when
-    seeds repeat) and pooled over runs. `progress`: a bar over the episodes (default: when stderr is a
-    terminal). Returns the Markdown tables (a ``|`` in an agent or run label written ``\\|``, as in bench's
+    seeds repeat) and pooled over runs. A folder given twice is played once (`distinct_runs`); runs trained
+    on different envs need `env` (`_headline_env`); runs of different recipes are compared, with a note that
+    the pooled row mixes them (`recipes_differ_in` in the numbers). `progress`: a bar over the episodes
+    (default: when stderr is a terminal). Returns the Markdown tables (a ``|`` in an agent or run label written ``\\|``, as in bench's
     tables) and the raw numbers, keyed by the labels as they are.
     """
     from agents.report import _md_cell
@@ -1469,11 +1524,14 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     run_dirs = [Path(r) for r in run_dirs]
     if not run_dirs:
         raise TrainConfigError("--headline needs at least one run folder")
+    run_dirs = distinct_runs(run_dirs)
     metas = [_finished_run(r) for r in run_dirs]
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise TrainConfigError(f"--episodes must be an integer >= 1, got {episodes!r}")
-    env_id = env or metas[0]["env"]["id"]
-    over = {**(metas[0]["env"].get("overrides") or {}), **(overrides or {})}
+    env_id, over, mixed_envs = _headline_env(run_dirs, metas, env)
+    over = {**over, **(overrides or {})}
+    configs = [_run_config(r) for r in run_dirs]
+    differ = _recipe_differences(configs)
     id_label = "--env" if env else f"{run_dirs[0] / 'model.json'}: env.id"
     check_env(env_id, over, id_label=id_label, override_label="--set {}", overrides_label="--set")
     if not env_id.split(":", 1)[-1].startswith("MemGym/"):  # the headline plays MemGym baselines and metrics
@@ -1487,8 +1545,8 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
         # (stripped: " abstain" was not the floor `abstain` for is_heuristic / FLOORS, nor in the table)
         names = [n.strip() for n in baselines if n.strip()]
         check_agent_names(names, "--baselines")
-    else:
-        names = list(_run_config(run_dirs[0]).get("eval", {}).get("baselines", []))
+    else:  # every run's (a recipe's list is the same in all its runs)
+        names = list(dict.fromkeys(n for c in configs for n in (c.get("eval") or {}).get("baselines", [])))
     for needed in ("random", "oracle"):
         if needed not in names:
             names.append(needed)
@@ -1552,6 +1610,12 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     seeds_means = [e["normalised"] for e in per_run.values()]
     lines += ["", f"Learned policy over training seeds: normalised {np.mean(seeds_means):.3f} "
               f"(min {np.min(seeds_means):.3f}, max {np.max(seeds_means):.3f})."]
+    if differ:  # (pooled as if training seeds of one recipe: the reader must know they are not)
+        lines.append(f"Note: the runs are not training seeds of one recipe (their config.yaml differ in "
+                     f"{', '.join(differ)}): the pooled row and the line above mix them.")
+    if mixed_envs:
+        lines.append("Trained on: " + "; ".join(f"{lab}: {_env_label(m['env']['id'], m['env'].get('overrides'))}"
+                                                for lab, m in zip(labels, metas)) + f"; each tested on {label}.")
     best = max((n for n in table if is_heuristic(n)), key=lambda n: table[n]["normalised"], default=None)
 
     def paired_with(ref_name: str, what: str) -> dict[str, dict]:
@@ -1580,7 +1644,9 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
         paired = paired_with(best, "the best heuristic")
     floors = {f: paired_with(f, "the do-nothing floor") for f in bench.FLOORS if f in rows}
     return "\n".join(lines), {"env": label, "seeds": seeds, "table": table_all, "best_heuristic": best,
-                               "paired": paired, "paired_floors": floors}
+                               "paired": paired, "paired_floors": floors, "recipes_differ_in": differ,
+                               "trained_on": {lab: _env_label(m["env"]["id"], m["env"].get("overrides"))
+                                              for lab, m in zip(labels, metas)}}
 
 
 def _read_json(path: Path, what: str) -> Any:
