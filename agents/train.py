@@ -1775,6 +1775,12 @@ def require_train_extra() -> None:
                                f"{', '.join(missing)}; install torch first: the README's install section)")
 
 
+def _flat_settings(section: dict, prefix: str = "") -> str:
+    """`{"eval": {"freq": 1024}}` as `eval.freq 1024` (for notes)."""
+    return ", ".join(_flat_settings(v, f"{prefix}{k}.") if isinstance(v, dict) else f"{prefix}{k} {v}"
+                     for k, v in section.items())
+
+
 def _legacy_schedule(run_dir: Path, run_seed: int) -> bool:
     """Whether the run in `run_dir` walks the rotation schedule of before SCHEDULE_VERSION 2 (its seeds.json
     has no `train.schedule`): a resume must replay the worlds the run was trained on. Seeds below
@@ -1879,8 +1885,8 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     be the run's). `seed`: training seed in [0, 2**32) (default 0; on `resume` the run's, and one given must
     be it; so must `n_envs` and `quick`). `out_dir`: the run folder (default `runs/<name>_s<seed>`, with
     `quick` `runs/<name>_quick_s<seed>`; on `resume` too, from `config_path`, `seed` and `quick`).
-    `quick`: merge the recipe's `quick:` section (a few thousand steps). `resume`: continue from the run
-    folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
+    `quick`: merge the recipe's `quick:` section, or without one the default quick form (a few thousand
+    steps). `resume`: continue from the run folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
     many total steps (after its update), saving a checkpoint with the session: a resume then goes on
     exactly as the uninterrupted run (at or past `total_steps`: a normal finish). `test_eval`: run the final
     test on the benchmark's seeds.
@@ -1987,6 +1993,9 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
         if config_path is None:
             raise TrainConfigError("a config is required: --config configs/train/<name>.yaml")
         cfg = TrainConfig.from_yaml(config_path, quick=quick)
+        if cfg.default_quick:  # (before, such a --quick run trained the full recipe without a word)
+            _say(f"--quick: {config_path} has no quick: section; merging the default quick form: "
+                 f"{_flat_settings(cfg.default_quick)}, n_envs 1")
         seed = 0 if seed is None else seed
         changes = {}
         if n_envs is not None:
@@ -2447,7 +2456,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="training seed (default 0; with --resume: the run's)")
     parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>; with --quick "
                         "runs/<config name>_quick_s<seed>); with --headline: the JSON file for the numbers")
-    parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
+    parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section; "
+                        "without one, the default quick form: total_steps 2048, ...)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint "
                         "(without --out: the default run folder of --config, --seed and --quick)")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")

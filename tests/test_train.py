@@ -98,6 +98,34 @@ def test_bad_config_names_the_key(tmp_path, patch, needle):
     assert "bad.yaml" in str(err.value)
 
 
+def test_quick_without_a_quick_section_merges_the_default_quick_form(tmp_path, capsys):
+    """--quick on a recipe without a quick: section trained its full total_steps (in runs/<name>_quick_s0,
+    without a word); docs promise "a few thousand steps". Now the default quick form is merged: each limit
+    only where it shortens the recipe, and a note says so."""
+    long = {"total_steps": 20_000, "checkpoint_freq": 10_000, "n_envs": 2,
+            "eval": {"freq": 5_000, "episodes": 3, "test_episodes": 30, "baselines": []}}
+    path = tiny(tmp_path, "long", **long, pretrain={"agent": "versioned", "episodes": 50, "epochs": 1})
+    assert TrainConfig.from_yaml(path).total_steps == 20_000  # (the full recipe is untouched)
+    quick = TrainConfig.from_yaml(path, quick=True)
+    assert (quick.total_steps, quick.checkpoint_freq, quick.n_envs) == (2048, 1024, 1)
+    assert (quick.eval.freq, quick.eval.episodes, quick.eval.test_episodes) == (1024, 2, 2)
+    assert (quick.pretrain.episodes, quick.pretrain.epochs, quick.pretrain.workers) == (2, 1, 1)  # (never longer)
+    assert quick.default_quick == {"total_steps": 2048, "checkpoint_freq": 1024,
+                                   "eval": {"freq": 1024, "episodes": 2, "test_episodes": 2},
+                                   "pretrain": {"episodes": 2, "epochs": 1, "workers": 1}}
+    small = TrainConfig.from_yaml(tiny(tmp_path), quick=True)  # already small: kept as it is
+    assert (small.total_steps, small.checkpoint_freq, small.eval.freq, small.eval.test_episodes) == (256, 128, 128, 1)
+    assert TrainConfig.from_yaml(LIFE_EASY, quick=True).default_quick is None  # its own quick: section
+    # end to end: the run folder's recipe is the quick form, and the note names it
+    out = tmp_path / "run"
+    result = T.train(tiny(tmp_path, "long2", **long), seed=0, out_dir=out, quick=True, stop_after=64, test_eval=False)
+    assert result.timesteps == 64
+    assert yaml.safe_load((out / "config.yaml").read_text())["total_steps"] == 2048
+    assert ("--quick: " + str(tmp_path / "long2.yaml") + " has no quick: section; merging the default quick form: "
+            "total_steps 2048, checkpoint_freq 1024, eval.freq 1024, eval.episodes 2, eval.test_episodes 2, "
+            "n_envs 1") in capsys.readouterr().err
+
+
 def test_quick_section_merges_deeply():
     full = TrainConfig.from_yaml(LIFE_EASY)
     quick = TrainConfig.from_yaml(LIFE_EASY, quick=True)
