@@ -1886,10 +1886,10 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     be it; so must `n_envs` and `quick`). `out_dir`: the run folder (default `runs/<name>_s<seed>`, with
     `quick` `runs/<name>_quick_s<seed>`; on `resume` too, from `config_path`, `seed` and `quick`).
     `quick`: merge the recipe's `quick:` section, or without one the default quick form (a few thousand
-    steps). `resume`: continue from the run folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
-    many total steps (after its update), saving a checkpoint with the session: a resume then goes on
-    exactly as the uninterrupted run (at or past `total_steps`: a normal finish). `test_eval`: run the final
-    test on the benchmark's seeds.
+    steps). `resume`: continue from the run folder's latest checkpoint. `stop_after`: stop this session at
+    the end of the rollout that reaches that many total steps (after its update), saving a checkpoint with
+    the session: a resume then goes on exactly as the uninterrupted run (at or past `total_steps`: a normal
+    finish). `test_eval`: run the final test on the benchmark's seeds.
 
     A new run that fails with an error before its first checkpoint (a value SB3 refuses only while
     training, a baseline that crashes) has what it wrote moved to `crashed-<n>/` in the run folder before
