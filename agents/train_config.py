@@ -461,13 +461,17 @@ def check_env(env_id: str, overrides: Mapping[str, Any], *, id_label: str = "key
             raise TrainConfigError(f"{id_label}: unknown env id {env_id!r} ({err}); "
                                    f"registered MemGym ids: {known}") from None
         return  # its keyword arguments are its own: gym.make checks them
+    from agents.bench import LABEL_FIELDS
     from world import WorldConfig
     from world.config import ConfigError
 
     base = WorldConfig.preset(family, difficulty)
-    allowed = [f.name for f in dataclasses.fields(WorldConfig)]
+    fields = [f.name for f in dataclasses.fields(WorldConfig)]
+    # (family / difficulty are fields, but they choose the world rather than set it: refused below, so
+    # not offered as allowed, as memgym bench --set lists them)
+    allowed = [f for f in fields if f not in LABEL_FIELDS]
     for name in overrides:
-        if name not in allowed:
+        if name not in fields:
             raise TrainConfigError(f"{override_label.format(name)}: unknown WorldConfig field {name!r}; allowed: "
                                    f"{', '.join(allowed)}")
     try:
