@@ -321,7 +321,11 @@ def _check_config_file(path: str) -> None:
 
 
 def make_env(target: Any, difficulty: str | None = None, overrides: dict | None = None) -> Any:
-    """A bare ``MemoryEnv`` (no checker wrappers) from an env id, a family name, a config or a dict."""
+    """A bare ``MemoryEnv`` (no checker wrappers) from an env id, a family name, a config or a dict.
+
+    ``difficulty`` chooses the preset of a family name (default easy). Any other target already fixes its
+    difficulty: a ``difficulty`` that differs is a ValueError naming both (it was dropped, and the rows
+    said the target's difficulty under a caller who asked for another)."""
     import envs
     from world.config import _check_keys
 
@@ -329,24 +333,47 @@ def make_env(target: Any, difficulty: str | None = None, overrides: dict | None 
     # (only WorldConfig fields: a key such as preset= would reach MemoryEnv's own parameters and name
     # another world than the target)
     _check_keys(overrides, LABEL_FIELDS)  # (family / difficulty: not listed as settings, refused as such)
+    if difficulty is not None:
+        _check_names([], [difficulty])
     if isinstance(target, dict) and "id" in target:  # {"id": env id, "overrides": {...}} (training pipeline)
         unknown = set(target) - {"id", "overrides"}
         if unknown:
             raise ValueError(f"env spec dict: unknown key(s) {sorted(unknown)}; allowed: 'id', 'overrides'")
         return make_env(target["id"], difficulty, {**dict(target.get("overrides") or {}), **overrides})
+    from world import FAMILIES
+
     if isinstance(target, (str, os.PathLike)) and names_a_config_file(os.fspath(target)):  # a world YAML file
         _check_config_file(os.fspath(target))
-        return envs.MemoryEnv(config=os.fspath(target), **overrides)
-    if isinstance(target, str) and "/" in target:
-        family, difficulty = envs.parse_env_id(target)  # ValueError naming the registered ids
-        return envs.MemoryEnv(config=f"{family}-{difficulty}", **overrides)
-    if isinstance(target, str):
-        from world import FAMILIES
+        env = envs.MemoryEnv(config=os.fspath(target), **overrides)
+    elif isinstance(target, str) and "/" in target:
+        family, fixed = envs.parse_env_id(target)  # ValueError naming the registered ids
+        _check_fixed_difficulty(target, family, fixed, difficulty)  # (before the env is built)
+        return envs.MemoryEnv(config=f"{family}-{fixed}", **overrides)
+    elif isinstance(target, str) and target in FAMILIES:
+        _check_names([target], [difficulty or "easy"])
+        return envs.MemoryEnv(config=f"{target}-{difficulty or 'easy'}", **overrides)
+    else:
+        env = envs.MemoryEnv(config=target, **overrides)
+    try:
+        _check_fixed_difficulty(target, env.unwrapped.config.family, env.unwrapped.config.difficulty, difficulty)
+    except ValueError:
+        env.close()
+        raise
+    return env
 
-        if target in FAMILIES:
-            _check_names([target], [difficulty or "easy"])
-            return envs.MemoryEnv(config=f"{target}-{difficulty or 'easy'}", **overrides)
-    return envs.MemoryEnv(config=target, **overrides)
+
+def _check_fixed_difficulty(target: Any, family: str, fixed: str, difficulty: str | None) -> None:
+    """Refuse a ``difficulty`` that contradicts the one ``target`` (an env id, a config) fixes."""
+    if difficulty is None or difficulty == fixed:
+        return
+    what = os.fspath(target) if isinstance(target, (str, os.PathLike)) else f"the {type(target).__name__} given"
+    try:
+        other = f" or the env id {env_id_for(family, difficulty)}"
+    except ValueError:  # (no env of that pair: only life has endless)
+        other = ""
+    raise ValueError(f"difficulty={difficulty!r} contradicts {what}, whose difficulty is {fixed!r}: difficulty "
+                     f"chooses the preset of a family name only; give the family name {family!r} with "
+                     f"difficulty={difficulty!r}{other}")
 
 
 def _finite_env(env: Any) -> Any:

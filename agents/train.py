@@ -28,6 +28,7 @@ import argparse
 import copy
 import csv
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -56,7 +57,7 @@ from agents.train_config import (
     rollout_refusal,
 )
 
-__all__ = ["train", "add_arguments", "run", "TrainResult", "train_seed", "SeedSchedule", "load_model"]
+__all__ = ["train", "add_arguments", "run", "TrainResult", "train_seed", "schedule_seed", "SeedSchedule", "load_model"]
 
 CHECKPOINT_DIR = "checkpoints"
 EVAL_CSV_FIELDS = ("timesteps", "wall_time_s", "mean_return", "std_return", "mean_accuracy", "mean_length",
@@ -68,14 +69,66 @@ RUN_SEED_LIMIT = 2**32
 
 
 # ----------------------------------------------------------------------------------------- seeds
-def train_seed(run_seed: int, worker: int, episode: int, n_envs: int) -> int:
-    """World seed of training episode `episode` in worker `worker`: a fixed schedule in [0, 9_000).
+#: run seeds 0 .. ROTATION_SEEDS - 1 keep the rotation schedule they were trained with (the README's runs:
+#: seeds 0-2); there are only TRAIN_SEED_LIMIT / 1000 such rotations, so every other seed gets a permutation
+ROTATION_SEEDS = TRAIN_SEED_LIMIT // 1_000
+#: seeds.json's `train.schedule`: 2 is `schedule_seed`; a run folder without it was started when every seed
+#: rotated (seed s + 9 walked seed s's worlds), and a resume of such a run keeps that schedule
+SCHEDULE_VERSION = 2
+_PREFIX_RADIX = 54  # 2**32 <= 9_000 * 8_998 * 54: three leading worlds can spell every run seed
 
-    Worker `w` of `n` walks the seeds `base + w, base + w + n, base + w + 2n, ...` (mod 9_000), with
-    `base = 1_000 * run_seed`, so episodes never repeat within 9,000 episodes and never touch the
-    validation seeds [9_000, 10_000) or the benchmark's test seeds (>= 10_000).
-    """
-    return (1_000 * run_seed + worker + episode * n_envs) % TRAIN_SEED_LIMIT
+
+def _mix32(x: int) -> int:
+    """MurmurHash3's 32-bit finaliser: a bijection of [0, 2**32) (each xor-shift and each multiplication by an
+    odd constant is invertible), so distinct seeds stay distinct while neighbouring seeds land far apart."""
+    x ^= x >> 16
+    x = (x * 0x85EBCA6B) & 0xFFFFFFFF
+    x ^= x >> 13
+    x = (x * 0xC2B2AE35) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+
+@functools.lru_cache(maxsize=8)
+def _permutation(run_seed: int) -> tuple[int, ...]:
+    """The training pool [0, 9_000) in run `run_seed`'s order (seeds >= ROTATION_SEEDS).
+
+    The first three worlds spell `_mix32(run_seed)` in the mixed radix (9_000, 8_998, 54), so two run
+    seeds never share their first three episodes, and the second world is never the first plus one, so no
+    permutation is one of the rotations of seeds 0..8. The rest is shuffled by NumPy's legacy `RandomState`,
+    whose stream NumPy keeps stable across versions (a run must replay the same worlds on a resume)."""
+    n = TRAIN_SEED_LIMIT
+    h = _mix32(run_seed)
+    d0, d1, d2 = h % n, (h // n) % (n - 2), h // (n * (n - 2))
+    rng = np.random.RandomState(run_seed)
+    first = d0
+    second = [x for x in range(n) if x not in (first, (first + 1) % n)][d1]
+    rest = [x for x in range(n) if x not in (first, second)]
+    # (d2 < 54 picks the third world among all the others: index d2 + 54 * u, read back as index mod 54)
+    third = rest[d2 + _PREFIX_RADIX * int(rng.randint(0, (n - 2) // _PREFIX_RADIX))]
+    tail = [x for x in rest if x != third]
+    return (first, second, third, *(tail[i] for i in rng.permutation(len(tail))))
+
+
+def schedule_seed(run_seed: int, position: int, legacy: bool = False) -> int:
+    """World seed at `position` (0, 1, ...) of run `run_seed`'s training schedule, in [0, 9_000).
+
+    Every run walks the whole pool before it repeats a world (position mod 9_000), never touching the
+    validation seeds [9_000, 10_000) or the benchmark's test seeds (>= 10_000). Seeds 0..8 rotate the pool
+    from `1_000 * run_seed`, as they always did; every other seed has its own permutation (`_permutation`),
+    different from every other seed's within its first three episodes. `legacy`: the rotation for every
+    seed (seed s + 9 then walks seed s's worlds), for resuming a run started before the permutations."""
+    if isinstance(run_seed, bool) or not isinstance(run_seed, int | np.integer) or not 0 <= run_seed < RUN_SEED_LIMIT:
+        raise ValueError(f"run_seed must be an integer in [0, {RUN_SEED_LIMIT - 1}], got {run_seed!r}")
+    if legacy or run_seed < ROTATION_SEEDS:
+        return (1_000 * int(run_seed) + position) % TRAIN_SEED_LIMIT
+    return _permutation(int(run_seed))[position % TRAIN_SEED_LIMIT]
+
+
+def train_seed(run_seed: int, worker: int, episode: int, n_envs: int, legacy: bool = False) -> int:
+    """World seed of training episode `episode` in worker `worker` of `n_envs`: position `worker + episode *
+    n_envs` of the run's schedule (`schedule_seed`), so the workers interleave and no world repeats within
+    9,000 episodes of the run."""
+    return schedule_seed(run_seed, worker + episode * n_envs, legacy)
 
 
 class SeedSchedule(gym.Wrapper):
@@ -197,13 +250,14 @@ class _SeedList:
 
 
 class _TrainSeeds:
-    """Picklable `seed_for` of worker `worker` following `train_seed`."""
+    """Picklable `seed_for` of worker `worker` following `train_seed` (`legacy`: the rotation of a run started
+    before the permutations, see `schedule_seed`)."""
 
-    def __init__(self, run_seed: int, worker: int, n_envs: int):
-        self.run_seed, self.worker, self.n_envs = run_seed, worker, n_envs
+    def __init__(self, run_seed: int, worker: int, n_envs: int, legacy: bool = False):
+        self.run_seed, self.worker, self.n_envs, self.legacy = run_seed, worker, n_envs, legacy
 
     def __call__(self, episode: int) -> int:
-        return train_seed(self.run_seed, self.worker, episode, self.n_envs)
+        return train_seed(self.run_seed, self.worker, episode, self.n_envs, self.legacy)
 
 
 # ----------------------------------------------------------------------------------------- envs
@@ -1092,9 +1146,9 @@ def check_agents(cfg: TrainConfig, *, baselines: bool = True, pretrain: bool = T
 # ----------------------------------------------------------------------------------------- warm start
 def demo_seeds(run_seed: int, episodes: int, round_: int = 0) -> list[int]:
     """Training-pool seeds of the warm start's demonstrations (`pretrain:`; one block per improvement round):
-    blocks the workers reach last."""
+    from the middle of the run's own schedule (`schedule_seed`), the part its workers reach last."""
     start = TRAIN_SEED_LIMIT // 2 + round_ * episodes
-    return [(1_000 * run_seed + start + j) % TRAIN_SEED_LIMIT for j in range(episodes)]
+    return [schedule_seed(run_seed, start + j) for j in range(episodes)]
 
 
 def pretrain_by_imitation(model, cfg: TrainConfig, run_seed: int) -> dict:
@@ -1388,12 +1442,65 @@ def summary_table(summary: dict[str, dict]) -> str:
 
 def run_labels(run_dirs: Sequence[Path], seeds: Sequence[int]) -> list[str]:
     """One distinct label per run: `learned s<seed>` when the training seeds are distinct, else the run
-    folder's name (its path when names collide too; a numbered suffix for a folder given twice)."""
+    folder's name, else its path (the headline plays each folder once: `distinct_runs`), else its resolved
+    path."""
     for candidates in ([f"learned s{s}" for s in seeds], [f"learned {Path(r).name}" for r in run_dirs],
                        [f"learned {r}" for r in run_dirs]):
         if len(set(candidates)) == len(candidates):
             return candidates
-    return [f"learned {r} #{i + 1}" for i, r in enumerate(run_dirs)]
+    return [f"learned {Path(r).resolve()}" for r in run_dirs]
+
+
+def distinct_runs(run_dirs: Sequence[Path]) -> list[Path]:
+    """The run folders, each once (the first spelling kept, in order): a folder given twice (`runs/a runs/a`,
+    `runs/a ./runs/a/`, a link to it) would count one model as two training seeds in the pooled row and
+    narrow its CI, as `memgym bench` plays a name given twice once. A note names what was dropped."""
+    seen: dict[Path, Path] = {}
+    for run in run_dirs:
+        first = seen.setdefault(run.resolve(), run)
+        if first is not run:
+            _say(f"--headline: {run} is the run folder {first} again: played once")
+    return list(seen.values())
+
+
+#: recipe keys that do not change the trained policy: a difference there does not make two runs two recipes
+_SAME_RECIPE_IGNORES = ("seed", "name", "versions", "progress_bar", "extended", "device", "checkpoint_freq")
+
+
+def _recipe_differences(configs: Sequence[dict]) -> list[str]:
+    """Dotted keys in which the runs' resolved recipes (`config.yaml`) differ, but those that do not change the
+    policy (`_SAME_RECIPE_IGNORES`, `eval.baselines`, `eval.test_episodes`: what is played after training)."""
+    def policy_part(cfg: dict) -> dict:
+        cfg = {k: v for k, v in cfg.items() if k not in _SAME_RECIPE_IGNORES}
+        if isinstance(cfg.get("eval"), dict):
+            cfg["eval"] = {k: v for k, v in cfg["eval"].items() if k not in ("baselines", "test_episodes")}
+        return cfg
+
+    keys: dict[str, None] = {}
+    for other in configs[1:]:
+        keys.update(dict.fromkeys(_differing_keys(policy_part(configs[0]), policy_part(other))))
+    return sorted(keys)
+
+
+def _env_label(env_id: str, overrides: dict | None) -> str:
+    return env_id + (f" with {overrides}" if overrides else "")
+
+
+def _headline_env(run_dirs: Sequence[Path], metas: Sequence[dict], env: str | None) -> tuple[str, dict, bool]:
+    """The env the headline tests on and the runs' overrides it applies (before `--set`), and whether the
+    runs were trained on different envs. Without `env` that is the runs' env, and runs of different envs
+    (`model.json`'s env id or overrides) are refused, naming each run's: the first run's env was taken
+    and every run tested and pooled on it. With `env` every run is tested on it, with the overrides all
+    runs were trained with."""
+    trained = [(m["env"]["id"], dict(m["env"].get("overrides") or {})) for m in metas]
+    mixed = any(t != trained[0] for t in trained[1:])
+    if mixed and env is None:
+        each = "; ".join(f"{run} on {_env_label(*t)}" for run, t in zip(run_dirs, trained))
+        raise TrainConfigError(f"--headline: the runs were trained on different envs ({each}); a table tests "
+                               "every run on one env and pools them: give --env ID to test each run on it (with "
+                               "the overrides all runs were trained with, and --set), or compare runs of one env")
+    shared = {k: v for k, v in trained[0][1].items() if all(k in o and o[k] == v for _, o in trained[1:])}
+    return env or trained[0][0], shared, mixed
 
 
 def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, overrides: dict | None = None,
@@ -1405,8 +1512,10 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     with `overrides` (e.g. `{"horizon": 800}`) through `agents.bench.evaluate`. The normalised score
     (0 = random, 1 = oracle, per-episode returns against the mean random and oracle returns) gets a
     95% bootstrap CI; the learned policy is reported per run (`run_labels`: by seed, or by folder when
-    seeds repeat) and pooled over runs. `progress`: a bar over the episodes (default: when stderr is a
-    terminal). Returns the Markdown tables (a ``|`` in an agent or run label written ``\\|``, as in bench's
+    seeds repeat) and pooled over runs. A folder given twice is played once (`distinct_runs`); runs trained
+    on different envs need `env` (`_headline_env`); runs of different recipes are compared, with a note that
+    the pooled row mixes them (`recipes_differ_in` in the numbers). `progress`: a bar over the episodes
+    (default: when stderr is a terminal). Returns the Markdown tables (a ``|`` in an agent or run label written ``\\|``, as in bench's
     tables) and the raw numbers, keyed by the labels as they are.
     """
     from agents.report import _md_cell
@@ -1415,11 +1524,14 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     run_dirs = [Path(r) for r in run_dirs]
     if not run_dirs:
         raise TrainConfigError("--headline needs at least one run folder")
+    run_dirs = distinct_runs(run_dirs)
     metas = [_finished_run(r) for r in run_dirs]
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise TrainConfigError(f"--episodes must be an integer >= 1, got {episodes!r}")
-    env_id = env or metas[0]["env"]["id"]
-    over = {**(metas[0]["env"].get("overrides") or {}), **(overrides or {})}
+    env_id, over, mixed_envs = _headline_env(run_dirs, metas, env)
+    over = {**over, **(overrides or {})}
+    configs = [_run_config(r) for r in run_dirs]
+    differ = _recipe_differences(configs)
     id_label = "--env" if env else f"{run_dirs[0] / 'model.json'}: env.id"
     check_env(env_id, over, id_label=id_label, override_label="--set {}", overrides_label="--set")
     if not env_id.split(":", 1)[-1].startswith("MemGym/"):  # the headline plays MemGym baselines and metrics
@@ -1433,8 +1545,8 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
         # (stripped: " abstain" was not the floor `abstain` for is_heuristic / FLOORS, nor in the table)
         names = [n.strip() for n in baselines if n.strip()]
         check_agent_names(names, "--baselines")
-    else:
-        names = list(_run_config(run_dirs[0]).get("eval", {}).get("baselines", []))
+    else:  # every run's (a recipe's list is the same in all its runs)
+        names = list(dict.fromkeys(n for c in configs for n in (c.get("eval") or {}).get("baselines", [])))
     for needed in ("random", "oracle"):
         if needed not in names:
             names.append(needed)
@@ -1498,6 +1610,12 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
     seeds_means = [e["normalised"] for e in per_run.values()]
     lines += ["", f"Learned policy over training seeds: normalised {np.mean(seeds_means):.3f} "
               f"(min {np.min(seeds_means):.3f}, max {np.max(seeds_means):.3f})."]
+    if differ:  # (pooled as if training seeds of one recipe: the reader must know they are not)
+        lines.append(f"Note: the runs are not training seeds of one recipe (their config.yaml differ in "
+                     f"{', '.join(differ)}): the pooled row and the line above mix them.")
+    if mixed_envs:
+        lines.append("Trained on: " + "; ".join(f"{lab}: {_env_label(m['env']['id'], m['env'].get('overrides'))}"
+                                                for lab, m in zip(labels, metas)) + f"; each tested on {label}.")
     best = max((n for n in table if is_heuristic(n)), key=lambda n: table[n]["normalised"], default=None)
 
     def paired_with(ref_name: str, what: str) -> dict[str, dict]:
@@ -1526,7 +1644,9 @@ def headline(run_dirs: Sequence[str | Path], *, env: str | None = None, override
         paired = paired_with(best, "the best heuristic")
     floors = {f: paired_with(f, "the do-nothing floor") for f in bench.FLOORS if f in rows}
     return "\n".join(lines), {"env": label, "seeds": seeds, "table": table_all, "best_heuristic": best,
-                               "paired": paired, "paired_floors": floors}
+                               "paired": paired, "paired_floors": floors, "recipes_differ_in": differ,
+                               "trained_on": {lab: _env_label(m["env"]["id"], m["env"].get("overrides"))
+                                              for lab, m in zip(labels, metas)}}
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -1655,6 +1775,36 @@ def require_train_extra() -> None:
                                f"{', '.join(missing)}; install torch first: the README's install section)")
 
 
+def _flat_settings(section: dict, prefix: str = "") -> str:
+    """`{"eval": {"freq": 1024}}` as `eval.freq 1024` (for notes)."""
+    return ", ".join(_flat_settings(v, f"{prefix}{k}.") if isinstance(v, dict) else f"{prefix}{k} {v}"
+                     for k, v in section.items())
+
+
+def _legacy_schedule(run_dir: Path, run_seed: int) -> bool:
+    """Whether the run in `run_dir` walks the rotation schedule of before SCHEDULE_VERSION 2 (its seeds.json
+    has no `train.schedule`): a resume must replay the worlds the run was trained on. Seeds below
+    ROTATION_SEEDS have one schedule either way; for the others a seeds.json that cannot tell is an error
+    naming it, before anything is changed."""
+    if run_seed < ROTATION_SEEDS:
+        return False
+    path = run_dir / "seeds.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        doc, why = None, f"not readable JSON ({err})"
+    else:
+        why = "expected {\"train\": {...}, ...} as memgym train writes it"
+    train = doc.get("train") if isinstance(doc, dict) else None
+    version = train.get("schedule", 1) if isinstance(train, dict) else None
+    if version not in (1, SCHEDULE_VERSION):
+        if isinstance(train, dict):
+            why = f"key 'train.schedule' must be {SCHEDULE_VERSION} (or absent: a run of before it), got {version!r}"
+        raise TrainConfigError(f"cannot resume: {path}: {why}; it says which training-seed schedule run seed "
+                               f"{run_seed} was trained on: restore it, or train again into another --out")
+    return version == 1
+
+
 def _check_resume_options(run_dir: Path, stored: dict, run_seed: int, run_quick: Any, cfg: TrainConfig, *,
                           config_path: str | Path | None, seed: int | None, quick: bool, n_envs: int | None,
                           total_steps: int | None, extended: bool = False) -> None:
@@ -1735,11 +1885,11 @@ def train(config_path: str | Path | None, seed: int | None = None, out_dir: str 
     be the run's). `seed`: training seed in [0, 2**32) (default 0; on `resume` the run's, and one given must
     be it; so must `n_envs` and `quick`). `out_dir`: the run folder (default `runs/<name>_s<seed>`, with
     `quick` `runs/<name>_quick_s<seed>`; on `resume` too, from `config_path`, `seed` and `quick`).
-    `quick`: merge the recipe's `quick:` section (a few thousand steps). `resume`: continue from the run
-    folder's latest checkpoint. `stop_after`: stop this session at the end of the rollout that reaches that
-    many total steps (after its update), saving a checkpoint with the session: a resume then goes on
-    exactly as the uninterrupted run (at or past `total_steps`: a normal finish). `test_eval`: run the final
-    test on the benchmark's seeds.
+    `quick`: merge the recipe's `quick:` section, or without one the default quick form (a few thousand
+    steps). `resume`: continue from the run folder's latest checkpoint. `stop_after`: stop this session at
+    the end of the rollout that reaches that many total steps (after its update), saving a checkpoint with
+    the session: a resume then goes on exactly as the uninterrupted run (at or past `total_steps`: a normal
+    finish). `test_eval`: run the final test on the benchmark's seeds.
 
     A new run that fails with an error before its first checkpoint (a value SB3 refuses only while
     training, a baseline that crashes) has what it wrote moved to `crashed-<n>/` in the run folder before
@@ -1768,6 +1918,7 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
         raise TrainConfigError(f"--stop-after must be an integer >= 1 (the step count at which this session stops), "
                                f"got {stop_after!r}")
     require_train_extra()
+    legacy_schedule = False
     if resume:
         if out_dir is not None:
             run_dir, out_label, where = Path(out_dir), f"--out {out_dir}", ""
@@ -1802,6 +1953,7 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
                               quick=quick, n_envs=n_envs, total_steps=total_steps, extended=extended)
         seed = run_seed
         # everything --resume reads is checked before anything in the run folder changes
+        legacy_schedule = _legacy_schedule(run_dir, run_seed)
         ckpt = latest_checkpoint(run_dir)
         if ckpt is None:
             raise TrainConfigError(f"cannot resume: no checkpoint in {run_dir / CHECKPOINT_DIR} (the run stopped "
@@ -1841,6 +1993,9 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
         if config_path is None:
             raise TrainConfigError("a config is required: --config configs/train/<name>.yaml")
         cfg = TrainConfig.from_yaml(config_path, quick=quick)
+        if cfg.default_quick:  # (before, such a --quick run trained the full recipe without a word)
+            _say(f"--quick: {config_path} has no quick: section; merging the default quick form: "
+                 f"{_flat_settings(cfg.default_quick)}, n_envs 1")
         seed = 0 if seed is None else seed
         changes = {}
         if n_envs is not None:
@@ -1904,8 +2059,10 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
                  "starting again")
         (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
         seeds_doc = {
-            "train": {"rule": "seed(worker w, episode j) = (1000 * run_seed + w + j * n_envs) mod 9000",
-                      "run_seed": seed, "n_envs": cfg.n_envs, "pool": [0, TRAIN_SEED_LIMIT],
+            "train": {"rule": "seed(worker w, episode j) = schedule(run_seed)[(w + j * n_envs) mod 9000]: the pool "
+                              "from 1000 * run_seed on for run seeds 0..8, its own permutation of the pool for any "
+                              "other (agents.train.schedule_seed)",
+                      "schedule": SCHEDULE_VERSION, "run_seed": seed, "n_envs": cfg.n_envs, "pool": [0, TRAIN_SEED_LIMIT],
                       "first": [[train_seed(seed, w, j, cfg.n_envs) for j in range(5)] for w in range(cfg.n_envs)]},
             "validation": cfg.eval.seeds,
             "test": test_seeds,
@@ -1921,11 +2078,14 @@ def _train(config_path: str | Path | None, seed: int | None, out_dir: str | Path
         start_steps = int(ckpt[1]["timesteps"])
         started = [int(x) for x in ckpt[1]["episodes_started"]]
         _say(f"resuming {run_dir} from {ckpt[0].name} ({start_steps} steps)")
+        if legacy_schedule:
+            _say(f"{run_dir} was started before run seeds from {ROTATION_SEEDS} on had their own training-seed "
+                 f"schedule: it goes on with the one it was trained with (the worlds of seed {seed % ROTATION_SEEDS})")
 
     # -- envs
     use_subproc = cfg.n_envs > 1
     factories = [
-        _EnvFactory(cfg, _TrainSeeds(seed, w, cfg.n_envs), start_episode=started[w], ignore_sigint=use_subproc,
+        _EnvFactory(cfg, _TrainSeeds(seed, w, cfg.n_envs, legacy_schedule), start_episode=started[w], ignore_sigint=use_subproc,
                     shaping=cfg.shaping != "none", shaping_gamma=shaping_gamma(cfg))
         for w in range(cfg.n_envs)
     ]
@@ -2296,7 +2456,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="training seed (default 0; with --resume: the run's)")
     parser.add_argument("--out", help="run folder (default runs/<config name>_s<seed>; with --quick "
                         "runs/<config name>_quick_s<seed>); with --headline: the JSON file for the numbers")
-    parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section)")
+    parser.add_argument("--quick", action="store_true", help="a few thousand steps (the config's quick: section; "
+                        "without one, the default quick form: total_steps 2048, ...)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint "
                         "(without --out: the default run folder of --config, --seed and --quick)")
     parser.add_argument("--n-envs", type=int, help="override n_envs of the config")

@@ -115,6 +115,9 @@ class TrainConfig:
     progress_bar: bool = True
     device: str = "cpu"
     name: str = ""
+    #: the default quick form merged by --quick into a recipe without a quick: section (for the note saying
+    #: so); not part of the recipe: neither compared nor written
+    default_quick: dict[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     # ----------------------------------------------------------------------------- loading
     @classmethod
@@ -158,14 +161,18 @@ class TrainConfig:
         _check_quick_keys(quick_section)
         cfg = cls._build(data)
         if quick_section or quick:
-            merged = _deep_merge(data, quick_section)
+            # (no quick: section: --quick trained the full total_steps, in runs/<name>_quick_s<seed>, silently)
+            default = None if quick_section else default_quick_section(cfg)
+            merged = _deep_merge(data, default or quick_section)
             if "n_envs" not in quick_section:  # --quick runs in-process (DummyVecEnv) unless told otherwise
                 merged["n_envs"] = 1
             try:
                 quick_cfg = cls._build(merged)
             except TrainConfigError as err:
-                raise TrainConfigError(_blame_quick(str(err), quick_section)) from None
+                raise TrainConfigError(f"the default quick form (--quick; the recipe has no quick: section): {err}"
+                                       if default else _blame_quick(str(err), quick_section)) from None
             if quick:
+                quick_cfg.default_quick = default
                 return quick_cfg
         return cfg
 
@@ -374,6 +381,29 @@ _SECTION_KEYS = {
 }
 
 
+#: the default quick form's limits (a recipe without a quick: section, run with --quick): what the shipped
+#: recipe's quick: section sets, each taken only where it shortens the recipe
+DEFAULT_QUICK = {"total_steps": 2048, "checkpoint_freq": 1024,
+                 "eval": {"freq": 1024, "episodes": 2, "test_episodes": 2},
+                 "pretrain": {"episodes": 2, "epochs": 2, "workers": 1}}
+
+
+def default_quick_section(cfg: TrainConfig) -> dict[str, Any]:
+    """The quick section --quick merges into a recipe that has none: `DEFAULT_QUICK`'s values where they are
+    smaller than the recipe's, so that --quick is "a few thousand steps" for any recipe (plus one rollout:
+    training stops at the end of the rollout that reaches total_steps) and never lengthens one. The warm
+    start's limits only when the recipe has one."""
+    def smaller(limits: Mapping[str, int], current: Any) -> dict[str, int]:
+        return {k: min(v, getattr(current, k)) for k, v in limits.items()}
+
+    out: dict[str, Any] = {"total_steps": min(DEFAULT_QUICK["total_steps"], cfg.total_steps),
+                           "checkpoint_freq": min(DEFAULT_QUICK["checkpoint_freq"], cfg.checkpoint_freq),
+                           "eval": smaller(DEFAULT_QUICK["eval"], cfg.eval)}
+    if cfg.pretrain.agent is not None:
+        out["pretrain"] = smaller(DEFAULT_QUICK["pretrain"], cfg.pretrain)
+    return out
+
+
 def _check_quick_keys(quick: Mapping) -> None:
     """Unknown keys of the `quick:` section, named `quick.<key>` (and `quick.eval.<key>`, ...)."""
     _check_keys(quick, _TOP_KEYS, "quick.")
@@ -431,13 +461,17 @@ def check_env(env_id: str, overrides: Mapping[str, Any], *, id_label: str = "key
             raise TrainConfigError(f"{id_label}: unknown env id {env_id!r} ({err}); "
                                    f"registered MemGym ids: {known}") from None
         return  # its keyword arguments are its own: gym.make checks them
+    from agents.bench import LABEL_FIELDS
     from world import WorldConfig
     from world.config import ConfigError
 
     base = WorldConfig.preset(family, difficulty)
-    allowed = [f.name for f in dataclasses.fields(WorldConfig)]
+    fields = [f.name for f in dataclasses.fields(WorldConfig)]
+    # (family / difficulty are fields, but they choose the world rather than set it: refused below, so
+    # not offered as allowed, as memgym bench --set lists them)
+    allowed = [f for f in fields if f not in LABEL_FIELDS]
     for name in overrides:
-        if name not in allowed:
+        if name not in fields:
             raise TrainConfigError(f"{override_label.format(name)}: unknown WorldConfig field {name!r}; allowed: "
                                    f"{', '.join(allowed)}")
     try:

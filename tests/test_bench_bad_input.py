@@ -622,3 +622,30 @@ def test_an_agent_registered_at_run_time_that_spawned_workers_cannot_get_is_refu
     monkeypatch.setattr(bench, "_pool_context", lambda: mp.get_context("fork"))
     with pytest.raises(AssertionError, match="episodes were run"):
         bench.run_bench("quick", **kw)
+
+
+@pytest.mark.parametrize("target, difficulty, named", [
+    ("MemGym/Life-Easy-v0", "hard", "contradicts MemGym/Life-Easy-v0, whose difficulty is 'easy'"),
+    ({"id": "MemGym/Life-Easy-v0"}, "medium", "contradicts MemGym/Life-Easy-v0, whose difficulty is 'easy'"),
+    ("world-config", "hard", "contradicts the WorldConfig given, whose difficulty is 'easy'"),
+])
+def test_evaluate_refuses_a_difficulty_its_env_contradicts(target, difficulty, named):
+    """evaluate(..., difficulty=) was dropped for an env id, an id dict or a WorldConfig: the rows said
+    'easy' for a caller who asked for 'hard'. Only a family name takes a difficulty; the same one is fine."""
+    from world import WorldConfig
+
+    if target == "world-config":
+        target = WorldConfig.preset("life", "easy")
+    with pytest.raises(ValueError) as err:
+        bench.evaluate("versioned", target, [10_000], difficulty=difficulty)
+    msg = str(err.value)
+    assert msg.startswith(f"difficulty={difficulty!r} {named}") and "give the family name 'life'" in msg
+    assert f"MemGym/Life-{difficulty.capitalize()}-v0" in msg
+    with pytest.raises(ValueError, match="unknown difficulty 'hardd'; valid difficulties: easy, medium, hard"):
+        bench.make_env(target, "hardd")
+    env = bench.make_env(target, "easy")  # agreeing: as without it
+    assert env.unwrapped.config.difficulty == "easy"
+    env.close()
+    env = bench.make_env("life", difficulty)  # a family name takes it, as before
+    assert env.unwrapped.config.difficulty == difficulty
+    env.close()

@@ -98,6 +98,34 @@ def test_bad_config_names_the_key(tmp_path, patch, needle):
     assert "bad.yaml" in str(err.value)
 
 
+def test_quick_without_a_quick_section_merges_the_default_quick_form(tmp_path, capsys):
+    """--quick on a recipe without a quick: section trained its full total_steps (in runs/<name>_quick_s0,
+    without a word); docs promise "a few thousand steps". Now the default quick form is merged: each limit
+    only where it shortens the recipe, and a note says so."""
+    long = {"total_steps": 20_000, "checkpoint_freq": 10_000, "n_envs": 2,
+            "eval": {"freq": 5_000, "episodes": 3, "test_episodes": 30, "baselines": []}}
+    path = tiny(tmp_path, "long", **long, pretrain={"agent": "versioned", "episodes": 50, "epochs": 1})
+    assert TrainConfig.from_yaml(path).total_steps == 20_000  # (the full recipe is untouched)
+    quick = TrainConfig.from_yaml(path, quick=True)
+    assert (quick.total_steps, quick.checkpoint_freq, quick.n_envs) == (2048, 1024, 1)
+    assert (quick.eval.freq, quick.eval.episodes, quick.eval.test_episodes) == (1024, 2, 2)
+    assert (quick.pretrain.episodes, quick.pretrain.epochs, quick.pretrain.workers) == (2, 1, 1)  # (never longer)
+    assert quick.default_quick == {"total_steps": 2048, "checkpoint_freq": 1024,
+                                   "eval": {"freq": 1024, "episodes": 2, "test_episodes": 2},
+                                   "pretrain": {"episodes": 2, "epochs": 1, "workers": 1}}
+    small = TrainConfig.from_yaml(tiny(tmp_path), quick=True)  # already small: kept as it is
+    assert (small.total_steps, small.checkpoint_freq, small.eval.freq, small.eval.test_episodes) == (256, 128, 128, 1)
+    assert TrainConfig.from_yaml(LIFE_EASY, quick=True).default_quick is None  # its own quick: section
+    # end to end: the run folder's recipe is the quick form, and the note names it
+    out = tmp_path / "run"
+    result = T.train(tiny(tmp_path, "long2", **long), seed=0, out_dir=out, quick=True, stop_after=64, test_eval=False)
+    assert result.timesteps == 64
+    assert yaml.safe_load((out / "config.yaml").read_text())["total_steps"] == 2048
+    assert ("--quick: " + str(tmp_path / "long2.yaml") + " has no quick: section; merging the default quick form: "
+            "total_steps 2048, checkpoint_freq 1024, eval.freq 1024, eval.episodes 2, eval.test_episodes 2, "
+            "n_envs 1") in capsys.readouterr().err
+
+
 def test_quick_section_merges_deeply():
     full = TrainConfig.from_yaml(LIFE_EASY)
     quick = TrainConfig.from_yaml(LIFE_EASY, quick=True)
@@ -124,6 +152,89 @@ def test_training_seed_schedule_is_disjoint_and_does_not_repeat():
         assert min(seeds) >= 0 and max(seeds) < TRAIN_SEED_LIMIT
     assert T.train_seed(0, 0, 0, 2) != T.train_seed(1, 0, 0, 2)
 
+
+def _unmix32(x: int) -> int:
+    """The inverse of `T._mix32` (each xor-shift and odd multiplication undone, in reverse order)."""
+    m = 0xFFFFFFFF
+    x ^= x >> 16
+    x = (x * pow(0xC2B2AE35, -1, 2**32)) & m
+    x ^= (x >> 13) ^ (x >> 26)
+    x = (x * pow(0x85EBCA6B, -1, 2**32)) & m
+    return x ^ (x >> 16)
+
+
+def _prefix_code(seeds: list[int]) -> int:
+    """What the first three worlds of a permuted schedule spell (the mixed radix of `T._permutation`)."""
+    n = TRAIN_SEED_LIMIT
+    first, second, third = seeds
+    d1 = [x for x in range(n) if x not in (first, (first + 1) % n)].index(second)
+    d2 = [x for x in range(n) if x not in (first, second)].index(third) % 54
+    return first + n * (d1 + (n - 2) * d2)
+
+
+LARGE_SEEDS = [9, 10, 17, 18, 27, 1000, 123_456_789, 2**31, 2**32 - 2, 2**32 - 1]
+
+
+def test_training_seeds_9_apart_no_longer_share_their_schedule():
+    """Seed s and s + 9 walked the same training worlds and warm-start demonstrations (offset 1000 * seed
+    mod 9000: 9 offsets for 2**32 seeds), so "independent" runs trained on identical data."""
+    first = {s: [T.train_seed(s, w, j, 2) for j in range(50) for w in range(2)] for s in range(40)}
+    for s in range(31):
+        assert first[s] != first[s + 9], s
+        assert T.demo_seeds(s, 120, 0) != T.demo_seeds(s + 9, 120, 0), s
+        assert T.demo_seeds(s, 120, 1) != T.demo_seeds(s + 9, 120, 1), s
+    # any two seeds differ within their first three episodes: every seed's are distinct
+    prefixes = [tuple(T.schedule_seed(s, i) for i in range(3)) for s in sorted({*range(2_000), *LARGE_SEEDS})]
+    assert len(set(prefixes)) == len(prefixes)
+
+
+def test_seeds_0_to_8_keep_their_schedule_and_the_others_spell_their_seed():
+    """Runs trained at seeds 0..8 (the README's headline: 0-2) reproduce: their training and warm-start
+    worlds are the rotation they always were. Every other seed's first three worlds spell `_mix32(seed)`, a
+    bijection (its inverse is checked), so no two seeds share a schedule; and no permuted schedule is a
+    rotation (its second world is never its first plus one)."""
+    for s in range(T.ROTATION_SEEDS):
+        for n_envs in (1, 2, 3):
+            got = [T.train_seed(s, w, j, n_envs) for j in range(0, 4000, 7) for w in range(n_envs)]
+            assert got == [(1000 * s + w + j * n_envs) % 9000 for j in range(0, 4000, 7) for w in range(n_envs)]
+        for r in range(3):
+            assert T.demo_seeds(s, 120, r) == [(1000 * s + 4500 + r * 120 + j) % 9000 for j in range(120)]
+    rng = np.random.default_rng(0)
+    for s in [*LARGE_SEEDS, *(int(x) for x in rng.integers(9, 2**32, 2_000))]:
+        assert _unmix32(T._mix32(s)) == s
+        prefix = [T.schedule_seed(s, i) for i in range(3)]
+        assert _prefix_code(prefix) == T._mix32(s)
+        assert prefix[1] != (prefix[0] + 1) % TRAIN_SEED_LIMIT
+        assert T.train_seed(s, 1, 0, 2) == prefix[1] and T.train_seed(s, 0, 1, 2) == prefix[2]
+    assert T.schedule_seed(9, 5, legacy=True) == T.schedule_seed(0, 5)  # (a resume of a run of before)
+    with pytest.raises(ValueError, match=r"run_seed must be an integer in \[0, 4294967295\]"):
+        T.schedule_seed(2**32, 0)
+
+
+def test_every_schedule_walks_the_whole_training_pool_before_repeating():
+    for s in (0, 8, 9, 2**32 - 1):
+        pool = [T.schedule_seed(s, i) for i in range(TRAIN_SEED_LIMIT)]
+        assert sorted(pool) == list(range(TRAIN_SEED_LIMIT))  # never a validation (9000..) or test (10000..) seed
+        assert [T.schedule_seed(s, TRAIN_SEED_LIMIT + i) for i in range(5)] == pool[:5]
+
+
+def test_a_resume_keeps_the_schedule_its_run_was_started_with(tmp_path):
+    """A run of seed >= 9 started before the permutations (seeds.json without train.schedule) goes on with
+    the rotation it was trained on; seeds 0..8 have one schedule either way; a seeds.json that cannot tell
+    is an error naming it."""
+    new = {"train": {"schedule": T.SCHEDULE_VERSION, "run_seed": 9}}
+    old = {"train": {"rule": "seed(worker w, episode j) = (1000 * run_seed + w + j * n_envs) mod 9000"}}
+    for doc, seed, legacy in ((new, 9, False), (old, 9, True), (old, 3, False), (None, 3, False)):
+        path = tmp_path / "seeds.json"
+        path.unlink(missing_ok=True)
+        if doc is not None:
+            path.write_text(json.dumps(doc))
+        assert T._legacy_schedule(tmp_path, seed) is legacy
+    for text in ("{", json.dumps({"train": {"schedule": 7}})):
+        (tmp_path / "seeds.json").write_text(text)
+        with pytest.raises(TrainConfigError, match="cannot resume: .*seeds.json.*training-seed schedule"):
+            T._legacy_schedule(tmp_path, 12)
+    assert T._TrainSeeds(9, 1, 2, legacy=True)(3) == (9000 + 1 + 3 * 2) % 9000
 
 def test_seed_schedule_wrapper_ignores_caller_seed_and_rewinds():
     env = T.SeedSchedule(T.make_env("MemGym/Life-Easy-v0"), T._SeedList([9000, 9001]))

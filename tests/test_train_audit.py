@@ -207,6 +207,7 @@ def test_headline_reports_every_run_even_with_the_same_seed(tmp_path, capsys):
     assert table["learned (pooled, 2 runs)"]["episodes"] == 4
     assert "| learned a |" in text and "| learned b |" in text
     assert "learned s0" not in table
+    assert "Note:" not in text and "Trained on" not in text and data["recipes_differ_in"] == []  # one recipe
     # distinct seeds keep the short labels
     other = T.train(tiny(tmp_path), seed=1, out_dir=tmp_path / "c", test_eval=False)
     _, data = T.headline([run.run_dir, other.run_dir], episodes=1, baselines=["write_all"])
@@ -521,16 +522,84 @@ def test_summary_table_escapes_a_pipe_in_an_agent_name():
 
 
 def test_headline_tables_escape_a_pipe_in_a_run_label(tmp_path):
-    """--headline labels a run given twice by its folder, written raw: a folder named with '|' added a
-    cell to its rows in the score table and in the paired-difference table."""
+    """--headline labels two runs of one seed by their folders, written raw: a folder named with '|' added
+    a cell to its rows in the score table and in the paired-difference table."""
     run = T.train(tiny(tmp_path, total_steps=64, eval={"freq": 64, "episodes": 1, "test_episodes": 1,
                                                        "baselines": []}),
                   seed=0, out_dir=tmp_path / "a|b", test_eval=False).run_dir
-    text, data = T.headline([run, run], episodes=1, baselines=["versioned"])
-    label = f"learned {run} #1"
+    shutil.copytree(run, tmp_path / "c|d")
+    text, data = T.headline([run, tmp_path / "c|d"], episodes=1, baselines=["versioned"])
+    label = "learned a|b"
     assert label in data["table"]  # the numbers keep the label as it is
     assert f"| {label.replace('|', chr(92) + '|')} | " in text
     tables = [block.splitlines() for block in text.split("\n\n") if block.startswith("| ")]
     assert len(tables) >= 2  # the scores, then a paired difference per reference
     assert {_cells(line) for line in tables[0]} == {5}
     assert all({_cells(line) for line in table} == {3} for table in tables[1:])
+
+
+# ------------------------------------------------------------------------ s15: --headline pools what it should
+@pytest.fixture(scope="module")
+def two_recipes(tmp_path_factory) -> tuple[Path, Path]:
+    """Two finished tiny runs of different recipes and envs: MaskablePPO on Life-Easy with horizon 30, A2C on
+    Life-Easy with horizon 40 (the same observation layout, so both models play either env)."""
+    tmp = tmp_path_factory.mktemp("recipes")
+    small = {"freq": 64, "episodes": 1, "test_episodes": 1, "baselines": ["write_all"]}
+    a = T.train(tiny(tmp, "ppo", total_steps=64, eval=small), seed=0, out_dir=tmp / "ppo", test_eval=False)
+    b = T.train(tiny(tmp, "a2c", total_steps=64, eval=small, algo="a2c", hyperparams={"n_steps": 8},
+                     env={"id": "MemGym/Life-Easy-v0", "overrides": {"horizon": 40}}),
+                seed=1, out_dir=tmp / "a2c", test_eval=False)
+    return a.run_dir, b.run_dir
+
+
+def test_headline_refuses_runs_of_different_envs_without_env(two_recipes, capsys):
+    """The env (and overrides) came from the first run's model.json only: a model trained on another env was
+    tested on it and pooled with the others as a "training seed", without a word."""
+    from agents import cli
+
+    a, b = two_recipes
+    with pytest.raises(TrainConfigError) as err:
+        T.headline([a, b], episodes=1)
+    msg = str(err.value)
+    assert "the runs were trained on different envs" in msg and "give --env ID" in msg
+    assert f"{a} on MemGym/Life-Easy-v0 with {{'horizon': 30}}" in msg
+    assert f"{b} on MemGym/Life-Easy-v0 with {{'horizon': 40}}" in msg
+    assert cli.main(["train", "--headline", str(a), str(b), "--episodes", "1", "--no-progress"]) == 2
+    assert "memgym train: error: --headline: the runs were trained on different envs" in capsys.readouterr().err
+
+
+def test_headline_with_env_tests_every_run_on_it_and_says_the_pool_mixes_recipes(two_recipes):
+    """With --env every run plays that env, with the overrides all runs were trained with (none here: 30 vs
+    40; the first run's horizon was applied to all), and the text says that the pooled row mixes recipes."""
+    a, b = two_recipes
+    text, data = T.headline([a, b], env="MemGym/Life-Easy-v0", overrides={"horizon": 20}, episodes=1,
+                            progress=False)
+    assert data["env"] == "MemGym/Life-Easy-v0 with {'horizon': 20}"
+    assert {"algo", "env.overrides.horizon", "hyperparams.n_steps"} <= set(data["recipes_differ_in"])
+    assert "seed" not in data["recipes_differ_in"] and "name" not in data["recipes_differ_in"]
+    assert "Note: the runs are not training seeds of one recipe (their config.yaml differ in algo, " in text
+    assert "the pooled row and the line above mix them." in text
+    assert ("Trained on: learned s0: MemGym/Life-Easy-v0 with {'horizon': 30}; learned s1: MemGym/Life-Easy-v0 "
+            "with {'horizon': 40}; each tested on MemGym/Life-Easy-v0 with {'horizon': 20}.") in text
+    assert {"write_all", "random", "oracle"} <= set(data["table"])  # (the runs' baselines)
+    # the overrides every run was trained with are applied; --set on top
+    env_id, shared, mixed = T._headline_env([a, b], [{"env": {"id": "X", "overrides": {"horizon": 30, "capacity": 8}}},
+                                                     {"env": {"id": "X", "overrides": {"horizon": 40, "capacity": 8}}}],
+                                            "MemGym/Life-Easy-v0")
+    assert (env_id, shared, mixed) == ("MemGym/Life-Easy-v0", {"capacity": 8}, True)
+
+
+def test_headline_plays_a_run_folder_given_twice_once(two_recipes, tmp_path, capsys):
+    """The same folder given twice was two runs: "pooled, 2 runs" of one model, its CI narrowed as if two
+    training seeds agreed. Now it is played once (as bench plays a name given twice once), with a note;
+    another spelling of the path or a link to the folder is the same folder."""
+    a, _ = two_recipes
+    link = tmp_path / "link"
+    link.symlink_to(a, target_is_directory=True)
+    capsys.readouterr()
+    text, data = T.headline([a, a, Path(f"{a}/"), link], episodes=1, baselines=["write_all"], progress=False)
+    assert "learned (pooled, 1 runs)" in data["table"] and "learned s0" in data["table"]
+    assert [k for k in data["table"] if k.startswith("learned")] == ["learned (pooled, 1 runs)", "learned s0"]
+    assert data["table"]["learned (pooled, 1 runs)"]["episodes"] == 1
+    err = capsys.readouterr().err
+    assert err.count(f"is the run folder {a} again: played once") == 3 and f"{link} is the run folder" in err

@@ -779,3 +779,33 @@ def test_rollout_improvement_refuses_a_warm_start_agent_that_cannot_be_copied(tm
     assert not out.exists()
     cfg = TrainConfig.from_yaml(tiny(tmp_path, pretrain={**pre, "improve": "none"}))
     T.check_agents(cfg)  # (no error)
+
+
+# ------------------------------------------------------------------------------------ s15: the allowed overrides
+def test_an_unknown_override_lists_only_the_settings_as_bench_does(finished_run, tmp_path, capsys):
+    """--headline --set and a recipe's env.overrides listed family and difficulty as allowed, then refused
+    them ("family names the world's preset, it is not a setting of it"); memgym bench lists only the rest."""
+    import ast
+
+    from agents import bench
+    from agents.train_config import check_env
+    from world.config import ConfigError, _check_keys
+
+    with pytest.raises(ConfigError) as err:
+        _check_keys({"horizn": 5}, bench.LABEL_FIELDS)
+    bench_allowed = ast.literal_eval(str(err.value).split("allowed keys: ")[1])
+    with pytest.raises(TrainConfigError) as err:
+        check_env("MemGym/Life-Easy-v0", {"horizn": 5})
+    allowed = str(err.value).split("; allowed: ")[1].split(", ")
+    assert allowed == bench_allowed and "horizon" in allowed
+    assert "family" not in allowed and "difficulty" not in allowed
+
+    assert cli.main(["train", "--headline", str(finished_run), "--set", "horizn=5"]) == 2
+    err = capsys.readouterr().err
+    assert "memgym train: error: --set horizn: unknown WorldConfig field 'horizn'; allowed: horizon, " in err
+    assert "family" not in err and "difficulty" not in err
+    recipe = tiny(tmp_path, env={"id": "MemGym/Life-Easy-v0", "overrides": {"horizn": 5}})
+    assert cli.main(["train", "--config", str(recipe), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "key 'env.overrides.horizn': unknown WorldConfig field 'horizn'; allowed: horizon, " in err
+    assert "family" not in err and "difficulty" not in err and not (tmp_path / "run").exists()
